@@ -1,0 +1,116 @@
+package batch
+
+import "net/netip"
+
+// Vec is a vector of up to Cap() datagrams backed by one preallocated slab.
+// Messages 0..Len()-1 are in use. A Vec is not safe for concurrent use.
+type Vec struct {
+	bufs  [][]byte         // each of length slot, carved from one slab
+	lens  []int            // bytes in use in bufs[i]
+	addrs []netip.AddrPort // peer of message i: destination (send) or source (recv); zero = the connected peer
+	n     int
+	slot  int
+}
+
+// New returns a Vec of n messages of up to slot bytes each.
+func New(n, slot int) *Vec {
+	if n <= 0 || slot <= 0 {
+		panic("batch: New needs n > 0 and slot > 0")
+	}
+	slab := make([]byte, n*slot)
+	v := &Vec{
+		bufs:  make([][]byte, n),
+		lens:  make([]int, n),
+		addrs: make([]netip.AddrPort, n),
+		slot:  slot,
+	}
+	for i := range v.bufs {
+		v.bufs[i] = slab[i*slot : (i+1)*slot : (i+1)*slot]
+	}
+	return v
+}
+
+// Cap is the number of messages the Vec can hold.
+func (v *Vec) Cap() int { return len(v.bufs) }
+
+// Len is the number of messages in use.
+func (v *Vec) Len() int { return v.n }
+
+// SlotSize is the size of each message buffer in bytes.
+func (v *Vec) SlotSize() int { return v.slot }
+
+// Full reports whether every message slot is in use.
+func (v *Vec) Full() bool { return v.n == len(v.bufs) }
+
+// Reset marks every message unused. Buffers are kept.
+func (v *Vec) Reset() { v.n = 0 }
+
+// Msg returns message i (bytes in use; owned by the Vec, valid until the
+// slot is reused) and its peer address.
+func (v *Vec) Msg(i int) ([]byte, netip.AddrPort) {
+	return v.bufs[i][:v.lens[i]], v.addrs[i]
+}
+
+// Append copies p into the next free slot addressed to (or received from)
+// addr. It returns false, copying nothing, when the Vec is full or p does
+// not fit in a slot.
+func (v *Vec) Append(p []byte, addr netip.AddrPort) bool {
+	if v.n == len(v.bufs) || len(p) > v.slot {
+		return false
+	}
+	copy(v.bufs[v.n], p)
+	v.lens[v.n] = len(p)
+	v.addrs[v.n] = addr
+	v.n++
+	return true
+}
+
+// Next returns the whole buffer of the next free slot, for a writer that
+// encodes in place and then calls [Vec.Commit]; nil when the Vec is full.
+func (v *Vec) Next() []byte {
+	if v.n == len(v.bufs) {
+		return nil
+	}
+	return v.bufs[v.n]
+}
+
+// Commit marks the slot returned by [Vec.Next] as used with n bytes.
+func (v *Vec) Commit(n int, addr netip.AddrPort) {
+	v.lens[v.n] = n
+	v.addrs[v.n] = addr
+	v.n++
+}
+
+// Buf returns the whole buffer of slot i (for datapaths that receive in
+// place); Set records its length and address and is used together with
+// SetLen to publish received messages.
+func (v *Vec) Buf(i int) []byte { return v.bufs[i] }
+
+// Set records the length and peer of slot i.
+func (v *Vec) Set(i, n int, addr netip.AddrPort) {
+	v.lens[i] = n
+	v.addrs[i] = addr
+}
+
+// SetLen sets the number of messages in use (for datapaths that filled
+// slots 0..n-1 with Set).
+func (v *Vec) SetLen(n int) { v.n = n }
+
+// Drop removes the first k messages, shifting the rest down (used after a
+// partial send). It swaps slot buffers instead of copying bytes.
+func (v *Vec) Drop(k int) {
+	if k <= 0 {
+		return
+	}
+	if k >= v.n {
+		v.n = 0
+		return
+	}
+	for i := 0; i+k < v.n; i++ {
+		j := i + k
+		v.bufs[i], v.bufs[j] = v.bufs[j], v.bufs[i]
+		v.lens[i] = v.lens[j]
+		v.addrs[i] = v.addrs[j]
+	}
+	v.n -= k
+}
