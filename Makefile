@@ -34,8 +34,11 @@ lint:
 	$(GOBIN)/staticcheck $(PKGS)
 	@if [ -f bench/go.mod ]; then cd bench && $(GOBIN)/staticcheck ./...; fi
 
+# Tests named TestLarge* run at full scale without the race detector (which
+# slows them 5-20x); everything else runs under -race.
 unit:
-	$(GO) test $(TESTFLAGS) $(PKGS)
+	$(GO) test $(TESTFLAGS) -skip '^TestLarge' $(PKGS)
+	$(GO) test -timeout 30m -run '^TestLarge' $(PKGS)
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test $(TESTFLAGS) ./...; fi
 
 fuzz-smoke:
