@@ -1,0 +1,51 @@
+//go:build !linux
+
+package bpf
+
+// Impair is the loss-injection program; on this platform it cannot load.
+type Impair struct{}
+
+// NewImpair returns ErrNotSupported on this platform.
+func NewImpair(ImpairConfig) (*Impair, error) { return nil, ErrNotSupported }
+
+// Set returns ErrNotSupported on this platform.
+func (*Impair) Set(ImpairConfig) error { return ErrNotSupported }
+
+// Counters returns ErrNotSupported on this platform.
+func (*Impair) Counters() (ImpairCounters, error) { return ImpairCounters{}, ErrNotSupported }
+
+// Attach returns ErrNotSupported on this platform.
+func (*Impair) Attach(int, Mode) (Mode, error) { return 0, ErrNotSupported }
+
+// Mode is always ModeAuto on this platform.
+func (*Impair) Mode() Mode { return ModeAuto }
+
+// Run returns ErrNotSupported on this platform.
+func (*Impair) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
+
+// Close does nothing on this platform.
+func (*Impair) Close() error { return nil }
+
+// Redirect is the AF_XDP redirect program; on this platform it cannot load.
+type Redirect struct{}
+
+// NewRedirect returns ErrNotSupported on this platform.
+func NewRedirect(RedirectConfig) (*Redirect, error) { return nil, ErrNotSupported }
+
+// Register returns ErrNotSupported on this platform.
+func (*Redirect) Register(int, int) error { return ErrNotSupported }
+
+// Unregister returns ErrNotSupported on this platform.
+func (*Redirect) Unregister(int) error { return ErrNotSupported }
+
+// Attach returns ErrNotSupported on this platform.
+func (*Redirect) Attach(int, Mode) (Mode, error) { return 0, ErrNotSupported }
+
+// Mode is always ModeAuto on this platform.
+func (*Redirect) Mode() Mode { return ModeAuto }
+
+// Run returns ErrNotSupported on this platform.
+func (*Redirect) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
+
+// Close does nothing on this platform.
+func (*Redirect) Close() error { return nil }
