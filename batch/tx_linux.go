@@ -1,0 +1,215 @@
+package batch
+
+import (
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// maxGSOSegments is the most segments one UDP_SEGMENT send may carry.
+	// The kernel's UDP_MAX_SEGMENTS was 64 until 6.9 raised it to 128; 64
+	// works on every kernel with GSO (4.18+).
+	maxGSOSegments = 64
+	// maxGSOBytes bounds one GSO super-datagram: the UDP length field and
+	// the IPv4 total length are 16 bits, so stay below 65535 minus headers.
+	maxGSOBytes = 65000
+	// maxIov is the kernel's UIO_MAXIOV: iovecs per msghdr.
+	maxIov = 1024
+)
+
+// TxConfig says how a [Tx] builds datagrams out of a [Vec].
+type TxConfig struct {
+	// Family is the socket's address family (unix.AF_INET or AF_INET6);
+	// it decides how per-message addresses are encoded.
+	Family int
+	// GSO sends runs of equal-length messages to the same peer as one
+	// UDP_SEGMENT super-datagram that the kernel splits. Turned off for
+	// good the first time the kernel answers EIO.
+	GSO bool
+	// Coalesce, when > 0, packs consecutive messages to the same peer into
+	// one datagram of at most Coalesce bytes (spec delta 13: the frames'
+	// exact bytes, back to back). 0 sends one message per datagram.
+	Coalesce int
+}
+
+// Tx sends the messages of a [Vec] with one sendmmsg call. Its mmsghdr,
+// iovec, address and control arrays are built once in [NewTx]; Send
+// points them at the Vec's slots and allocates nothing. A Tx is used by
+// one goroutine.
+type Tx struct {
+	fd    int
+	cfg   TxConfig
+	gso   atomic.Bool
+	hs    []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	ctrl  []byte
+	ends  []int // ends[h]: Vec messages covered by headers 0..h
+
+	gsoOff atomic.Uint64 // times GSO was turned off after EIO (0 or 1)
+	supers atomic.Uint64 // GSO super-datagrams sent
+}
+
+var gsoCmsgSpace = unix.CmsgSpace(2)
+
+// NewTx returns a Tx for fd that sends up to n messages per call.
+func NewTx(fd, n int, cfg TxConfig) *Tx {
+	if n <= 0 {
+		n = 1
+	}
+	t := &Tx{
+		fd:    fd,
+		cfg:   cfg,
+		hs:    make([]unix.Mmsghdr, n),
+		iovs:  make([]unix.Iovec, n),
+		names: make([]unix.RawSockaddrInet6, n),
+		ctrl:  make([]byte, n*gsoCmsgSpace),
+		ends:  make([]int, n),
+	}
+	t.gso.Store(cfg.GSO)
+	for h := range t.hs {
+		c := (*unix.Cmsghdr)(unsafe.Pointer(&t.ctrl[h*gsoCmsgSpace]))
+		c.Level = unix.SOL_UDP
+		c.Type = unix.UDP_SEGMENT
+		c.SetLen(unix.CmsgLen(2))
+	}
+	return t
+}
+
+// GSO reports whether GSO is still in use.
+func (t *Tx) GSO() bool { return t.gso.Load() }
+
+// GSOTurnedOff reports whether the kernel refused GSO (EIO) and Tx fell
+// back to plain datagrams.
+func (t *Tx) GSOTurnedOff() bool { return t.gsoOff.Load() > 0 }
+
+// Supers is the number of GSO super-datagrams sent.
+func (t *Tx) Supers() uint64 { return t.supers.Load() }
+
+// DisableGSO turns GSO off for good (tests, and hosts whose kernel
+// mangles GSO; see [ProbeGSO]).
+func (t *Tx) DisableGSO() { t.gso.Store(false) }
+
+// Send hands messages 0..v.Len()-1 of v to the kernel in one sendmmsg and
+// returns how many Vec messages went out, in order, with the raw errno of
+// the call (0, EAGAIN, ENOBUFS, ...). When sendmmsg stops part way it
+// returns the count that went out and errno 0; the failure is reported on
+// the next call. v is not modified.
+func (t *Tx) Send(v *Vec) (int, unix.Errno) {
+	if v.Len() == 0 {
+		return 0, 0
+	}
+	for {
+		nh, supers := t.build(v)
+		r, e := Sys.Sendmmsg(t.fd, t.hs[:nh], 0)
+		if e == 0 {
+			if r <= 0 {
+				return 0, 0
+			}
+			if supers > 0 {
+				t.supers.Add(uint64(supers))
+			}
+			return t.ends[min(r, nh)-1], 0
+		}
+		// UDP_SEGMENT: the kernel answers EIO when the egress device
+		// cannot checksum segments (no TX checksum offload). Turn GSO
+		// off for good and send the same messages as plain datagrams.
+		if e == unix.EIO && t.gso.Load() {
+			t.gso.Store(false)
+			t.gsoOff.Add(1)
+			continue
+		}
+		return 0, e
+	}
+}
+
+// build fills the header array from v and returns the number of headers
+// and how many of them carry a GSO cmsg.
+func (t *Tx) build(v *Vec) (nh, supers int) {
+	n := min(v.Len(), len(t.iovs))
+	gso := t.gso.Load()
+	limit := t.cfg.Coalesce
+	i := 0
+	for i < n && nh < len(t.hs) {
+		first := i
+		p0, addr := v.Msg(i)
+		unit := len(p0)
+		hdr := &t.hs[nh].Hdr
+		hdr.Iov = &t.iovs[i]
+		hdr.Flags = 0
+		if addr.IsValid() {
+			hdr.Name = (*byte)(unsafe.Pointer(&t.names[nh]))
+			hdr.Namelen = PutSockaddr(&t.names[nh], t.cfg.Family, addr)
+			if hdr.Namelen == 0 { // unreachable family: let the kernel say so
+				hdr.Name = nil
+			}
+		} else {
+			hdr.Name = nil
+			hdr.Namelen = 0
+		}
+		t.setIov(i, p0)
+		i++
+		switch {
+		case gso && unit > 0:
+			// Frames per segment: 1, or as many as fit the coalescing
+			// limit. Every segment but the last has the same size, as
+			// UDP_SEGMENT requires.
+			per := 1
+			if limit > unit {
+				per = limit / unit
+			}
+			segSize := per * unit
+			maxMsgs := min(maxGSOSegments*per, maxGSOBytes/unit, maxIov)
+			for i < n && i-first < maxMsgs {
+				p, a := v.Msg(i)
+				if len(p) != unit || a != addr {
+					break
+				}
+				t.setIov(i, p)
+				i++
+			}
+			cnt := i - first
+			if cnt > per {
+				hdr.Control = &t.ctrl[nh*gsoCmsgSpace]
+				hdr.SetControllen(gsoCmsgSpace)
+				*(*uint16)(unsafe.Pointer(&t.ctrl[nh*gsoCmsgSpace+unix.CmsgLen(0)])) = uint16(segSize)
+				supers++
+			} else {
+				hdr.Control = nil
+				hdr.Controllen = 0
+			}
+		case limit > 0:
+			total := unit
+			for i < n && i-first < maxIov {
+				p, a := v.Msg(i)
+				if a != addr || total+len(p) > limit {
+					break
+				}
+				total += len(p)
+				t.setIov(i, p)
+				i++
+			}
+			hdr.Control = nil
+			hdr.Controllen = 0
+		default:
+			hdr.Control = nil
+			hdr.Controllen = 0
+		}
+		hdr.SetIovlen(i - first)
+		t.ends[nh] = i
+		nh++
+	}
+	return nh, supers
+}
+
+func (t *Tx) setIov(i int, p []byte) {
+	if len(p) == 0 {
+		t.iovs[i].Base = nil
+		t.iovs[i].Len = 0
+		return
+	}
+	t.iovs[i].Base = &p[0]
+	t.iovs[i].SetLen(len(p))
+}
