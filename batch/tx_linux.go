@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"net/netip"
 	"sync/atomic"
 	"unsafe"
 
@@ -32,6 +33,10 @@ type TxConfig struct {
 	// one datagram of at most Coalesce bytes (spec delta 13: the frames'
 	// exact bytes, back to back). 0 sends one message per datagram.
 	Coalesce int
+	// Peer is the socket's connected peer, if any: messages addressed to
+	// it (or to the zero address) are sent without a destination, so the
+	// kernel uses the connected route.
+	Peer netip.AddrPort
 }
 
 // Tx sends the messages of a [Vec] with one sendmmsg call. Its mmsghdr,
@@ -97,12 +102,16 @@ func (t *Tx) DisableGSO() { t.gso.Store(false) }
 // the call (0, EAGAIN, ENOBUFS, ...). When sendmmsg stops part way it
 // returns the count that went out and errno 0; the failure is reported on
 // the next call. v is not modified.
-func (t *Tx) Send(v *Vec) (int, unix.Errno) {
-	if v.Len() == 0 {
+func (t *Tx) Send(v *Vec) (int, unix.Errno) { return t.SendRange(v, 0) }
+
+// SendRange is Send for messages from..v.Len()-1; it returns how many of
+// those went out.
+func (t *Tx) SendRange(v *Vec, from int) (int, unix.Errno) {
+	if v.Len() <= from {
 		return 0, 0
 	}
 	for {
-		nh, supers := t.build(v)
+		nh, supers := t.build(v, from)
 		r, e := Sys.Sendmmsg(t.fd, t.hs[:nh], 0)
 		if e == 0 {
 			if r <= 0 {
@@ -111,7 +120,7 @@ func (t *Tx) Send(v *Vec) (int, unix.Errno) {
 			if supers > 0 {
 				t.supers.Add(uint64(supers))
 			}
-			return t.ends[min(r, nh)-1], 0
+			return t.ends[min(r, nh)-1] - from, 0
 		}
 		// UDP_SEGMENT: the kernel answers EIO when the egress device
 		// cannot checksum segments (no TX checksum offload). Turn GSO
@@ -127,17 +136,20 @@ func (t *Tx) Send(v *Vec) (int, unix.Errno) {
 
 // build fills the header array from v and returns the number of headers
 // and how many of them carry a GSO cmsg.
-func (t *Tx) build(v *Vec) (nh, supers int) {
-	n := min(v.Len(), len(t.iovs))
+func (t *Tx) build(v *Vec, from int) (nh, supers int) {
+	n := min(v.Len(), from+len(t.iovs))
 	gso := t.gso.Load()
 	limit := t.cfg.Coalesce
-	i := 0
+	i := from
 	for i < n && nh < len(t.hs) {
 		first := i
 		p0, addr := v.Msg(i)
+		if addr == t.cfg.Peer {
+			addr = netip.AddrPort{}
+		}
 		unit := len(p0)
 		hdr := &t.hs[nh].Hdr
-		hdr.Iov = &t.iovs[i]
+		hdr.Iov = &t.iovs[i-from]
 		hdr.Flags = 0
 		if addr.IsValid() {
 			hdr.Name = (*byte)(unsafe.Pointer(&t.names[nh]))
@@ -149,7 +161,7 @@ func (t *Tx) build(v *Vec) (nh, supers int) {
 			hdr.Name = nil
 			hdr.Namelen = 0
 		}
-		t.setIov(i, p0)
+		t.setIov(i-from, p0)
 		i++
 		switch {
 		case gso && unit > 0:
@@ -164,10 +176,13 @@ func (t *Tx) build(v *Vec) (nh, supers int) {
 			maxMsgs := min(maxGSOSegments*per, maxGSOBytes/unit, maxIov)
 			for i < n && i-first < maxMsgs {
 				p, a := v.Msg(i)
+				if a == t.cfg.Peer {
+					a = netip.AddrPort{}
+				}
 				if len(p) != unit || a != addr {
 					break
 				}
-				t.setIov(i, p)
+				t.setIov(i-from, p)
 				i++
 			}
 			cnt := i - first
@@ -184,11 +199,14 @@ func (t *Tx) build(v *Vec) (nh, supers int) {
 			total := unit
 			for i < n && i-first < maxIov {
 				p, a := v.Msg(i)
+				if a == t.cfg.Peer {
+					a = netip.AddrPort{}
+				}
 				if a != addr || total+len(p) > limit {
 					break
 				}
 				total += len(p)
-				t.setIov(i, p)
+				t.setIov(i-from, p)
 				i++
 			}
 			hdr.Control = nil

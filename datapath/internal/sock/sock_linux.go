@@ -1,0 +1,193 @@
+package sock
+
+import (
+	"errors"
+
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"golang.org/x/sys/unix"
+)
+
+// Socket is an open, bound, non-blocking UDP socket.
+type Socket struct {
+	FD       int
+	Family   int            // unix.AF_INET or unix.AF_INET6
+	Local    netip.AddrPort // after bind
+	Peer     netip.AddrPort // valid when connected
+	BusyPoll int            // SO_BUSY_POLL in effect, µs (0 when refused or off)
+	RcvBuf   int            // effective receive buffer, bytes (as the kernel reports it)
+	SndBuf   int            // effective send buffer, bytes
+	GRO      bool           // UDP_GRO is on
+
+	mu     sync.Mutex
+	file   *os.File // created on first Wait; then owns the fd
+	rc     syscall.RawConn
+	closed bool
+}
+
+// Open creates, configures, binds and (with a valid Peer) connects a UDP
+// socket. Binding a port already in use fails with a *net.OpError that
+// wraps syscall.EADDRINUSE, naming the address.
+func Open(c Config) (*Socket, error) {
+	local := c.Local
+	if !local.IsValid() {
+		if c.Peer.IsValid() && c.Peer.Addr().Is6() && !c.Peer.Addr().Is4In6() {
+			local = netip.AddrPortFrom(netip.IPv6Unspecified(), 0)
+		} else {
+			local = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+		}
+	}
+	family := unix.AF_INET
+	if local.Addr().Is6() && !local.Addr().Is4In6() {
+		family = unix.AF_INET6
+	}
+	if family == unix.AF_INET {
+		local = netip.AddrPortFrom(local.Addr().Unmap(), local.Port())
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, opErr("socket", local, err)
+	}
+	s := &Socket{FD: fd, Family: family}
+	if err := s.configure(c); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	var sa batchSockaddr
+	salen := batch.PutSockaddr(&sa, family, local)
+	if err := bindRaw(fd, &sa, salen); err != nil {
+		unix.Close(fd)
+		return nil, opErr("bind", local, err)
+	}
+	if c.Peer.IsValid() {
+		salen := batch.PutSockaddr(&sa, family, c.Peer)
+		if salen == 0 {
+			unix.Close(fd)
+			return nil, opErr("connect", c.Peer, errors.New("address family differs from the local address"))
+		}
+		if err := connectRaw(fd, &sa, salen); err != nil {
+			unix.Close(fd)
+			return nil, opErr("connect", c.Peer, err)
+		}
+		s.Peer = c.Peer
+	}
+	sl := uint32(unix.SizeofSockaddrInet6)
+	if err := getsocknameRaw(fd, &sa, &sl); err != nil {
+		unix.Close(fd)
+		return nil, opErr("getsockname", local, err)
+	}
+	s.Local = batch.ParseSockaddr(&sa)
+	return s, nil
+}
+
+func (s *Socket) configure(c Config) error {
+	fd := s.FD
+	if c.SockBuf > 0 {
+		// *BUFFORCE ignores net.core.{r,w}mem_max but needs CAP_NET_ADMIN;
+		// fall back to the capped option when it is refused.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, c.SockBuf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, c.SockBuf)
+		}
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, c.SockBuf) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, c.SockBuf)
+		}
+	}
+	s.RcvBuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	s.SndBuf, _ = unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	if c.BusyPollUS > 0 {
+		// A non-blocking recv with SO_BUSY_POLL > 0 runs one NAPI poll of
+		// the device queue per call when the socket has a NAPI id
+		// (sk_busy_loop with nonblock); without one it costs a branch.
+		// Older kernels need CAP_NET_ADMIN to raise it: tolerate EPERM.
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, c.BusyPollUS) == nil {
+			s.BusyPoll = c.BusyPollUS
+		}
+	}
+	// The kernel's receive-queue drop counter, read from each recvmmsg.
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RXQ_OVFL, 1)
+	if c.GRO {
+		if err := unix.SetsockoptInt(fd, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
+			return &batch.UnsupportedError{Feature: "UDP GRO", Reason: "setsockopt UDP_GRO", Err: err}
+		}
+		s.GRO = true
+	}
+	return nil
+}
+
+// NAPIID is the NAPI id of the device queue the last packet arrived on
+// (SO_INCOMING_NAPI_ID); 0 means no NAPI context (loopback, plain veth),
+// where SO_BUSY_POLL does nothing.
+func (s *Socket) NAPIID() int {
+	id, _ := unix.GetsockoptInt(s.FD, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	return id
+}
+
+// Wait parks the calling goroutine on Go's netpoller until f returns
+// true, f being called with the socket's fd whenever it may be readable
+// (and once at once). A zero deadline waits forever. It returns
+// os.ErrDeadlineExceeded at the deadline and net.ErrClosed after Close.
+// The first call registers the fd with the netpoller (the os.File then
+// owns it).
+func (s *Socket) Wait(deadline time.Time, f func(fd uintptr) bool) error {
+	rc, file, err := s.rawConn()
+	if err != nil {
+		return err
+	}
+	if err := file.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	return rc.Read(f)
+}
+
+func (s *Socket) rawConn() (syscall.RawConn, *os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, net.ErrClosed
+	}
+	if s.rc == nil {
+		// The fd is non-blocking, so os.NewFile registers it with the
+		// netpoller (kindNonBlock) and RawConn.Read parks on EAGAIN.
+		f := os.NewFile(uintptr(s.FD), "udp")
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return nil, nil, err
+		}
+		s.file, s.rc = f, rc
+	}
+	return s.rc, s.file, nil
+}
+
+// Close closes the socket. A goroutine parked in Wait wakes with
+// net.ErrClosed; the fd is released only once it has left, so the fd
+// number is never reused under a running call. Callers must have
+// stopped spinning Send/Recv calls on FD before Close.
+func (s *Socket) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.file != nil {
+		return s.file.Close()
+	}
+	return unix.Close(s.FD)
+}
+
+func opErr(op string, ap netip.AddrPort, err error) error {
+	if en, ok := err.(unix.Errno); ok {
+		err = os.NewSyscallError(op, en)
+	}
+	var addr net.Addr
+	if ap.IsValid() {
+		addr = net.UDPAddrFromAddrPort(ap)
+	}
+	return &net.OpError{Op: op, Net: "udp", Addr: addr, Err: err}
+}

@@ -1,0 +1,197 @@
+package udp
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/internal/sock"
+	"golang.org/x/sys/unix"
+)
+
+// Path sends and receives one datagram per system call.
+type Path struct {
+	s      *sock.Socket
+	peer   netip.AddrPort
+	name   unix.RawSockaddrInet6 // scratch for sendto/recvfrom addresses
+	closed atomic.Bool
+
+	// RecvWait state: the callback is bound once so parking allocates nothing.
+	wv     *batch.Vec
+	wn     int
+	werr   error
+	waitFn func(fd uintptr) bool
+
+	sent, recvd, sendCalls, recvCalls, eagain, enobufs, refused, trunc atomic.Uint64
+}
+
+var _ datapath.Path = (*Path)(nil)
+
+// New opens the socket described by c.
+func New(c Config) (*Path, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	s, err := sock.Open(sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS})
+	if err != nil {
+		return nil, err
+	}
+	p := &Path{s: s, peer: s.Peer}
+	p.waitFn = func(uintptr) bool {
+		p.wn, p.werr = p.Recv(p.wv)
+		return p.wn > 0 || p.werr != nil
+	}
+	return p, nil
+}
+
+// Send transmits v's messages with one sendto each. A full socket buffer
+// (EAGAIN/ENOBUFS) stops it early with a nil error. A peer known to be
+// unreachable (ICMP: ECONNREFUSED and friends) loses the datagram, as
+// the network would, and is counted in Stats.Refused.
+func (p *Path) Send(v *batch.Vec) (int, error) {
+	if p.closed.Load() {
+		return 0, datapath.ErrClosed
+	}
+	fd := p.s.FD
+	n := v.Len()
+	i := 0
+	for ; i < n; i++ {
+		m, addr := v.Msg(i)
+		var e unix.Errno
+		p.sendCalls.Add(1)
+		if addr.IsValid() && addr != p.peer {
+			salen := batch.PutSockaddr(&p.name, p.s.Family, addr)
+			if salen == 0 {
+				return i, &net.OpError{Op: "sendto", Net: "udp", Addr: net.UDPAddrFromAddrPort(addr), Err: errors.New("address family differs from the socket's")}
+			}
+			_, e = batch.Sys.Sendto(fd, m, 0, &p.name, salen)
+		} else {
+			_, e = batch.Sys.Sendto(fd, m, 0, nil, 0)
+		}
+		switch e {
+		case 0:
+			p.sent.Add(1)
+			continue
+		case unix.EAGAIN:
+			p.eagain.Add(1)
+			return i, nil
+		case unix.ENOBUFS:
+			p.enobufs.Add(1)
+			return i, nil
+		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+			p.refused.Add(1)
+			continue
+		}
+		return i, &net.OpError{Op: "sendto", Net: "udp", Addr: udpAddr(addr, p.peer), Err: os.NewSyscallError("sendto", e)}
+	}
+	return i, nil
+}
+
+// Recv fills v with the datagrams that are ready, one recvfrom each,
+// without blocking.
+func (p *Path) Recv(v *batch.Vec) (int, error) {
+	v.Reset()
+	if p.closed.Load() {
+		return 0, datapath.ErrClosed
+	}
+	fd := p.s.FD
+	connected := p.peer.IsValid()
+	for !v.Full() {
+		b := v.Buf(v.Len())
+		var n int
+		var e unix.Errno
+		p.recvCalls.Add(1)
+		addr := p.peer
+		if connected {
+			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, nil, nil)
+		} else {
+			salen := uint32(unix.SizeofSockaddrInet6)
+			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, &p.name, &salen)
+			addr = batch.ParseSockaddr(&p.name)
+		}
+		switch e {
+		case 0:
+		case unix.EAGAIN:
+			return v.Len(), nil
+		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
+			p.refused.Add(1) // a pending ICMP error; the next call reads data again
+			continue
+		default:
+			return v.Len(), &net.OpError{Op: "recvfrom", Net: "udp", Addr: udpAddr(p.s.Local, netip.AddrPort{}), Err: os.NewSyscallError("recvfrom", e)}
+		}
+		if n > len(b) { // MSG_TRUNC returns the datagram's real length
+			p.trunc.Add(1)
+			continue
+		}
+		v.Commit(n, addr)
+		p.recvd.Add(1)
+	}
+	return v.Len(), nil
+}
+
+// RecvWait is Recv that parks the calling goroutine on Go's netpoller
+// until at least one datagram is ready or the deadline passes (zero
+// deadline: no limit). It returns (0, nil) at the deadline and
+// datapath.ErrClosed when the path is closed while it waits. It is the
+// receive call for the park idle strategy, on hosts without a spare core.
+func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
+	if n, err := p.Recv(v); n > 0 || err != nil {
+		return n, err
+	}
+	p.wv = v
+	err := p.s.Wait(deadline, p.waitFn)
+	p.wv = nil
+	switch {
+	case err == nil:
+		return p.wn, p.werr
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return 0, nil
+	case errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+		return 0, datapath.ErrClosed
+	}
+	return 0, err
+}
+
+// LocalAddr is the bound address.
+func (p *Path) LocalAddr() netip.AddrPort { return p.s.Local }
+
+// Peer is the connected peer (zero when unconnected).
+func (p *Path) Peer() netip.AddrPort { return p.peer }
+
+// NAPIID reports the NAPI id of the last packet's device queue (0 on
+// loopback: busy polling does nothing there).
+func (p *Path) NAPIID() int { return p.s.NAPIID() }
+
+// BusyPoll is the SO_BUSY_POLL value in effect, µs.
+func (p *Path) BusyPoll() int { return p.s.BusyPoll }
+
+// Close closes the socket; later calls return datapath.ErrClosed.
+func (p *Path) Close() error {
+	if p.closed.Swap(true) {
+		return nil
+	}
+	return p.s.Close()
+}
+
+// Stats returns the counters.
+func (p *Path) Stats() Stats {
+	return Stats{
+		Sent: p.sent.Load(), Received: p.recvd.Load(), SendCalls: p.sendCalls.Load(), RecvCalls: p.recvCalls.Load(),
+		EAGAIN: p.eagain.Load(), ENOBUFS: p.enobufs.Load(), Refused: p.refused.Load(), Truncated: p.trunc.Load(),
+	}
+}
+
+func udpAddr(a, fallback netip.AddrPort) net.Addr {
+	if !a.IsValid() {
+		a = fallback
+	}
+	if !a.IsValid() {
+		return nil
+	}
+	return net.UDPAddrFromAddrPort(a)
+}
