@@ -133,4 +133,3 @@ func loopbackSocket() (int, error) {
 	}
 	return fd, nil
 }
-

@@ -178,7 +178,7 @@ func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 		return p.wn, p.werr
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return 0, nil
-	case errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+	case p.closed.Load(), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
 		return 0, datapath.ErrClosed
 	}
 	return 0, err

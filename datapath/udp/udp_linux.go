@@ -19,6 +19,7 @@ type Path struct {
 	s      *sock.Socket
 	peer   netip.AddrPort
 	name   unix.RawSockaddrInet6 // scratch for sendto/recvfrom addresses
+	salen  uint32                // in/out length for recvfrom (a field: a local would escape through the seam)
 	closed atomic.Bool
 
 	// RecvWait state: the callback is bound once so parking allocates nothing.
@@ -110,8 +111,8 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		if connected {
 			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, nil, nil)
 		} else {
-			salen := uint32(unix.SizeofSockaddrInet6)
-			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, &p.name, &salen)
+			p.salen = unix.SizeofSockaddrInet6
+			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, &p.name, &p.salen)
 			addr = batch.ParseSockaddr(&p.name)
 		}
 		switch e {
@@ -151,7 +152,7 @@ func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 		return p.wn, p.werr
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return 0, nil
-	case errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+	case p.closed.Load(), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
 		return 0, datapath.ErrClosed
 	}
 	return 0, err

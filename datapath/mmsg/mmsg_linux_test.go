@@ -1,0 +1,304 @@
+package mmsg
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath"
+	"golang.org/x/sys/unix"
+)
+
+func open(t *testing.T, c Config) *Path {
+	t.Helper()
+	p, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// drain receives until want bytes arrived or a second passed; it returns
+// the concatenated stream and the datagram count.
+func drain(t *testing.T, p *Path, want int) ([]byte, int) {
+	t.Helper()
+	v := batch.New(32, 2048)
+	var stream []byte
+	dgrams := 0
+	deadline := time.Now().Add(2 * time.Second)
+	for len(stream) < want && time.Now().Before(deadline) {
+		n, err := p.Recv(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			m, _ := v.Msg(i)
+			stream = append(stream, m...)
+		}
+		dgrams += n
+	}
+	return stream, dgrams
+}
+
+func TestSendRecv(t *testing.T) {
+	cases := []struct {
+		name          string
+		gso, gro, coa bool
+		size, n       int
+		wantDgrams    int
+	}{
+		{name: "plain", size: 144, n: 200, wantDgrams: 200},
+		{name: "gso+gro", gso: true, gro: true, size: 144, n: 200, wantDgrams: 200},
+		{name: "gso+gro-1443", gso: true, gro: true, size: 1443, n: 200, wantDgrams: 200},
+		{name: "gso-only", gso: true, size: 144, n: 200, wantDgrams: 200},
+		{name: "coalesce", coa: true, size: 144, n: 200, wantDgrams: 22}, // 10 frames per 1472-byte datagram, 64 frames (7 datagrams) per call: 200 = 3×64+8
+		{name: "coalesce+gso+gro", coa: true, gso: true, gro: true, size: 144, n: 200, wantDgrams: 22},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.gso && batch.ProbeGSO() != nil {
+				t.Skip(batch.ProbeGSO())
+			}
+			rc := DefaultConfig()
+			rc.GRO = c.gro
+			b := open(t, rc)
+			sc := DefaultConfig()
+			sc.GSO, sc.Coalesce, sc.Peer = c.gso, c.coa, b.LocalAddr()
+			a := open(t, sc)
+			if f := a.Features(); f.GSO != c.gso {
+				t.Fatalf("features %+v", f)
+			}
+			v := batch.New(c.n, 2048) // more than Batch (64): several sendmmsg calls
+			var want []byte
+			for i := 0; i < c.n; i++ {
+				buf := v.Next()[:c.size]
+				binary.LittleEndian.PutUint64(buf, uint64(i))
+				for j := 8; j < c.size; j++ {
+					buf[j] = byte(i + j)
+				}
+				v.Commit(c.size, netip.AddrPort{})
+				want = append(want, buf...)
+			}
+			sent := 0
+			for sent < c.n {
+				w := batch.New(c.n-sent, 2048)
+				for i := sent; i < c.n; i++ {
+					m, a := v.Msg(i)
+					w.Append(m, a)
+				}
+				n, err := a.Send(w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sent += n
+				if n == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			got, dgrams := drain(t, b, len(want))
+			if !bytes.Equal(got, want) {
+				t.Fatalf("stream differs: %d of %d bytes", len(got), len(want))
+			}
+			if dgrams != c.wantDgrams {
+				t.Fatalf("%d datagrams, want %d", dgrams, c.wantDgrams)
+			}
+			s, r := a.Stats(), b.Stats()
+			if c.gso && s.GSOSupers == 0 {
+				t.Fatal("no GSO super-datagrams")
+			}
+			if c.gso && c.gro && r.GROSegments == 0 {
+				t.Fatal("no GRO segments")
+			}
+			if r.Truncated != 0 || r.KernelDrops != 0 {
+				t.Fatalf("receiver %+v", r)
+			}
+		})
+	}
+}
+
+func TestPortInUse(t *testing.T) {
+	a := open(t, DefaultConfig())
+	c := DefaultConfig()
+	c.Local = a.LocalAddr()
+	if _, err := New(c); !errors.Is(err, syscall.EADDRINUSE) {
+		t.Fatalf("want EADDRINUSE, got %v", err)
+	}
+}
+
+func TestRecvWaitClose(t *testing.T) {
+	a := open(t, DefaultConfig())
+	v := batch.New(4, 64)
+	if n, err := a.RecvWait(v, time.Now().Add(10*time.Millisecond)); n != 0 || err != nil {
+		t.Fatal(n, err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := a.RecvWait(v, time.Time{}); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	a.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, datapath.ErrClosed) {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not wake RecvWait")
+	}
+}
+
+func TestErrnoStorm(t *testing.T) {
+	b := open(t, DefaultConfig())
+	c := DefaultConfig()
+	c.Peer = b.LocalAddr()
+	a := open(t, c)
+	old := batch.Sys
+	t.Cleanup(func() { batch.Sys = old })
+	cases := []struct {
+		errno   unix.Errno
+		short   int // sendmmsg returns this many first
+		want    int
+		wantErr bool
+	}{
+		{unix.EAGAIN, 0, 0, false},
+		{unix.ENOBUFS, 0, 0, false},
+		{unix.EAGAIN, 5, 5, false},
+		{unix.ECONNREFUSED, 0, 10, false},
+		{unix.EINVAL, 0, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(fmt.Sprintf("%v/%d", tc.errno, tc.short), func(t *testing.T) {
+			first := true
+			batch.Sys.Sendmmsg = func(fd int, hs []unix.Mmsghdr, flags int) (int, unix.Errno) {
+				if first && tc.short > 0 {
+					first = false
+					return tc.short, 0
+				}
+				return 0, tc.errno
+			}
+			a.DisableGSO() // one header per message, so a short count maps 1:1
+			v := batch.New(10, 64)
+			for i := 0; i < 10; i++ {
+				v.Append([]byte("x"), netip.AddrPort{})
+			}
+			n, err := a.Send(v)
+			if n != tc.want || (err != nil) != tc.wantErr {
+				t.Fatalf("n=%d err=%v", n, err)
+			}
+		})
+	}
+	batch.Sys = old
+	s := a.Stats()
+	if s.EAGAIN != 2 || s.ENOBUFS != 1 || s.Refused != 2 {
+		t.Fatalf("%+v", s)
+	}
+}
+
+func TestGSOEIOFallsBack(t *testing.T) {
+	if batch.ProbeGSO() != nil {
+		t.Skip(batch.ProbeGSO())
+	}
+	b := open(t, DefaultConfig())
+	c := DefaultConfig()
+	c.Peer = b.LocalAddr()
+	a := open(t, c)
+	old := batch.Sys
+	t.Cleanup(func() { batch.Sys = old })
+	batch.Sys.Sendmmsg = func(fd int, hs []unix.Mmsghdr, flags int) (int, unix.Errno) {
+		for _, h := range hs {
+			if h.Hdr.Controllen != 0 {
+				return 0, unix.EIO // no TX checksum offload
+			}
+		}
+		return old.Sendmmsg(fd, hs, flags)
+	}
+	v := batch.New(32, 256)
+	for i := 0; i < 32; i++ {
+		v.Append(bytes.Repeat([]byte{byte(i)}, 100), netip.AddrPort{})
+	}
+	if n, err := a.Send(v); n != 32 || err != nil {
+		t.Fatal(n, err)
+	}
+	if f := a.Features(); f.GSO || !a.Stats().GSOTurnedOff {
+		t.Fatalf("GSO still on: %+v", f)
+	}
+	if _, d := drain(t, b, 3200); d != 32 {
+		t.Fatalf("%d datagrams", d)
+	}
+}
+
+func TestDeadPeer(t *testing.T) {
+	b := open(t, DefaultConfig())
+	c := DefaultConfig()
+	c.Peer = b.LocalAddr()
+	a := open(t, c)
+	b.Close()
+	v := batch.New(4, 64)
+	for i := 0; i < 4; i++ {
+		v.Append([]byte("x"), netip.AddrPort{})
+	}
+	r := batch.New(4, 64)
+	for i := 0; i < 20; i++ {
+		if n, err := a.Send(v); err != nil || n != 4 {
+			t.Fatalf("send to a dead peer: %d %v", n, err)
+		}
+		if _, err := a.Recv(r); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if a.Stats().Refused == 0 {
+		t.Fatal("ICMP errors not counted")
+	}
+}
+
+func TestAllocs(t *testing.T) {
+	for _, gro := range []bool{false, true} {
+		rc := DefaultConfig()
+		rc.GRO = gro
+		b := open(t, rc)
+		c := DefaultConfig()
+		c.Peer = b.LocalAddr()
+		a := open(t, c)
+		v := batch.New(64, 2048)
+		for i := 0; i < 64; i++ {
+			v.Append(make([]byte, 144), netip.AddrPort{})
+		}
+		r := batch.New(64, 2048)
+		if n := testing.AllocsPerRun(200, func() {
+			a.Send(v)
+			for {
+				if k, _ := b.Recv(r); k == 0 {
+					break
+				}
+			}
+		}); n != 0 {
+			t.Fatalf("gro=%v: %v allocs", gro, n)
+		}
+		if n := testing.AllocsPerRun(100, func() {
+			a.Send(v)
+			b.RecvWait(r, time.Now().Add(time.Millisecond))
+		}); n != 0 {
+			t.Fatalf("gro=%v: %v allocs per RecvWait", gro, n)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, mod := range []func(*Config){
+		func(c *Config) { c.Batch = 0 },
+		func(c *Config) { c.Coalesce, c.MaxDatagram = true, 10 },
+		func(c *Config) { c.GROSlots = 0 },
+	} {
+		c := DefaultConfig()
+		mod(&c)
+		if c.Validate() == nil {
+			t.Errorf("%+v accepted", c)
+		}
+	}
+}
