@@ -1,0 +1,188 @@
+package cast
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/walcast/walcast/wal"
+)
+
+// ErrConfig matches every configuration error returned by Validate and by
+// the constructors.
+var ErrConfig = errors.New("cast: invalid configuration")
+
+// Defaults from the spec (§8) and the walcast deltas.
+const (
+	DefaultMaxFrame          = 1472 // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
+	DefaultSendRingSlots     = 4096 // records kept hot for retransmission
+	DefaultReorderSlots      = 2048 // records the receiver buffers ahead of a gap
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultRetxDedupWindow   = time.Millisecond
+	DefaultNakDebounce       = 50 * time.Millisecond
+	DefaultMaxNakRetries     = 8
+	DefaultSilenceIntervals  = 10 // heartbeat intervals without data or heartbeat
+	DefaultMaxNakRunsPerPump = 64
+	DefaultMaxColdInFlight   = 4
+	DefaultMaxColdRecords    = 256
+
+	// MaxDatagram is the largest UDP payload an IPv4 datagram can carry;
+	// MaxFrame may not exceed it.
+	MaxDatagram = 65507
+	// minDataFrame is a header plus the 8-byte seq.
+	minDataFrame = wal.HeaderSize + 8
+)
+
+// SenderConfig configures a [Sender]. Start from [DefaultSenderConfig].
+type SenderConfig struct {
+	// Dest is where data, retransmits and heartbeats are sent. The zero
+	// value means the datapath's connected peer.
+	Dest netip.AddrPort
+	// NakSource is the only address whose NAKs are served. Zero means
+	// Dest; when both are zero (a connected datapath, where the kernel
+	// already filters by peer) every source is accepted.
+	NakSource netip.AddrPort
+	// AcceptAnyNakSource serves NAKs from any address (delta 9 option).
+	AcceptAnyNakSource bool
+	// MaxFrame is the largest frame in bytes, header included. It sets
+	// the send-ring slot size (rounded up to 64) and, with Coalesce, the
+	// largest datagram.
+	MaxFrame int
+	// RingSlots is the number of records kept in the hot send ring; a
+	// power of two. It also clamps the count of an incoming NAK.
+	RingSlots int
+	// HeartbeatInterval is the idle time after which Tick sends a
+	// heartbeat. Data sends reset it; retransmits do not.
+	HeartbeatInterval time.Duration
+	// RetxDedupWindow suppresses a second retransmit of the same ring
+	// slot within this time. 0 disables the dedup.
+	RetxDedupWindow time.Duration
+	// MaxColdInFlight caps the cold reads queued or running at once;
+	// NAKed seqs beyond the cap are dropped (the receiver asks again).
+	MaxColdInFlight int
+	// MaxColdRecords is the largest Count of one ColdRequest.
+	MaxColdRecords int
+	// Coalesce packs consecutive data frames into one datagram of up to
+	// MaxFrame bytes (delta 13). Off by default.
+	Coalesce bool
+}
+
+// DefaultSenderConfig returns the spec defaults. Dest and NakSource are
+// left zero (connected peer).
+func DefaultSenderConfig() SenderConfig {
+	return SenderConfig{
+		MaxFrame:          DefaultMaxFrame,
+		RingSlots:         DefaultSendRingSlots,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		RetxDedupWindow:   DefaultRetxDedupWindow,
+		MaxColdInFlight:   DefaultMaxColdInFlight,
+		MaxColdRecords:    DefaultMaxColdRecords,
+	}
+}
+
+// Validate reports the first nonsensical field, wrapped in ErrConfig.
+func (c SenderConfig) Validate() error {
+	if err := validFrame(c.MaxFrame); err != nil {
+		return err
+	}
+	if !pow2(c.RingSlots) {
+		return fmt.Errorf("%w: RingSlots %d is not a power of two ≥ 2", ErrConfig, c.RingSlots)
+	}
+	if c.HeartbeatInterval <= 0 {
+		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
+	}
+	if c.RetxDedupWindow < 0 {
+		return fmt.Errorf("%w: RetxDedupWindow %v must be ≥ 0", ErrConfig, c.RetxDedupWindow)
+	}
+	if c.MaxColdInFlight < 1 {
+		return fmt.Errorf("%w: MaxColdInFlight %d must be ≥ 1", ErrConfig, c.MaxColdInFlight)
+	}
+	if c.MaxColdRecords < 1 {
+		return fmt.Errorf("%w: MaxColdRecords %d must be ≥ 1", ErrConfig, c.MaxColdRecords)
+	}
+	return nil
+}
+
+// ReceiverConfig configures a [Receiver]. Start from
+// [DefaultReceiverConfig].
+type ReceiverConfig struct {
+	// Sender is where NAKs are sent (statically configured, never learnt
+	// from traffic). The zero value means the datapath's connected peer.
+	Sender netip.AddrPort
+	// MaxFrame is the largest frame in bytes, header included; it sets
+	// the reorder-slot size (rounded up to 64). It must be at least the
+	// sender's MaxFrame.
+	MaxFrame int
+	// ReorderSlots is the reorder window in records, a power of two. A
+	// record (or announced highest seq) at distance ≥ ReorderSlots ahead
+	// of the next expected seq raises Reconnect (delta 6).
+	ReorderSlots int
+	// NakDebounce is the minimum time between two NAKs of the same
+	// missing run. 0 re-NAKs on every pump.
+	NakDebounce time.Duration
+	// MaxNakRetries is the retry budget of a missing run: the NAK that
+	// makes a run's count exceed it raises Faulted. With 8, the ninth NAK
+	// of a run faults.
+	MaxNakRetries int
+	// HeartbeatInterval is the sender's heartbeat interval; silence is
+	// measured in it.
+	HeartbeatInterval time.Duration
+	// SilenceIntervals × HeartbeatInterval without data or heartbeat is
+	// silence: Faulted when a gap is open, else a PeerSilent event.
+	SilenceIntervals int
+	// MaxNakRunsPerPump caps the NAKs one pump sends (delta 5: 64).
+	MaxNakRunsPerPump int
+}
+
+// DefaultReceiverConfig returns the spec defaults with Sender zero
+// (connected peer).
+func DefaultReceiverConfig() ReceiverConfig {
+	return ReceiverConfig{
+		MaxFrame:          DefaultMaxFrame,
+		ReorderSlots:      DefaultReorderSlots,
+		NakDebounce:       DefaultNakDebounce,
+		MaxNakRetries:     DefaultMaxNakRetries,
+		HeartbeatInterval: DefaultHeartbeatInterval,
+		SilenceIntervals:  DefaultSilenceIntervals,
+		MaxNakRunsPerPump: DefaultMaxNakRunsPerPump,
+	}
+}
+
+// Validate reports the first nonsensical field, wrapped in ErrConfig.
+func (c ReceiverConfig) Validate() error {
+	if err := validFrame(c.MaxFrame); err != nil {
+		return err
+	}
+	if !pow2(c.ReorderSlots) {
+		return fmt.Errorf("%w: ReorderSlots %d is not a power of two ≥ 2", ErrConfig, c.ReorderSlots)
+	}
+	if c.NakDebounce < 0 {
+		return fmt.Errorf("%w: NakDebounce %v must be ≥ 0", ErrConfig, c.NakDebounce)
+	}
+	if c.MaxNakRetries < 0 || c.MaxNakRetries > 65534 {
+		return fmt.Errorf("%w: MaxNakRetries %d must be in 0..65534", ErrConfig, c.MaxNakRetries)
+	}
+	if c.HeartbeatInterval <= 0 {
+		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
+	}
+	if c.SilenceIntervals < 1 {
+		return fmt.Errorf("%w: SilenceIntervals %d must be ≥ 1", ErrConfig, c.SilenceIntervals)
+	}
+	if c.MaxNakRunsPerPump < 1 {
+		return fmt.Errorf("%w: MaxNakRunsPerPump %d must be ≥ 1", ErrConfig, c.MaxNakRunsPerPump)
+	}
+	return nil
+}
+
+func validFrame(n int) error {
+	if n < minDataFrame || n > MaxDatagram {
+		return fmt.Errorf("%w: MaxFrame %d bytes must be in %d..%d", ErrConfig, n, minDataFrame, MaxDatagram)
+	}
+	return nil
+}
+
+func pow2(n int) bool { return n >= 2 && n&(n-1) == 0 }
+
+// slotSize rounds a frame size up to a multiple of 64 bytes.
+func slotSize(maxFrame int) int { return (maxFrame + 63) &^ 63 }

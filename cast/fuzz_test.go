@@ -1,0 +1,83 @@
+package cast
+
+import (
+	"testing"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wal"
+)
+
+// FuzzReceiverHandle feeds arbitrary datagrams (a sequence split on a
+// length prefix) to a Receiver: it must never panic, deliver seqs only in
+// order and never emit anything but NAKs within the window.
+func FuzzReceiverHandle(f *testing.F) {
+	f.Add(frame(1, 64), frame(3, 64), hbFrame(5))
+	f.Add(hbFrame(1<<63), frame(1, 8), nakFrame(1, 1))
+	f.Add(append(frame(1, 64), frame(2, 64)...), []byte{1, 0}, frame(0, 64))
+	cfg := DefaultReceiverConfig()
+	cfg.ReorderSlots = 64
+	f.Fuzz(func(t *testing.T, a, b, c []byte) {
+		r, err := NewReceiver(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := batch.New(256, 2048)
+		var last uint64
+		deliver := func(_ wal.Header, p []byte) {
+			seq := wal.Seq(p)
+			if last != 0 && seq != last+1 {
+				t.Fatalf("delivered %d after %d", seq, last)
+			}
+			last = seq
+		}
+		for i, d := range [][]byte{a, b, c, a, c, b} {
+			r.Handle(d, int64(i)*int64(ms), out, deliver)
+			r.Tick(int64(i)*int64(60*ms), out)
+		}
+		for i := 0; i < out.Len(); i++ {
+			m, _ := out.Msg(i)
+			h, p, _, err := wal.DecodeFrame(m)
+			if err != nil || h.Type != wal.TypeNak {
+				t.Fatalf("emitted % x", m)
+			}
+			n, _ := wal.ParseNak(p)
+			if n.Count == 0 || n.Count > uint64(cfg.ReorderSlots) {
+				t.Fatalf("NAK %+v", n)
+			}
+		}
+	})
+}
+
+// FuzzSenderHandle feeds arbitrary datagrams to a Sender holding 100
+// records: it must never panic and never send more than the ring holds.
+func FuzzSenderHandle(f *testing.F) {
+	f.Add(nakFrame(1, 5))
+	f.Add(nakFrame(0, 1<<63))
+	f.Add(append(nakFrame(90, 20), nakFrame(1, 1)...))
+	f.Add([]byte{1, 0, 0x11, 0, 64, 0})
+	cfg := senderCfg()
+	cfg.RingSlots = 64
+	f.Fuzz(func(t *testing.T, d []byte) {
+		s, err := NewSender(cfg, newFakeLog(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := batch.New(512, 2048)
+		p := make([]byte, 64)
+		for i := 0; i < 100; i++ {
+			if _, err := s.Send(100, p, 0, out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out.Reset()
+		s.Handle(d, mem.AddrB, 0, out)
+		if out.Len() > cfg.RingSlots*(len(d)/wal.ControlFrameSize+1) {
+			t.Fatalf("%d retransmits for a %d-byte datagram", out.Len(), len(d))
+		}
+		var reqs [16]ColdRequest
+		if n := s.ColdRequests(reqs[:]); n > cfg.MaxColdInFlight {
+			t.Fatalf("%d cold requests", n)
+		}
+	})
+}

@@ -1,0 +1,278 @@
+package cast
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wal"
+)
+
+// fakeLog is an in-memory stand-in for wal.Writer: it assigns seqs,
+// stamps and seals frames, and serves ReadRange from what it kept.
+type fakeLog struct {
+	next   uint64
+	buf    []byte
+	frames [][]byte // frames[i] has seq first+i
+	first  uint64
+	drop   map[uint64]bool // seqs ReadRange pretends were pruned
+}
+
+func newFakeLog(next uint64) *fakeLog {
+	return &fakeLog{next: next, first: next, buf: make([]byte, 70000)}
+}
+
+func (l *fakeLog) Append(typ uint16, payload []byte) ([]byte, error) {
+	f := l.buf[:wal.HeaderSize+len(payload)]
+	copy(f[wal.HeaderSize:], payload)
+	le.PutUint64(f[wal.HeaderSize:], l.next)
+	if err := wal.Seal(f, typ); err != nil {
+		return nil, err
+	}
+	l.frames = append(l.frames, append([]byte(nil), f...))
+	l.next++
+	return f, nil
+}
+
+func (l *fakeLog) NextSeq() uint64 { return l.next }
+
+func (l *fakeLog) ReadRange(from uint64, n int, dst []byte) (frames, bytes int, err error) {
+	for seq := from; seq < from+uint64(n) && seq < l.next; seq++ {
+		if seq < l.first || l.drop[seq] {
+			continue
+		}
+		f := l.frames[seq-l.first]
+		if bytes+len(f) > len(dst) {
+			break
+		}
+		bytes += copy(dst[bytes:], f)
+		frames++
+	}
+	return frames, bytes, nil
+}
+
+// harness runs a Sender on end A and a Receiver on end B of a mem.Pair,
+// stepping both like a loop would, and checks every delivery.
+type harness struct {
+	t       testing.TB
+	p       *mem.Pair
+	s       *Sender
+	r       *Receiver
+	log     *fakeLog
+	sOut    *batch.Vec
+	rOut    *batch.Vec
+	in      *batch.Vec
+	cold    []ColdRequest
+	coldBuf []byte
+	payload []byte
+
+	delivered  uint64 // count
+	lastSeq    uint64
+	firstSeq   uint64
+	orderError error
+	deliver    func(h wal.Header, p []byte)
+}
+
+type harnessOpt struct {
+	s      SenderConfig
+	r      ReceiverConfig
+	noLog  bool
+	record int // payload bytes (default 64)
+}
+
+func defaultOpt() harnessOpt {
+	s := DefaultSenderConfig()
+	s.Dest = mem.AddrB
+	r := DefaultReceiverConfig()
+	r.Sender = mem.AddrA
+	return harnessOpt{s: s, r: r}
+}
+
+func newHarness(t testing.TB, o harnessOpt) *harness {
+	t.Helper()
+	h := &harness{t: t, p: mem.NewPair(1_000_000_000)}
+	var log Log
+	if !o.noLog {
+		h.log = newFakeLog(1)
+		log = h.log
+	}
+	var err error
+	if h.s, err = NewSender(o.s, log); err != nil {
+		t.Fatal(err)
+	}
+	if h.r, err = NewReceiver(o.r); err != nil {
+		t.Fatal(err)
+	}
+	h.sOut = batch.New(64, 2048)
+	h.rOut = batch.New(64, 2048)
+	h.in = batch.New(64, 2048)
+	h.cold = make([]ColdRequest, 8)
+	h.coldBuf = make([]byte, o.s.MaxColdRecords*o.s.MaxFrame)
+	if o.record == 0 {
+		o.record = 64
+	}
+	h.payload = make([]byte, o.record)
+	h.deliver = func(hd wal.Header, p []byte) {
+		seq := wal.Seq(p)
+		if h.orderError == nil {
+			if h.delivered > 0 && seq != h.lastSeq+1 {
+				h.orderError = fmt.Errorf("delivered seq %d after %d", seq, h.lastSeq)
+			}
+			if hd.Type != 100 || int(hd.Len) != len(p) {
+				h.orderError = fmt.Errorf("seq %d: header %+v, payload %d bytes", seq, hd, len(p))
+			}
+		}
+		if h.delivered == 0 {
+			h.firstSeq = seq
+		}
+		h.lastSeq = seq
+		h.delivered++
+	}
+	return h
+}
+
+func (h *harness) now() int64 { return h.p.Clock.Now() }
+
+// send sends n data records, flushing the sender's batch as needed.
+func (h *harness) send(n int) {
+	h.t.Helper()
+	for i := 0; i < n; i++ {
+		for {
+			_, err := h.s.Send(100, h.payload, h.now(), h.sOut)
+			if errors.Is(err, ErrBatchFull) {
+				h.flushSender()
+				continue
+			}
+			if err != nil {
+				h.t.Fatalf("send: %v", err)
+			}
+			break
+		}
+	}
+	h.flushSender()
+}
+
+func (h *harness) flushSender() {
+	if _, err := h.p.A.Send(h.sOut); err != nil {
+		h.t.Fatal(err)
+	}
+	h.sOut.Reset()
+}
+
+func (h *harness) flushReceiver() {
+	if _, err := h.p.B.Send(h.rOut); err != nil {
+		h.t.Fatal(err)
+	}
+	h.rOut.Reset()
+}
+
+// step runs one loop iteration of each side at the current time.
+func (h *harness) step() {
+	now := h.now()
+	// Sender: NAKs in, retransmits out, cold reads served inline (the
+	// real loop does them on its I/O goroutine), heartbeat.
+	for {
+		n, _ := h.p.A.Recv(h.in)
+		for i := 0; i < n; i++ {
+			b, from := h.in.Msg(i)
+			if h.sOut.Full() {
+				h.flushSender()
+			}
+			h.s.Handle(b, from, now, h.sOut)
+		}
+		if n < h.in.Cap() {
+			break
+		}
+	}
+	k := h.s.ColdRequests(h.cold)
+	for _, req := range h.cold[:k] {
+		_, nb, err := h.log.ReadRange(req.From, req.Count, h.coldBuf)
+		if err != nil {
+			h.s.ColdFailed(req)
+			continue
+		}
+		rest := h.s.ColdDone(req, h.coldBuf[:nb], now, h.sOut)
+		for len(rest) > 0 {
+			h.flushSender()
+			rest = h.s.ColdDone(req, rest, now, h.sOut)
+		}
+	}
+	h.s.Tick(now, h.sOut)
+	h.flushSender()
+	// Receiver.
+	for {
+		n, _ := h.p.B.Recv(h.in)
+		for i := 0; i < n; i++ {
+			b, _ := h.in.Msg(i)
+			if h.rOut.Full() {
+				h.flushReceiver()
+			}
+			h.r.Handle(b, now, h.rOut, h.deliver)
+		}
+		if n < h.in.Cap() {
+			break
+		}
+	}
+	h.r.Tick(now, h.rOut)
+	h.flushReceiver()
+}
+
+// run steps both sides every dt for d of virtual time.
+func (h *harness) run(d, dt time.Duration) {
+	end := h.now() + int64(d)
+	for h.now() < end {
+		h.step()
+		h.p.Clock.Advance(dt)
+	}
+	h.step()
+}
+
+// expectDelivered fails unless seqs from..to were delivered in order,
+// exactly once, and nothing else.
+func (h *harness) expectDelivered(from, to uint64) {
+	h.t.Helper()
+	if h.orderError != nil {
+		h.t.Fatal(h.orderError)
+	}
+	want := to - from + 1
+	if h.delivered != want || h.firstSeq != from || h.lastSeq != to {
+		h.t.Fatalf("delivered %d records %d..%d, want %d..%d (outcome %+v, recv stats %+v, send stats %+v)",
+			h.delivered, h.firstSeq, h.lastSeq, from, to, h.r.Outcome(), h.r.Stats(), h.s.Stats())
+	}
+}
+
+func (h *harness) impairData(imp mem.Impairment) { h.p.Net.Impair(mem.AddrA, mem.AddrB, imp) }
+func (h *harness) impairNaks(imp mem.Impairment) { h.p.Net.Impair(mem.AddrB, mem.AddrA, imp) }
+
+// dataSeq returns the seq of a single-frame data datagram, 0 otherwise.
+func dataSeq(b []byte) uint64 {
+	hd, p, _, err := wal.DecodeFrame(b)
+	if err != nil || wal.IsControl(hd.Type) {
+		return 0
+	}
+	return wal.Seq(p)
+}
+
+// dropSeqs returns a Script that drops the first k transmissions of each
+// listed seq (k < 0: every transmission).
+func dropSeqs(k int, seqs ...uint64) func(int, []byte) mem.Action {
+	seen := map[uint64]int{}
+	want := map[uint64]bool{}
+	for _, s := range seqs {
+		want[s] = true
+	}
+	return func(_ int, b []byte) mem.Action {
+		s := dataSeq(b)
+		if !want[s] {
+			return mem.Pass
+		}
+		seen[s]++
+		if k < 0 || seen[s] <= k {
+			return mem.Drop
+		}
+		return mem.Pass
+	}
+}

@@ -1,0 +1,522 @@
+package cast
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// OutcomeKind is the state of a Receiver. Every kind but Live is sticky:
+// it stays until ResetAfterReplay or Resync.
+type OutcomeKind uint8
+
+const (
+	// Live: delivering (or waiting for) records.
+	Live OutcomeKind = iota
+	// Faulted: a gap could not be repaired over UDP (retry budget spent or
+	// the sender fell silent with a gap open). Catch up over TCP replay.
+	Faulted
+	// Reconnect: a record or an announced highest seq lies ReorderSlots or
+	// more ahead of the next expected seq. Catch up over TCP replay.
+	Reconnect
+	// SenderRestarted: a heartbeat announced a highest seq below the last
+	// delivered one. The stream's seqs restarted.
+	SenderRestarted
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case Live:
+		return "live"
+	case Faulted:
+		return "faulted"
+	case Reconnect:
+		return "reconnect"
+	case SenderRestarted:
+		return "sender-restarted"
+	}
+	return fmt.Sprintf("OutcomeKind(%d)", uint8(k))
+}
+
+// FaultCause says why a Receiver Faulted.
+type FaultCause uint8
+
+const (
+	// RetryBudget: a missing run was NAKed more than MaxNakRetries times.
+	RetryBudget FaultCause = iota + 1
+	// Silence: no data and no heartbeat for SilenceIntervals heartbeat
+	// intervals while a gap was open.
+	Silence
+)
+
+// Sentinel errors for the sticky outcomes; see [Outcome.Err].
+var (
+	ErrFaulted         = errors.New("cast: receiver faulted")
+	ErrReconnect       = errors.New("cast: receiver must reconnect")
+	ErrSenderRestarted = errors.New("cast: sender restarted")
+)
+
+// Outcome is the Receiver's sticky state with the numbers a consumer
+// needs to recover.
+type Outcome struct {
+	Kind OutcomeKind
+	// LastDelivered is the last seq handed to the callback (expected − 1).
+	LastDelivered uint64
+	// GapStart and GapEnd (inclusive) are the missing run that Faulted.
+	GapStart, GapEnd uint64
+	// Cause is why the receiver Faulted.
+	Cause FaultCause
+	// Seq is, for Reconnect, the seq (data or announced highest) that lay
+	// outside the reorder window.
+	Seq uint64
+	// Highest is, for SenderRestarted, the heartbeat's highest_seq.
+	Highest uint64
+}
+
+// Err returns nil for Live, else an error wrapping ErrFaulted,
+// ErrReconnect or ErrSenderRestarted with the outcome's numbers. It
+// allocates; call it off the hot path.
+func (o Outcome) Err() error {
+	switch o.Kind {
+	case Faulted:
+		cause := "retry budget"
+		if o.Cause == Silence {
+			cause = "silence"
+		}
+		return fmt.Errorf("%w (%s): last delivered %d, gap %d..%d", ErrFaulted, cause, o.LastDelivered, o.GapStart, o.GapEnd)
+	case Reconnect:
+		return fmt.Errorf("%w: last delivered %d, seq %d outside the reorder window", ErrReconnect, o.LastDelivered, o.Seq)
+	case SenderRestarted:
+		return fmt.Errorf("%w: last delivered %d, sender's highest %d", ErrSenderRestarted, o.LastDelivered, o.Highest)
+	}
+	return nil
+}
+
+// ReceiverStats are the Receiver's counters, totals since NewReceiver.
+type ReceiverStats struct {
+	Delivered  uint64 // records handed to the callback
+	Buffered   uint64 // records stored out of order
+	Duplicates uint64 // records already delivered or buffered
+	Heartbeats uint64 // valid heartbeats
+	Ignored    uint64 // valid frames of type NAK (not for a receiver)
+	Bad        BadCounts
+	TooLarge   uint64 // out-of-order records larger than a reorder slot
+	Dropped    uint64 // frames dropped while a sticky outcome was set
+	NaksSent   uint64 // NAK records sent
+	NakSeqs    uint64 // seqs requested, summed over NAKs
+	NakDropped uint64 // NAKs not sent because the batch was full (retried)
+	// NearFaults counts runs NAKed MaxNakRetries times: one more NAK
+	// would raise Faulted.
+	NearFaults   uint64
+	MaxRetries   uint64 // highest NAK count any run reached
+	PeerSilences uint64 // PeerSilent events (silence with no gap open)
+	Faults       uint64
+	Reconnects   uint64
+	Restarts     uint64 // SenderRestarted outcomes
+}
+
+// Receiver is the receiving half of a stream: a sans-I/O state machine
+// that delivers records in seq order exactly once, NAKs missing runs and
+// reports sticky outcomes. It never reads a clock, locks, allocates on
+// its hot paths or does I/O. Not safe for concurrent use.
+type Receiver struct {
+	cfg      ReceiverConfig
+	mask     uint64
+	window   uint64
+	slot     int
+	ring     []byte
+	slotSeq  []uint64 // seq stored in the slot, 0 = empty
+	slotLen  []int32
+	nakAt    []int64  // per missing seq: time of its last NAK
+	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
+	expected uint64   // next seq to deliver; 0 = not synced
+	highest  uint64   // highest seq known to exist
+	nextDue  int64    // earliest time a NAKed run may be re-NAKed
+	debounce int64
+	silence  int64
+
+	lastHeard int64
+	heardInit bool
+	silent    bool
+
+	out   Outcome
+	stats ReceiverStats
+}
+
+const noDue = math.MaxInt64
+
+// NewReceiver builds a Receiver. Its reorder ring (ReorderSlots × MaxFrame
+// rounded up to 64 bytes) is allocated here, once.
+func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Receiver{
+		cfg:      cfg,
+		mask:     uint64(cfg.ReorderSlots - 1),
+		window:   uint64(cfg.ReorderSlots),
+		slot:     slotSize(cfg.MaxFrame),
+		slotSeq:  make([]uint64, cfg.ReorderSlots),
+		slotLen:  make([]int32, cfg.ReorderSlots),
+		nakAt:    make([]int64, cfg.ReorderSlots),
+		retries:  make([]uint16, cfg.ReorderSlots),
+		nextDue:  noDue,
+		debounce: int64(cfg.NakDebounce),
+		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
+	}
+	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
+	return r, nil
+}
+
+// Outcome returns the sticky state (Kind Live when none).
+func (r *Receiver) Outcome() Outcome { return r.out }
+
+// PeerSilent reports whether the sender has been silent for the silence
+// time with no gap open. It is not sticky: anything heard clears it.
+func (r *Receiver) PeerSilent() bool { return r.silent }
+
+// ExpectedSeq is the next seq to deliver (0 before the first record).
+func (r *Receiver) ExpectedSeq() uint64 { return r.expected }
+
+// HighestSeen is the highest seq known to exist.
+func (r *Receiver) HighestSeen() uint64 { return r.highest }
+
+// Stats returns a copy of the counters.
+func (r *Receiver) Stats() ReceiverStats { return r.stats }
+
+// Handle processes one datagram: one frame or several consecutive frames
+// (delta 13). In-order records, and the buffered records they unblock,
+// are handed to deliver in seq order; h and payload are valid only
+// during the call (payload aliases dgram or the reorder ring), and
+// deliver must not call back into the Receiver. NAKs are appended to
+// out, addressed to the configured sender. Bad frames are counted by
+// reason and dropped; the rest of a coalesced datagram after a bad frame
+// is dropped too. While a sticky outcome is set every frame is dropped.
+// now is monotonic ns. Handle never panics and allocates nothing.
+func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wal.Header, payload []byte)) {
+	first := true
+	for len(dgram) > 0 {
+		if r.out.Kind != Live {
+			r.stats.Dropped++
+			return
+		}
+		h, p, n, err := wal.DecodeFrame(dgram)
+		if err != nil {
+			r.stats.Bad.count(err, first)
+			return
+		}
+		first = false
+		frame := dgram[:n]
+		dgram = dgram[n:]
+		switch h.Type {
+		case wal.TypeHeartbeat:
+			r.heartbeat(p, now, out)
+		case wal.TypeNak:
+			r.stats.Ignored++
+		default:
+			r.data(h, p, frame, now, out, deliver)
+		}
+	}
+}
+
+func (r *Receiver) heard(now int64) {
+	r.lastHeard = now
+	r.heardInit = true
+	r.silent = false
+}
+
+func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
+	hb, err := wal.ParseHeartbeat(p)
+	if err != nil {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	r.stats.Heartbeats++
+	r.heard(now)
+	if r.expected == 0 {
+		return // not synced: the first data record defines the start
+	}
+	if hb.Highest < r.expected-1 {
+		r.stats.Restarts++
+		r.out = Outcome{Kind: SenderRestarted, LastDelivered: r.expected - 1, Highest: hb.Highest}
+		return
+	}
+	if hb.Highest-r.expected >= r.window && hb.Highest >= r.expected {
+		// Too far ahead to buffer (or forged). highest_seen is not raised,
+		// so a reset to the true replay tip leaves no phantom gap.
+		r.reconnect(hb.Highest)
+		return
+	}
+	r.raise(hb.Highest, false, now, out)
+	if now >= r.nextDue {
+		r.pump(now, out)
+	}
+}
+
+// raise records that seq exists and NAKs the seqs this newly reveals as
+// missing (they are new, so their first NAK goes out at once). held says
+// whether seq itself is present (a data record being delivered or
+// buffered) rather than only announced by a heartbeat.
+func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
+	if seq <= r.highest {
+		return
+	}
+	from := r.highest + 1
+	if from < r.expected {
+		from = r.expected
+	}
+	r.highest = seq
+	last := seq
+	if held {
+		last = seq - 1
+	}
+	if last >= from {
+		r.sendNak(from, last, 0, now, out)
+	}
+}
+
+func (r *Receiver) reconnect(seq uint64) {
+	r.stats.Reconnects++
+	r.out = Outcome{Kind: Reconnect, LastDelivered: r.expected - 1, Seq: seq}
+}
+
+func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
+	if len(p) < 8 {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	seq := le.Uint64(p)
+	if seq == 0 {
+		r.stats.Bad.SeqZero++
+		return
+	}
+	r.heard(now)
+	if r.expected == 0 {
+		r.expected = seq
+		if r.highest < seq-1 {
+			r.highest = seq - 1
+		}
+	}
+	if seq < r.expected {
+		r.stats.Duplicates++
+		return
+	}
+	d := seq - r.expected
+	if d >= r.window {
+		r.reconnect(seq)
+		return
+	}
+	if d == 0 {
+		r.raise(seq, true, now, out)
+		r.stats.Delivered++
+		r.clear(seq & r.mask)
+		r.expected++
+		deliver(h, p)
+		r.drain(deliver)
+		if now >= r.nextDue {
+			r.pump(now, out)
+		}
+		return
+	}
+	i := seq & r.mask
+	if r.slotSeq[i] == seq {
+		r.stats.Duplicates++
+		return
+	}
+	if len(frame) > r.slot {
+		r.stats.TooLarge++
+		return
+	}
+	off := int(i) * r.slot
+	copy(r.ring[off:], frame)
+	r.slotSeq[i] = seq
+	r.slotLen[i] = int32(len(frame))
+	r.nakAt[i] = 0
+	r.retries[i] = 0
+	r.stats.Buffered++
+	r.raise(seq, true, now, out)
+	if now >= r.nextDue {
+		r.pump(now, out)
+	}
+}
+
+func (r *Receiver) clear(i uint64) {
+	r.slotSeq[i] = 0
+	r.slotLen[i] = 0
+	r.nakAt[i] = 0
+	r.retries[i] = 0
+}
+
+// drain delivers buffered records that are now in order.
+func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
+	for {
+		i := r.expected & r.mask
+		if r.slotSeq[i] != r.expected {
+			return
+		}
+		off := int(i) * r.slot
+		frame := r.ring[off : off+int(r.slotLen[i])]
+		h, _ := wal.ParseHeader(frame)
+		r.clear(i)
+		r.expected++
+		r.stats.Delivered++
+		deliver(h, frame[wal.HeaderSize:])
+	}
+}
+
+// gapOpen reports whether a seq known to exist has not been delivered.
+// expected itself is then always missing (it would have been delivered).
+func (r *Receiver) gapOpen() bool { return r.expected != 0 && r.highest >= r.expected }
+
+// pump walks the window expected … min(highest, expected+window−1) and
+// NAKs each missing run whose debounce has passed (at most
+// MaxNakRunsPerPump). A run is a maximal stretch of missing seqs with the
+// same NAK history, so a run that was split by a late arrival keeps its
+// retry count and debounce, and newly missing seqs next to it get their
+// own first NAK.
+func (r *Receiver) pump(now int64, out *batch.Vec) {
+	r.nextDue = noDue
+	if !r.gapOpen() {
+		return
+	}
+	upper := r.highest
+	if upper-r.expected >= r.window {
+		upper = r.expected + r.window - 1
+	}
+	runs := 0
+	for seq := r.expected; seq <= upper; {
+		i := seq & r.mask
+		if r.slotSeq[i] == seq {
+			seq++
+			continue
+		}
+		start, rt, at := seq, r.retries[i], r.nakAt[i]
+		for seq++; seq <= upper; seq++ {
+			j := seq & r.mask
+			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at {
+				break
+			}
+		}
+		if rt != 0 && now-at < r.debounce {
+			if due := at + r.debounce; due < r.nextDue {
+				r.nextDue = due
+			}
+			continue
+		}
+		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, now, out) {
+			r.nextDue = now // more to do on the next Tick
+			return
+		}
+		runs++
+		if r.out.Kind != Live {
+			return
+		}
+	}
+}
+
+// sendNak appends NAK{from, to−from+1} to out and stamps the run's seqs
+// with their new retry count. It raises Faulted when the count exceeds
+// the budget. It returns false when out is full.
+func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec) bool {
+	buf := out.Next()
+	if len(buf) < wal.ControlFrameSize {
+		r.stats.NakDropped++
+		if r.nextDue > now {
+			r.nextDue = now
+		}
+		return false
+	}
+	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
+	out.Commit(n, r.cfg.Sender)
+	rt++
+	for seq := from; seq <= to; seq++ {
+		i := seq & r.mask
+		r.retries[i] = rt
+		r.nakAt[i] = now
+	}
+	r.stats.NaksSent++
+	r.stats.NakSeqs += to - from + 1
+	if uint64(rt) > r.stats.MaxRetries {
+		r.stats.MaxRetries = uint64(rt)
+	}
+	if int(rt) == r.cfg.MaxNakRetries {
+		r.stats.NearFaults++
+	}
+	if int(rt) > r.cfg.MaxNakRetries {
+		r.stats.Faults++
+		r.out = Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}
+		return true
+	}
+	if due := now + r.debounce; due < r.nextDue {
+		r.nextDue = due
+	}
+	return true
+}
+
+// Tick runs the clock-driven part of the receiver (delta 4): re-NAKs
+// runs whose debounce has passed and applies the silence rule. Call it
+// from the loop at least every few ms; it is O(1) unless a NAK is due.
+// now is monotonic ns.
+func (r *Receiver) Tick(now int64, out *batch.Vec) {
+	if r.out.Kind != Live {
+		return
+	}
+	if !r.heardInit {
+		r.heard(now)
+	}
+	if now-r.lastHeard >= r.silence {
+		if r.gapOpen() {
+			end := r.expected
+			for end < r.highest && end-r.expected < r.window-1 && r.slotSeq[(end+1)&r.mask] != end+1 {
+				end++
+			}
+			r.stats.Faults++
+			r.out = Outcome{Kind: Faulted, Cause: Silence, LastDelivered: r.expected - 1, GapStart: r.expected, GapEnd: end}
+			return
+		}
+		if !r.silent {
+			r.silent = true
+			r.stats.PeerSilences++
+		}
+		return
+	}
+	if now >= r.nextDue {
+		r.pump(now, out)
+	}
+}
+
+// ResetAfterReplay resumes live delivery after the consumer caught up to
+// tip over TCP (delta 8): it clears the sticky outcome, the reorder ring
+// and all NAK state, sets the next expected seq to tip+1 and raises
+// highest_seen to tip (never lowers it). An idle stream stays quiet
+// afterwards; a gap above tip already known is NAKed on the next Tick.
+func (r *Receiver) ResetAfterReplay(tip uint64) {
+	r.clearAll()
+	r.expected = tip + 1
+	if r.highest < tip {
+		r.highest = tip
+	}
+	r.nextDue = math.MinInt64
+}
+
+// Resync forgets the stream position: the next data record defines the
+// start again, as for a new Receiver. Use it after SenderRestarted when
+// the restarted stream's earlier records are not wanted.
+func (r *Receiver) Resync() {
+	r.clearAll()
+	r.expected = 0
+	r.highest = 0
+	r.nextDue = noDue
+}
+
+func (r *Receiver) clearAll() {
+	for i := range r.slotSeq {
+		r.clear(uint64(i))
+	}
+	r.out = Outcome{}
+	r.heardInit = false
+	r.silent = false
+}

@@ -1,0 +1,523 @@
+package cast
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wal"
+)
+
+const ms = time.Millisecond
+
+// TestScenarios are the table-driven protocol scenarios on datapath/mem
+// with the virtual clock (spec §9 UDP part and issue 3).
+func TestScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(o *harnessOpt)
+		run   func(t *testing.T, h *harness)
+	}{
+		{name: "in order", run: func(t *testing.T, h *harness) {
+			if h.r.ExpectedSeq() != 0 {
+				t.Fatalf("expected seq before first record = %d, want 0", h.r.ExpectedSeq())
+			}
+			if h.s.NextSeq() != 1 {
+				t.Fatalf("next seq = %d, want 1", h.s.NextSeq())
+			}
+			h.send(1)
+			if h.s.NextSeq() != 2 {
+				t.Fatalf("next seq after one send = %d, want 2", h.s.NextSeq())
+			}
+			h.step()
+			if h.r.ExpectedSeq() != 2 {
+				t.Fatalf("expected seq after seq 1 = %d, want 2", h.r.ExpectedSeq())
+			}
+			h.send(4)
+			h.run(10*ms, ms)
+			h.expectDelivered(1, 5)
+			if st := h.r.Stats(); st.NaksSent != 0 || st.Buffered != 0 {
+				t.Fatalf("clean link sent NAKs or buffered: %+v", st)
+			}
+		}},
+		{name: "duplicates", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{DupProb: 1})
+			h.send(5)
+			h.run(10*ms, ms)
+			h.expectDelivered(1, 5)
+			if d := h.r.Stats().Duplicates; d != 5 {
+				t.Fatalf("duplicates = %d, want 5", d)
+			}
+		}},
+		{name: "bad CRC then repair", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Script: func(i int, b []byte) mem.Action {
+				if i == 2 {
+					return mem.Corrupt
+				}
+				return mem.Pass
+			}})
+			h.send(5)
+			h.run(10*ms, ms)
+			h.expectDelivered(1, 5)
+			st := h.r.Stats()
+			if st.Bad.Total() != 1 || st.NaksSent != 1 || h.s.Stats().RetxHot != 1 {
+				t.Fatalf("want one bad datagram, one NAK, one retransmit: recv %+v send %+v", st, h.s.Stats())
+			}
+		}},
+		{name: "data-driven gap", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Drop: []int{2}})
+			h.send(5)
+			h.step() // receiver sees 1,2,4,5 and NAKs 3 at once
+			if n := h.r.Stats().NaksSent; n != 1 {
+				t.Fatalf("NAKs after gap = %d, want 1", n)
+			}
+			h.run(5*ms, ms)
+			h.expectDelivered(1, 5)
+		}},
+		{name: "heartbeat-driven tail gap", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Drop: []int{4}})
+			h.send(5)
+			h.run(50*ms, ms)
+			h.expectDelivered(1, 4)
+			h.run(100*ms, ms) // idle: the heartbeat announces 5
+			h.expectDelivered(1, 5)
+			if h.r.Stats().Heartbeats == 0 {
+				t.Fatal("no heartbeat seen")
+			}
+		}},
+		{name: "gap re-requested by the clock with no traffic",
+			setup: func(o *harnessOpt) { o.s.HeartbeatInterval = time.Hour },
+			run: func(t *testing.T, h *harness) {
+				h.send(1) // the first Tick's heartbeat goes out now, then none for an hour
+				h.step()
+				h.impairData(mem.Impairment{Script: dropSeqs(2, 3)})
+				h.send(4)
+				h.run(40*ms, ms)
+				if n := h.r.Stats().NaksSent; n != 1 {
+					t.Fatalf("NAKs within the debounce = %d, want 1", n)
+				}
+				h.run(20*ms, ms) // only the receiver's clock runs: it re-NAKs at 50 ms
+				h.expectDelivered(1, 5)
+				if n := h.r.Stats().NaksSent; n != 2 {
+					t.Fatalf("NAKs = %d, want 2", n)
+				}
+			}},
+		{name: "debounce", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Script: dropSeqs(-1, 3)})
+			h.send(5)
+			h.run(201*ms, 100*time.Microsecond) // NAKs at 0, 50, 100, 150, 200 ms
+			if n := h.r.Stats().NaksSent; n != 5 {
+				t.Fatalf("NAKs in 201 ms with 50 ms debounce = %d, want 5", n)
+			}
+		}},
+		{name: "retry budget faults with the gap", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Script: dropSeqs(-1, 3)})
+			h.send(5)
+			h.run(2*time.Second, ms)
+			o := h.r.Outcome()
+			want := Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: 2, GapStart: 3, GapEnd: 3}
+			if o != want {
+				t.Fatalf("outcome %+v, want %+v", o, want)
+			}
+			if n := h.r.Stats().NaksSent; n != uint64(DefaultMaxNakRetries)+1 {
+				t.Fatalf("NAKs = %d, want %d", n, DefaultMaxNakRetries+1)
+			}
+			h.expectDelivered(1, 2)
+		}},
+		{name: "silence with a gap faults",
+			setup: func(o *harnessOpt) { o.r.MaxNakRetries = 1000 },
+			run: func(t *testing.T, h *harness) {
+				h.impairData(mem.Impairment{Script: dropSeqs(-1, 3)})
+				h.send(5)
+				h.step()
+				h.impairData(mem.Impairment{DropProb: 1}) // the sender goes dark
+				h.run(999*ms, ms)
+				if o := h.r.Outcome(); o.Kind != Live {
+					t.Fatalf("faulted before the silence time: %+v", o)
+				}
+				h.run(2*ms, ms)
+				want := Outcome{Kind: Faulted, Cause: Silence, LastDelivered: 2, GapStart: 3, GapEnd: 3}
+				if o := h.r.Outcome(); o != want {
+					t.Fatalf("outcome %+v, want %+v", o, want)
+				}
+			}},
+		{name: "silence without a gap is a non-sticky event", run: func(t *testing.T, h *harness) {
+			h.send(3)
+			h.step()
+			h.impairData(mem.Impairment{DropProb: 1})
+			h.run(1100*ms, ms)
+			if !h.r.PeerSilent() || h.r.Outcome().Kind != Live || h.r.Stats().PeerSilences != 1 {
+				t.Fatalf("silent=%v outcome=%+v stats=%+v", h.r.PeerSilent(), h.r.Outcome(), h.r.Stats())
+			}
+			h.impairData(mem.Impairment{})
+			h.send(1)
+			h.step()
+			if h.r.PeerSilent() {
+				t.Fatal("still silent after data")
+			}
+			h.expectDelivered(1, 4)
+		}},
+		{name: "distance overflow reconnects",
+			setup: func(o *harnessOpt) { o.r.ReorderSlots = 16 },
+			run: func(t *testing.T, h *harness) {
+				h.impairData(mem.Impairment{Script: dropSeqs(-1, 2)})
+				h.send(17) // 17 − 2 = 15 < 16: buffered
+				h.step()
+				if o := h.r.Outcome(); o.Kind != Live {
+					t.Fatalf("outcome %+v before the window is exceeded", o)
+				}
+				h.send(1) // 18 − 2 = 16
+				h.step()
+				want := Outcome{Kind: Reconnect, LastDelivered: 1, Seq: 18}
+				if o := h.r.Outcome(); o != want {
+					t.Fatalf("outcome %+v, want %+v", o, want)
+				}
+			}},
+		{name: "reset then quiet idle stream", run: func(t *testing.T, h *harness) {
+			h.send(5)
+			h.step()
+			h.r.ResetAfterReplay(5)
+			naks := h.r.Stats().NaksSent
+			h.run(3*time.Second, ms)
+			if h.r.Stats().NaksSent != naks || h.r.Outcome().Kind != Live {
+				t.Fatalf("idle stream after reset: NAKs %d → %d, outcome %+v", naks, h.r.Stats().NaksSent, h.r.Outcome())
+			}
+			h.send(1)
+			h.step()
+			h.expectDelivered(1, 6)
+		}},
+		{name: "several gaps recovered in parallel", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Drop: []int{10, 20, 30, 40}})
+			h.send(50)
+			h.step()
+			if n := h.r.Stats().NaksSent; n != 4 {
+				t.Fatalf("NAKs in the first pass = %d, want 4 (one per run)", n)
+			}
+			h.step()
+			h.expectDelivered(1, 50)
+		}},
+		{name: "lost NAK is repeated", run: func(t *testing.T, h *harness) {
+			h.impairData(mem.Impairment{Drop: []int{2}})
+			h.impairNaks(mem.Impairment{Drop: []int{0}})
+			h.send(5)
+			h.run(60*ms, ms)
+			h.expectDelivered(1, 5)
+		}},
+		{name: "reorder without loss", run: func(t *testing.T, h *harness) {
+			h.send(1) // the first record seen defines the start: keep it in place
+			h.step()
+			h.impairData(mem.Impairment{Seed: 7, ReorderProb: 0.3, ReorderBy: 3})
+			h.send(199)
+			h.run(100*ms, ms)
+			h.expectDelivered(1, 200)
+		}},
+		{name: "cold read for a record evicted from the ring",
+			setup: func(o *harnessOpt) { o.s.RingSlots = 64 },
+			run: func(t *testing.T, h *harness) {
+				h.r.ResetAfterReplay(0) // synced: expects seq 1
+				h.impairData(mem.Impairment{Drop: []int{1, 2, 3}})
+				h.impairNaks(mem.Impairment{DropProb: 1})
+				h.send(100) // 2..4 lost, their first NAK too
+				h.step()
+				h.impairNaks(mem.Impairment{})
+				h.run(60*ms, ms) // the re-NAK at 50 ms finds 2..4 evicted (ring of 64)
+				h.expectDelivered(1, 100)
+				if st := h.s.Stats(); st.RetxCold != 3 || st.ColdQueued != 1 || st.RetxHot != 0 {
+					t.Fatalf("cold stats %+v", st)
+				}
+			}},
+		{name: "coalesced datagrams",
+			setup: func(o *harnessOpt) { o.s.Coalesce = true },
+			run: func(t *testing.T, h *harness) {
+				h.impairData(mem.Impairment{Seed: 3, DropProb: 0.1})
+				h.send(500)
+				h.run(500*ms, ms)
+				h.expectDelivered(1, 500)
+				if sent := h.p.Net.Stats(mem.AddrA, mem.AddrB).Sent; sent > 100 {
+					t.Fatalf("%d datagrams for 500 coalesced records", sent)
+				}
+			}},
+		{name: "WAL-less sender",
+			setup: func(o *harnessOpt) { o.noLog = true },
+			run: func(t *testing.T, h *harness) {
+				h.impairData(mem.Impairment{Seed: 1, DropProb: 0.2})
+				h.send(300)
+				h.run(time.Second, ms)
+				h.expectDelivered(1, 300)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOpt()
+			if tc.setup != nil {
+				tc.setup(&o)
+			}
+			tc.run(t, newHarness(t, o))
+		})
+	}
+}
+
+// frame builds one data frame of type 100 with the given seq.
+func frame(seq uint64, n int) []byte {
+	f := make([]byte, wal.HeaderSize+n)
+	if n >= 8 {
+		le.PutUint64(f[wal.HeaderSize:], seq)
+	}
+	_ = wal.Seal(f, 100)
+	return f
+}
+
+func hbFrame(highest uint64) []byte {
+	f := make([]byte, wal.ControlFrameSize)
+	wal.PutHeartbeatFrame(f, wal.Heartbeat{Highest: highest})
+	return f
+}
+
+func nakFrame(from, count uint64) []byte {
+	f := make([]byte, wal.ControlFrameSize)
+	wal.PutNakFrame(f, wal.Nak{From: from, Count: count})
+	return f
+}
+
+// recvDirect drives a Receiver with hand-made datagrams.
+type recvDirect struct {
+	t    *testing.T
+	r    *Receiver
+	out  *batch.Vec
+	seqs []uint64
+}
+
+func newRecvDirect(t *testing.T, cfg ReceiverConfig) *recvDirect {
+	r, err := NewReceiver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recvDirect{t: t, r: r, out: batch.New(128, 2048)}
+}
+
+func (d *recvDirect) feed(now int64, b []byte) {
+	d.r.Handle(b, now, d.out, func(_ wal.Header, p []byte) { d.seqs = append(d.seqs, wal.Seq(p)) })
+}
+
+func (d *recvDirect) naks() []wal.Nak {
+	var ns []wal.Nak
+	for i := 0; i < d.out.Len(); i++ {
+		b, _ := d.out.Msg(i)
+		h, p, _, err := wal.DecodeFrame(b)
+		if err != nil || h.Type != wal.TypeNak {
+			d.t.Fatalf("receiver emitted a non-NAK: % x", b)
+		}
+		n, _ := wal.ParseNak(p)
+		ns = append(ns, n)
+	}
+	d.out.Reset()
+	return ns
+}
+
+// TestReceiverSpecCases are the receiver cases of spec §9 and issue 3
+// that are clearer with hand-made datagrams.
+func TestReceiverSpecCases(t *testing.T) {
+	t.Run("slot collision case reconnects and stays set", func(t *testing.T) {
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		d.feed(0, frame(1, 64))
+		d.feed(0, frame(2050, 64)) // 2050 − 2 = 2048 ≥ window
+		want := Outcome{Kind: Reconnect, LastDelivered: 1, Seq: 2050}
+		if o := d.r.Outcome(); o != want {
+			t.Fatalf("outcome %+v, want %+v", o, want)
+		}
+		d.feed(0, frame(4098, 64))
+		d.feed(0, frame(2, 64)) // valid in-order record: still Reconnect
+		if o := d.r.Outcome(); o != want || len(d.seqs) != 1 {
+			t.Fatalf("outcome %+v delivered %v after in-order record", o, d.seqs)
+		}
+		d.r.ResetAfterReplay(4097)
+		d.feed(0, frame(4098, 64))
+		if len(d.seqs) != 2 || d.seqs[1] != 4098 || d.r.Outcome().Kind != Live {
+			t.Fatalf("after reset: delivered %v outcome %+v", d.seqs, d.r.Outcome())
+		}
+	})
+	t.Run("heartbeat announcing 5 after seq 1 NAKs the sender", func(t *testing.T) {
+		cfg := DefaultReceiverConfig()
+		cfg.Sender = mem.AddrA
+		d := newRecvDirect(t, cfg)
+		d.feed(0, frame(1, 64))
+		d.feed(0, hbFrame(5))
+		if d.out.Len() != 1 {
+			t.Fatalf("%d datagrams, want one NAK", d.out.Len())
+		}
+		if _, to := d.out.Msg(0); to != mem.AddrA {
+			t.Fatalf("NAK to %v, want %v", to, mem.AddrA)
+		}
+		if n := d.naks(); n[0] != (wal.Nak{From: 2, Count: 4}) {
+			t.Fatalf("NAK %+v, want {2 4}", n[0])
+		}
+	})
+	t.Run("forged heartbeat with a huge seq", func(t *testing.T) {
+		for _, hi := range []uint64{math.MaxUint64, math.MaxUint64 - 1, 1 << 63, 2 + 2048} {
+			d := newRecvDirect(t, DefaultReceiverConfig())
+			d.feed(0, frame(1, 64))
+			d.feed(0, hbFrame(hi))
+			if d.out.Len() != 0 {
+				t.Fatalf("highest %d: %d NAKs sent", hi, d.out.Len())
+			}
+			if o := d.r.Outcome(); o.Kind != Reconnect || o.Seq != hi || o.LastDelivered != 1 {
+				t.Fatalf("highest %d: outcome %+v", hi, o)
+			}
+			if d.r.HighestSeen() != 1 {
+				t.Fatalf("highest_seen raised to %d by a forged heartbeat", d.r.HighestSeen())
+			}
+			d.r.ResetAfterReplay(3) // the true tip from replay
+			d.feed(int64(time.Second), hbFrame(3))
+			if d.out.Len() != 0 || d.r.Outcome().Kind != Live {
+				t.Fatalf("phantom gap after reset: %d NAKs, %+v", d.out.Len(), d.r.Outcome())
+			}
+		}
+		// Just inside the window: one NAK, count bounded by the window.
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		d.feed(0, frame(1, 64))
+		d.feed(0, hbFrame(1+2048))
+		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2048}) {
+			t.Fatalf("NAKs %+v", n)
+		}
+	})
+	t.Run("late duplicate far behind is dropped without rewind", func(t *testing.T) {
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		for s := uint64(1); s <= 300; s++ {
+			d.feed(0, frame(s, 64))
+		}
+		d.feed(0, frame(5, 64))
+		d.feed(0, frame(150, 64))
+		if d.r.ExpectedSeq() != 301 || d.r.Stats().Duplicates != 2 {
+			t.Fatalf("expected %d dups %d", d.r.ExpectedSeq(), d.r.Stats().Duplicates)
+		}
+		d.feed(0, frame(301, 64))
+		if len(d.seqs) != 301 || d.seqs[300] != 301 {
+			t.Fatalf("delivered %d", len(d.seqs))
+		}
+	})
+	t.Run("sender restart is detected by heartbeat", func(t *testing.T) {
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		for s := uint64(1); s <= 10; s++ {
+			d.feed(0, frame(s, 64))
+		}
+		d.feed(0, hbFrame(10)) // equal: fine
+		if d.r.Outcome().Kind != Live {
+			t.Fatalf("outcome %+v", d.r.Outcome())
+		}
+		d.feed(0, hbFrame(3))
+		want := Outcome{Kind: SenderRestarted, LastDelivered: 10, Highest: 3}
+		if o := d.r.Outcome(); o != want {
+			t.Fatalf("outcome %+v, want %+v", o, want)
+		}
+		d.feed(0, frame(1, 64))
+		if len(d.seqs) != 10 {
+			t.Fatal("delivered while SenderRestarted")
+		}
+		d.r.Resync()
+		d.feed(0, frame(1, 64))
+		if len(d.seqs) != 11 || d.seqs[10] != 1 {
+			t.Fatalf("after resync delivered %v", d.seqs[10:])
+		}
+	})
+	t.Run("persistent gap, retries 2, zero debounce, driven by heartbeats, then replay", func(t *testing.T) {
+		cfg := DefaultReceiverConfig()
+		cfg.MaxNakRetries = 2
+		cfg.NakDebounce = 0
+		d := newRecvDirect(t, cfg)
+		d.feed(0, frame(1, 64))
+		for i := 1; d.r.Outcome().Kind == Live && i < 10; i++ {
+			d.feed(int64(i)*int64(ms), hbFrame(3))
+		}
+		want := Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: 1, GapStart: 2, GapEnd: 3}
+		if o := d.r.Outcome(); o != want {
+			t.Fatalf("outcome %+v, want %+v", o, want)
+		}
+		if n := len(d.naks()); n != 3 {
+			t.Fatalf("%d NAKs, want 3", n)
+		}
+		// TCP replay supplied 2 and 3: tip 3.
+		d.r.ResetAfterReplay(3)
+		d.feed(int64(time.Second), frame(4, 64))
+		if len(d.seqs) != 2 || d.seqs[1] != 4 {
+			t.Fatalf("delivered %v", d.seqs)
+		}
+	})
+	t.Run("runs split by a late arrival keep their budget", func(t *testing.T) {
+		cfg := DefaultReceiverConfig()
+		d := newRecvDirect(t, cfg)
+		d.feed(0, frame(1, 64))
+		d.feed(0, frame(10, 64)) // NAK {2, 8}
+		d.feed(int64(ms), frame(5, 64))
+		d.feed(int64(ms), frame(12, 64)) // NAK {11, 1}: a new run, at once
+		if n := d.naks(); len(n) != 2 || n[0] != (wal.Nak{From: 2, Count: 8}) || n[1] != (wal.Nak{From: 11, Count: 1}) {
+			t.Fatalf("NAKs %+v", n)
+		}
+		d.r.Tick(int64(50*ms), d.out) // {2,3} and {6,4} are due, {11} is not
+		if n := d.naks(); len(n) != 2 || n[0] != (wal.Nak{From: 2, Count: 3}) || n[1] != (wal.Nak{From: 6, Count: 4}) {
+			t.Fatalf("NAKs at 50 ms %+v", n)
+		}
+		d.r.Tick(int64(51*ms), d.out)
+		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 11, Count: 1}) {
+			t.Fatalf("NAKs at 51 ms %+v", n)
+		}
+	})
+	t.Run("at most MaxNakRunsPerPump NAKs per pump", func(t *testing.T) {
+		cfg := DefaultReceiverConfig()
+		cfg.MaxNakRunsPerPump = 4
+		d := newRecvDirect(t, cfg)
+		d.feed(0, frame(1, 64))
+		for s := uint64(3); s <= 21; s += 2 { // 10 single-seq gaps, each NAKed on arrival
+			d.feed(0, frame(s, 64))
+		}
+		if n := len(d.naks()); n != 10 {
+			t.Fatalf("first NAKs %d, want 10", n)
+		}
+		d.r.Tick(int64(50*ms), d.out)
+		if n := len(d.naks()); n != 4 {
+			t.Fatalf("re-NAKs in one pump = %d, want 4", n)
+		}
+		d.r.Tick(int64(50*ms)+1, d.out)
+		if n := len(d.naks()); n != 4 {
+			t.Fatalf("re-NAKs in the next pump = %d, want 4", n)
+		}
+	})
+}
+
+// TestBadDatagrams checks that every kind of bad datagram is counted by
+// reason and never delivered.
+func TestBadDatagrams(t *testing.T) {
+	good := frame(1, 64)
+	mut := func(f func(b []byte) []byte) []byte { return f(append([]byte(nil), good...)) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		get  func(BadCounts) uint64
+	}{
+		{"short", good[:15], func(c BadCounts) uint64 { return c.Short }},
+		{"version 0", mut(func(b []byte) []byte { b[0] = 0; return b }), func(c BadCounts) uint64 { return c.Version }},
+		{"version 0xff", mut(func(b []byte) []byte { b[0] = 0xff; return b }), func(c BadCounts) uint64 { return c.Version }},
+		{"len beyond datagram", good[:40], func(c BadCounts) uint64 { return c.Len }},
+		{"CRC", mut(func(b []byte) []byte { b[30] ^= 1; return b }), func(c BadCounts) uint64 { return c.CRC }},
+		{"seq 0", frame(0, 64), func(c BadCounts) uint64 { return c.SeqZero }},
+		{"payload shorter than a seq", frame(0, 4), func(c BadCounts) uint64 { return c.ShortPayload }},
+		{"short heartbeat", func() []byte { f := make([]byte, 16+8); _ = wal.Seal(f, wal.TypeHeartbeat); return f }(),
+			func(c BadCounts) uint64 { return c.ShortPayload }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newRecvDirect(t, DefaultReceiverConfig())
+			d.feed(0, tc.b)
+			st := d.r.Stats()
+			if tc.get(st.Bad) != 1 || st.Bad.Total() != 1 || len(d.seqs) != 0 {
+				t.Fatalf("bad counts %+v, delivered %v", st.Bad, d.seqs)
+			}
+		})
+	}
+	t.Run("bytes beyond 16+len are ignored", func(t *testing.T) {
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		d.feed(0, append(append([]byte(nil), good...), 1, 2, 3))
+		if len(d.seqs) != 1 || d.r.Stats().Bad.Total() != 0 {
+			t.Fatalf("delivered %v bad %+v", d.seqs, d.r.Stats().Bad)
+		}
+	})
+}

@@ -1,0 +1,545 @@
+package cast
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/netip"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// Log is the part of the WAL writer the Sender needs; *wal.Writer
+// satisfies it. Append assigns the next seq, stamps it into payload
+// offset 0 of its own copy, seals the frame and returns it; the returned
+// frame is valid until the next Append. NextSeq is the seq the next
+// Append will assign.
+type Log interface {
+	Append(typ uint16, payload []byte) (frame []byte, err error)
+	NextSeq() uint64
+}
+
+// Errors returned by Sender.Send. They are preallocated so that a refused
+// send allocates nothing.
+var (
+	ErrFrameTooLarge = errors.New("cast: frame larger than MaxFrame or the batch slot")
+	ErrPayloadShort  = errors.New("cast: data payload shorter than its 8-byte seq")
+	ErrControlType   = errors.New("cast: record type 0x11/0x12 is reserved for control frames")
+	ErrBatchFull     = errors.New("cast: outgoing batch is full")
+	ErrSeqOrder      = errors.New("cast: frame seq is not the sender's next seq")
+)
+
+// ColdRequest asks the loop to read Count consecutive records starting at
+// From from the WAL (off the hot thread) and hand the frames back through
+// [Sender.ColdDone] (or [Sender.ColdFailed]).
+type ColdRequest struct {
+	From  uint64
+	Count int
+}
+
+type coldSlot struct {
+	req    ColdRequest
+	served int  // frames retransmitted so far
+	taken  bool // handed to the loop by ColdRequests
+	used   bool
+}
+
+// SenderStats are the Sender's counters. All are totals since NewSender.
+type SenderStats struct {
+	Sent       uint64 // data records sent (first transmission)
+	Heartbeats uint64 // heartbeats sent
+	Naks       uint64 // NAK records accepted (version, len, CRC, source all good)
+	Bad        BadCounts
+	BadSource  uint64 // NAK datagrams from a source other than the receiver
+	Ignored    uint64 // valid frames of a type other than NAK
+	// NakClamped counts NAKs whose count exceeded RingSlots.
+	NakClamped uint64
+	// NakNeverSent counts NAKs that asked for seqs not yet sent (or 0);
+	// those seqs are ignored.
+	NakNeverSent uint64
+	RetxHot      uint64 // retransmits served from the hot ring
+	RetxCold     uint64 // retransmits served from cold reads
+	RetxDedup    uint64 // retransmits suppressed by the dedup window
+	RetxDropped  uint64 // retransmits not sent because the batch was full
+	ColdQueued   uint64 // cold requests queued
+	ColdDedup    uint64 // cold seqs already covered by a queued request
+	ColdRejected uint64 // cold seqs dropped: in-flight cap reached or no WAL
+	ColdMissing  uint64 // requested cold seqs the WAL did not return
+	ColdErrors   uint64 // cold reads reported failed by the loop
+}
+
+// Sender is the sending half of a stream: a sans-I/O state machine. It
+// never reads a clock, locks, allocates on its hot paths or does I/O;
+// every output datagram is appended to the caller's batch. Not safe for
+// concurrent use: one goroutine (the loop) owns it.
+type Sender struct {
+	cfg       SenderConfig
+	log       Log
+	mask      uint64
+	slot      int
+	ring      []byte
+	slotSeq   []uint64
+	slotLen   []int32
+	retxAt    []int64
+	next      uint64
+	lastSend  int64
+	timerInit bool
+	hbEvery   int64
+	dedup     int64
+	nakFrom   netip.AddrPort
+	checkSrc  bool
+	cold      []coldSlot
+	coal      struct {
+		vec  *batch.Vec
+		idx  int
+		n    int
+		next uint64
+	}
+	stats SenderStats
+}
+
+const never = math.MinInt64 / 2
+
+// NewSender builds a Sender. With a non-nil log every Send appends to the
+// WAL first (the WAL assigns seqs and is the authority: the Sender starts
+// at log.NextSeq()); with a nil log the Sender stamps seqs itself,
+// starting at 1 (see [Sender.SetNextSeq]) and cold reads are impossible.
+func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Sender{
+		cfg:     cfg,
+		log:     log,
+		mask:    uint64(cfg.RingSlots - 1),
+		slot:    slotSize(cfg.MaxFrame),
+		slotSeq: make([]uint64, cfg.RingSlots),
+		slotLen: make([]int32, cfg.RingSlots),
+		retxAt:  make([]int64, cfg.RingSlots),
+		next:    1,
+		hbEvery: int64(cfg.HeartbeatInterval),
+		dedup:   int64(cfg.RetxDedupWindow),
+		cold:    make([]coldSlot, cfg.MaxColdInFlight),
+	}
+	s.ring = make([]byte, cfg.RingSlots*s.slot)
+	for i := range s.retxAt {
+		s.retxAt[i] = never
+	}
+	if log != nil {
+		s.next = log.NextSeq()
+		if s.next == 0 {
+			return nil, fmt.Errorf("%w: log.NextSeq() is 0", ErrConfig)
+		}
+	}
+	s.nakFrom = cfg.NakSource
+	if !s.nakFrom.IsValid() {
+		s.nakFrom = cfg.Dest
+	}
+	s.checkSrc = !cfg.AcceptAnyNakSource && s.nakFrom.IsValid()
+	return s, nil
+}
+
+// NextSeq is the seq the next Send assigns.
+func (s *Sender) NextSeq() uint64 { return s.next }
+
+// SetNextSeq moves the seq counter of a WAL-less sender (a publisher that
+// resumes a stream). It has no effect with a WAL.
+func (s *Sender) SetNextSeq(n uint64) {
+	if s.log == nil && n > 0 {
+		s.next = n
+	}
+}
+
+// Stats returns a copy of the counters.
+func (s *Sender) Stats() SenderStats { return s.stats }
+
+// Send frames one data record of type typ and appends it to out,
+// addressed to Dest. payload[0:8] is overwritten with the assigned seq in
+// the frame (the caller's slice is not modified without a WAL; the WAL
+// stamps its own copy). It returns the seq. The frame stays in the hot
+// ring until RingSlots newer records pass it. Errors: ErrBatchFull (no
+// seq assigned; flush out and retry), ErrFrameTooLarge, ErrPayloadShort,
+// ErrControlType, or the log's error (e.g. wal.ErrBackpressure) returned
+// unwrapped. now is monotonic ns. Send allocates nothing.
+func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (uint64, error) {
+	if wal.IsControl(typ) {
+		return 0, ErrControlType
+	}
+	if len(payload) < 8 {
+		return 0, ErrPayloadShort
+	}
+	n := wal.HeaderSize + len(payload)
+	if n > s.cfg.MaxFrame || n > out.SlotSize() {
+		return 0, ErrFrameTooLarge
+	}
+	if out.Full() && !s.canCoalesce(out, n) {
+		return 0, ErrBatchFull
+	}
+	var seq uint64
+	var frame []byte
+	if s.log != nil {
+		f, err := s.log.Append(typ, payload)
+		if err != nil {
+			return 0, err
+		}
+		seq = wal.Seq(f[wal.HeaderSize:])
+		i := seq & s.mask
+		frame = s.ring[int(i)*s.slot : int(i)*s.slot+len(f)]
+		copy(frame, f)
+	} else {
+		seq = s.next
+		i := seq & s.mask
+		frame = s.ring[int(i)*s.slot : int(i)*s.slot+n]
+		copy(frame[wal.HeaderSize:], payload)
+		le.PutUint64(frame[wal.HeaderSize:], seq)
+		_ = wal.Seal(frame, typ)
+	}
+	s.cache(seq, len(frame))
+	s.next = seq + 1
+	s.lastSend = now
+	s.timerInit = true
+	s.stats.Sent++
+	s.emit(frame, seq, out)
+	return seq, nil
+}
+
+// SendFrame sends a data frame the caller built and sealed (header, CRC
+// and seq in payload[0:8]), for a WAL-less publisher that stamps seqs
+// itself or a relay. The frame's seq must be NextSeq() (ErrSeqOrder
+// otherwise); a bad frame returns its wal decoding error. The frame is
+// copied; the caller keeps ownership.
+func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
+	h, p, n, err := wal.DecodeFrame(frame)
+	if err != nil {
+		return err
+	}
+	if wal.IsControl(h.Type) {
+		return ErrControlType
+	}
+	seq := wal.Seq(p)
+	if len(p) < 8 {
+		return ErrPayloadShort
+	}
+	if seq != s.next {
+		return ErrSeqOrder
+	}
+	if n > s.cfg.MaxFrame || n > out.SlotSize() {
+		return ErrFrameTooLarge
+	}
+	if out.Full() && !s.canCoalesce(out, n) {
+		return ErrBatchFull
+	}
+	i := seq & s.mask
+	dst := s.ring[int(i)*s.slot : int(i)*s.slot+n]
+	copy(dst, frame[:n])
+	s.cache(seq, n)
+	s.next = seq + 1
+	s.lastSend = now
+	s.timerInit = true
+	s.stats.Sent++
+	s.emit(dst, seq, out)
+	return nil
+}
+
+func (s *Sender) cache(seq uint64, n int) {
+	i := seq & s.mask
+	s.slotSeq[i] = seq
+	s.slotLen[i] = int32(n)
+	s.retxAt[i] = never
+}
+
+// canCoalesce reports whether a data frame of n bytes with seq s.next can
+// be appended to the last message of out.
+func (s *Sender) canCoalesce(out *batch.Vec, n int) bool {
+	return s.coalesceWith(out, n, s.next)
+}
+
+func (s *Sender) coalesceWith(out *batch.Vec, n int, seq uint64) bool {
+	if !s.cfg.Coalesce || s.coal.vec != out || out.Len() == 0 || out.Len()-1 != s.coal.idx || s.coal.next != seq {
+		return false
+	}
+	m, _ := out.Msg(s.coal.idx)
+	return len(m) == s.coal.n && s.coal.n+n <= s.cfg.MaxFrame && s.coal.n+n <= out.SlotSize()
+}
+
+// emit appends a data frame to out, coalescing it with the previous data
+// datagram when configured. It returns false when out had no room.
+func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
+	if s.coalesceWith(out, len(frame), seq) {
+		buf := out.Buf(s.coal.idx)
+		copy(buf[s.coal.n:], frame)
+		s.coal.n += len(frame)
+		out.Set(s.coal.idx, s.coal.n, s.cfg.Dest)
+		s.coal.next = seq + 1
+		return true
+	}
+	if !out.Append(frame, s.cfg.Dest) {
+		return false
+	}
+	if s.cfg.Coalesce {
+		s.coal.vec, s.coal.idx, s.coal.n, s.coal.next = out, out.Len()-1, len(frame), seq+1
+	}
+	return true
+}
+
+// Tick sends the idle-only heartbeat (highest seq sent, 0 when none) when
+// HeartbeatInterval has passed since the last data send or heartbeat. The
+// first Tick of a sender that has sent nothing heartbeats at once, so a
+// receiver learns where a restarted sender stands. now is monotonic ns.
+func (s *Sender) Tick(now int64, out *batch.Vec) {
+	if !s.timerInit {
+		s.timerInit = true
+		s.lastSend = now - s.hbEvery
+	}
+	if now-s.lastSend < s.hbEvery {
+		return
+	}
+	buf := out.Next()
+	if len(buf) < wal.ControlFrameSize {
+		return // batch full: try again on the next Tick
+	}
+	n := wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
+	out.Commit(n, s.cfg.Dest)
+	s.lastSend = now
+	s.stats.Heartbeats++
+}
+
+// Handle processes one datagram received by the sender (NAKs; anything
+// else is counted and ignored). from is its source address. Retransmits
+// served from the hot ring are appended to out (always to Dest, never to
+// from); seqs that miss the ring are queued as cold requests. Bad
+// datagrams are counted by reason. Handle never panics and allocates
+// nothing.
+func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch.Vec) {
+	if s.checkSrc && !sameAddr(from, s.nakFrom) {
+		s.stats.BadSource++
+		return
+	}
+	first := true
+	for len(dgram) > 0 {
+		h, p, n, err := wal.DecodeFrame(dgram)
+		if err != nil {
+			s.stats.Bad.count(err, first)
+			return
+		}
+		first = false
+		dgram = dgram[n:]
+		if h.Type != wal.TypeNak {
+			s.stats.Ignored++
+			continue
+		}
+		nak, err := wal.ParseNak(p)
+		if err != nil {
+			s.stats.Bad.ShortPayload++
+			continue
+		}
+		s.stats.Naks++
+		s.serveNak(nak, now, out)
+	}
+}
+
+func sameAddr(a, b netip.AddrPort) bool {
+	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
+}
+
+func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
+	from, count := nak.From, nak.Count
+	if from == 0 {
+		s.stats.NakNeverSent++
+		if count == 0 {
+			return
+		}
+		from, count = 1, count-1
+	}
+	if count == 0 {
+		return
+	}
+	if count > uint64(s.cfg.RingSlots) {
+		s.stats.NakClamped++
+		count = uint64(s.cfg.RingSlots)
+	}
+	last := s.next - 1 // highest seq sent
+	if from > last {
+		s.stats.NakNeverSent++
+		return
+	}
+	if count > last-from+1 {
+		s.stats.NakNeverSent++
+		count = last - from + 1
+	}
+	end := from + count // exclusive; no overflow: end ≤ s.next
+	var coldFrom uint64
+	for seq := from; seq < end; seq++ {
+		i := seq & s.mask
+		if s.slotSeq[i] != seq {
+			if coldFrom == 0 {
+				coldFrom = seq
+			}
+			continue
+		}
+		if coldFrom != 0 {
+			s.queueCold(coldFrom, seq-coldFrom)
+			coldFrom = 0
+		}
+		if s.dedup > 0 && now-s.retxAt[i] < s.dedup {
+			s.stats.RetxDedup++
+			continue
+		}
+		off := int(i) * s.slot
+		if !s.emit(s.ring[off:off+int(s.slotLen[i])], seq, out) {
+			s.stats.RetxDropped += end - seq
+			return
+		}
+		s.retxAt[i] = now
+		s.stats.RetxHot++
+	}
+	if coldFrom != 0 {
+		s.queueCold(coldFrom, end-coldFrom)
+	}
+}
+
+// queueCold queues [from, from+n) for a cold read, skipping seqs already
+// covered by a queued or running request and splitting by MaxColdRecords.
+func (s *Sender) queueCold(from, n uint64) {
+	if s.log == nil {
+		s.stats.ColdRejected += n
+		return
+	}
+	end := from + n
+	for from < end {
+		// Skip the prefix covered by an existing request.
+		if c := s.coveredUntil(from); c > from {
+			if c > end {
+				c = end
+			}
+			s.stats.ColdDedup += c - from
+			from = c
+			continue
+		}
+		k := end - from
+		if k > uint64(s.cfg.MaxColdRecords) {
+			k = uint64(s.cfg.MaxColdRecords)
+		}
+		// Stop before the next covered seq so requests never overlap.
+		for j := range s.cold {
+			c := &s.cold[j]
+			if c.used && c.req.From > from && c.req.From < from+k {
+				k = c.req.From - from
+			}
+		}
+		slot := -1
+		for j := range s.cold {
+			if !s.cold[j].used {
+				slot = j
+				break
+			}
+		}
+		if slot < 0 {
+			s.stats.ColdRejected += end - from
+			return
+		}
+		s.cold[slot] = coldSlot{req: ColdRequest{From: from, Count: int(k)}, used: true}
+		s.stats.ColdQueued++
+		from += k
+	}
+}
+
+// coveredUntil returns the end (exclusive) of the request covering seq,
+// or 0.
+func (s *Sender) coveredUntil(seq uint64) uint64 {
+	for j := range s.cold {
+		c := &s.cold[j]
+		if c.used && seq >= c.req.From && seq < c.req.From+uint64(c.req.Count) {
+			return c.req.From + uint64(c.req.Count)
+		}
+	}
+	return 0
+}
+
+// ColdRequests copies the queued cold reads into dst, marks them running
+// and returns how many it copied. The loop reads each on its I/O
+// goroutine (e.g. with wal.Writer.ReadRange) and reports back with
+// ColdDone or ColdFailed on the Sender's goroutine.
+func (s *Sender) ColdRequests(dst []ColdRequest) int {
+	n := 0
+	for j := range s.cold {
+		if n == len(dst) {
+			break
+		}
+		c := &s.cold[j]
+		if c.used && !c.taken {
+			c.taken = true
+			dst[n] = c.req
+			n++
+		}
+	}
+	return n
+}
+
+// ColdPending reports whether cold requests wait to be taken by
+// ColdRequests.
+func (s *Sender) ColdPending() bool {
+	for j := range s.cold {
+		if s.cold[j].used && !s.cold[j].taken {
+			return true
+		}
+	}
+	return false
+}
+
+// ColdDone hands back frames read for req: consecutive whole frames as
+// stored in the WAL. Each valid data frame whose seq lies in req is
+// appended to out as a retransmit. When out fills, ColdDone returns the
+// frames not yet sent (a sub-slice of frames); the loop flushes out and
+// calls ColdDone again with them. The request is finished, and its
+// in-flight slot freed, when the returned slice is empty. Records the WAL
+// did not return are counted as ColdMissing.
+func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.Vec) (rest []byte) {
+	c := s.findCold(req)
+	if c == nil {
+		return nil // unknown or already finished request
+	}
+	end := req.From + uint64(req.Count)
+	for len(frames) > 0 {
+		_, p, n, err := wal.DecodeFrame(frames)
+		if err != nil {
+			s.stats.Bad.count(err, true)
+			frames = nil
+			break
+		}
+		seq := wal.Seq(p)
+		if seq >= req.From && seq < end && len(p) >= 8 {
+			if !s.emit(frames[:n], seq, out) {
+				return frames
+			}
+			c.served++
+			s.stats.RetxCold++
+		}
+		frames = frames[n:]
+	}
+	if c.served < req.Count {
+		s.stats.ColdMissing += uint64(req.Count - c.served)
+	}
+	*c = coldSlot{}
+	return nil
+}
+
+// ColdFailed reports that the read for req failed; its slot is freed and
+// the receiver will ask again.
+func (s *Sender) ColdFailed(req ColdRequest) {
+	if c := s.findCold(req); c != nil {
+		*c = coldSlot{}
+		s.stats.ColdErrors++
+	}
+}
+
+func (s *Sender) findCold(req ColdRequest) *coldSlot {
+	for j := range s.cold {
+		c := &s.cold[j]
+		if c.used && c.taken && c.req == req {
+			return c
+		}
+	}
+	return nil
+}

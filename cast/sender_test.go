@@ -1,0 +1,374 @@
+package cast
+
+import (
+	"errors"
+	"math"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wal"
+)
+
+var rogue = netip.MustParseAddrPort("10.9.9.9:999")
+
+func newTestSender(t testing.TB, cfg SenderConfig, log Log) (*Sender, *batch.Vec) {
+	t.Helper()
+	s, err := NewSender(cfg, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, batch.New(8192, 2048)
+}
+
+func sendN(t testing.TB, s *Sender, out *batch.Vec, n int) {
+	t.Helper()
+	p := make([]byte, 64)
+	for i := 0; i < n; i++ {
+		if out.Full() {
+			out.Reset()
+		}
+		if _, err := s.Send(100, p, 0, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out.Reset()
+}
+
+func senderCfg() SenderConfig {
+	c := DefaultSenderConfig()
+	c.Dest = mem.AddrB
+	return c
+}
+
+// retransmitted returns the seqs of the data datagrams in out and resets it.
+func retransmitted(t testing.TB, out *batch.Vec) []uint64 {
+	var seqs []uint64
+	for i := 0; i < out.Len(); i++ {
+		b, to := out.Msg(i)
+		if to != mem.AddrB {
+			t.Fatalf("retransmit to %v, want the configured destination", to)
+		}
+		for len(b) > 0 {
+			h, p, n, err := wal.DecodeFrame(b)
+			if err != nil || wal.IsControl(h.Type) {
+				t.Fatalf("bad retransmit % x", b)
+			}
+			seqs = append(seqs, wal.Seq(p))
+			b = b[n:]
+		}
+	}
+	out.Reset()
+	return seqs
+}
+
+func TestSenderNakService(t *testing.T) {
+	t.Run("NAK from the receiver is served from the hot ring to Dest", func(t *testing.T) {
+		s, out := newTestSender(t, senderCfg(), newFakeLog(1))
+		sendN(t, s, out, 10)
+		s.Handle(nakFrame(3, 2), mem.AddrB, 0, out)
+		if got := retransmitted(t, out); len(got) != 2 || got[0] != 3 || got[1] != 4 {
+			t.Fatalf("retransmitted %v", got)
+		}
+	})
+	t.Run("five NAKs within the dedup window give one retransmit", func(t *testing.T) {
+		cfg := senderCfg()
+		cfg.RetxDedupWindow = 50 * time.Millisecond
+		s, out := newTestSender(t, cfg, nil)
+		sendN(t, s, out, 3)
+		for i := 0; i < 5; i++ {
+			s.Handle(nakFrame(2, 1), mem.AddrB, int64(i)*int64(ms), out)
+		}
+		if got := retransmitted(t, out); len(got) != 1 {
+			t.Fatalf("%d retransmits, want 1", len(got))
+		}
+		s.Handle(nakFrame(2, 1), mem.AddrB, int64(51*ms), out)
+		if got := retransmitted(t, out); len(got) != 1 {
+			t.Fatalf("%d retransmits after the window, want 1", len(got))
+		}
+		if st := s.Stats(); st.RetxDedup != 4 || st.RetxHot != 2 {
+			t.Fatalf("stats %+v", st)
+		}
+	})
+	t.Run("NAK for a never-sent seq is ignored", func(t *testing.T) {
+		s, out := newTestSender(t, senderCfg(), newFakeLog(1))
+		sendN(t, s, out, 5)
+		for _, n := range []wal.Nak{{From: 6, Count: 1}, {From: 100, Count: 5}, {From: 0, Count: 1}, {From: math.MaxUint64, Count: math.MaxUint64}} {
+			s.Handle(nakFrame(n.From, n.Count), mem.AddrB, 0, out)
+		}
+		if out.Len() != 0 || s.ColdPending() {
+			t.Fatalf("answered a NAK for never-sent seqs: %d datagrams", out.Len())
+		}
+		if st := s.Stats(); st.NakNeverSent != 4 {
+			t.Fatalf("stats %+v", st)
+		}
+		s.Handle(nakFrame(4, 10), mem.AddrB, 0, out) // partly sent: serves 4, 5
+		if got := retransmitted(t, out); len(got) != 2 {
+			t.Fatalf("retransmitted %v", got)
+		}
+	})
+}
+
+// TestHostileNak: no NAK can stall the sender or make it amplify.
+func TestHostileNak(t *testing.T) {
+	crcBad := nakFrame(1, 1)
+	crcBad[20] ^= 0xff
+	lenBad := nakFrame(1, 1)[:40]
+	verBad := nakFrame(1, 1)
+	verBad[0] = 2
+	for _, tc := range []struct {
+		name     string
+		b        []byte
+		from     netip.AddrPort
+		maxRetx  int
+		maxCold  int
+		counters func(SenderStats) bool
+	}{
+		{"count 2^64−1", nakFrame(1, math.MaxUint64), mem.AddrB, 4096, 1, func(st SenderStats) bool { return st.NakClamped == 1 }},
+		{"count 2^64−1 from 2^64−1", nakFrame(math.MaxUint64, math.MaxUint64), mem.AddrB, 0, 0, func(st SenderStats) bool { return st.NakNeverSent == 1 }},
+		{"wrong CRC", crcBad, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.CRC == 1 && st.Naks == 0 }},
+		{"wrong len", lenBad, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.Len == 1 }},
+		{"wrong version", verBad, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.Version == 1 }},
+		{"wrong source", nakFrame(1, 10), rogue, 0, 0, func(st SenderStats) bool { return st.BadSource == 1 && st.Naks == 0 }},
+		{"short", []byte{1, 0, 0x11}, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.Short == 1 }},
+		{"NAK with a short payload", func() []byte { f := make([]byte, 16+16); _ = wal.Seal(f, wal.TypeNak); return f }(), mem.AddrB, 0, 0,
+			func(st SenderStats) bool { return st.Bad.ShortPayload == 1 }},
+		{"heartbeat to the sender", hbFrame(5), mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Ignored == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, out := newTestSender(t, senderCfg(), newFakeLog(1))
+			sendN(t, s, out, 5000) // seqs 1..903 are out of the 4096-slot ring
+			start := time.Now()
+			s.Handle(tc.b, tc.from, 0, out)
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("Handle took %v", d)
+			}
+			if out.Len() > tc.maxRetx {
+				t.Fatalf("%d retransmits, at most %d allowed", out.Len(), tc.maxRetx)
+			}
+			var reqs [16]ColdRequest
+			if n := s.ColdRequests(reqs[:]); n > tc.maxCold*DefaultMaxColdInFlight {
+				t.Fatalf("%d cold requests", n)
+			}
+			if !tc.counters(s.Stats()) {
+				t.Fatalf("stats %+v", s.Stats())
+			}
+		})
+	}
+	t.Run("repeated huge NAKs cap the cold reads in flight", func(t *testing.T) {
+		s, out := newTestSender(t, senderCfg(), newFakeLog(1))
+		sendN(t, s, out, 10000)
+		for i := 0; i < 100; i++ {
+			s.Handle(nakFrame(uint64(1+i*100), math.MaxUint64), mem.AddrB, int64(i), out)
+			out.Reset()
+		}
+		var reqs [64]ColdRequest
+		n := s.ColdRequests(reqs[:])
+		if n > DefaultMaxColdInFlight {
+			t.Fatalf("%d cold reads in flight, cap %d", n, DefaultMaxColdInFlight)
+		}
+		total := 0
+		for _, r := range reqs[:n] {
+			total += r.Count
+		}
+		if total > DefaultMaxColdInFlight*DefaultMaxColdRecords {
+			t.Fatalf("%d cold records requested", total)
+		}
+	})
+	t.Run("AcceptAnyNakSource serves other sources, still to Dest", func(t *testing.T) {
+		cfg := senderCfg()
+		cfg.AcceptAnyNakSource = true
+		s, out := newTestSender(t, cfg, nil)
+		sendN(t, s, out, 3)
+		s.Handle(nakFrame(1, 1), rogue, 0, out)
+		if got := retransmitted(t, out); len(got) != 1 {
+			t.Fatalf("retransmitted %v", got)
+		}
+	})
+	t.Run("IPv4-mapped source matches", func(t *testing.T) {
+		s, out := newTestSender(t, senderCfg(), nil)
+		sendN(t, s, out, 3)
+		mapped := netip.AddrPortFrom(netip.AddrFrom16(mem.AddrB.Addr().As16()), mem.AddrB.Port())
+		s.Handle(nakFrame(1, 1), mapped, 0, out)
+		if got := retransmitted(t, out); len(got) != 1 {
+			t.Fatalf("retransmitted %v", got)
+		}
+	})
+}
+
+func TestSenderCold(t *testing.T) {
+	log := newFakeLog(1)
+	cfg := senderCfg()
+	cfg.RingSlots = 64
+	cfg.MaxColdRecords = 10
+	s, out := newTestSender(t, cfg, log)
+	sendN(t, s, out, 200)
+	s.Handle(nakFrame(5, 25), mem.AddrB, 0, out) // 5..29 are cold: three requests
+	s.Handle(nakFrame(5, 25), mem.AddrB, 0, out) // same again: deduplicated
+	var reqs [8]ColdRequest
+	n := s.ColdRequests(reqs[:])
+	want := []ColdRequest{{5, 10}, {15, 10}, {25, 5}}
+	if n != 3 || reqs[0] != want[0] || reqs[1] != want[1] || reqs[2] != want[2] {
+		t.Fatalf("requests %v", reqs[:n])
+	}
+	if st := s.Stats(); st.ColdDedup != 25 {
+		t.Fatalf("stats %+v", st)
+	}
+	buf := make([]byte, 64*1024)
+	small := batch.New(4, 2048)
+	log.drop = map[uint64]bool{7: true}
+	_, nb, _ := log.ReadRange(5, 10, buf)
+	rest := s.ColdDone(reqs[0], buf[:nb], 0, small)
+	if small.Len() != 4 || len(rest) == 0 {
+		t.Fatalf("first ColdDone: %d sent, %d bytes left", small.Len(), len(rest))
+	}
+	var got []uint64
+	for len(rest) > 0 {
+		got = append(got, retransmittedTo(t, small)...)
+		rest = s.ColdDone(reqs[0], rest, 0, small)
+	}
+	got = append(got, retransmittedTo(t, small)...)
+	if len(got) != 9 || got[0] != 5 || got[2] != 8 {
+		t.Fatalf("cold retransmits %v", got)
+	}
+	s.ColdFailed(reqs[1])
+	s.ColdDone(reqs[2], nil, 0, out)
+	if st := s.Stats(); st.RetxCold != 9 || st.ColdMissing != 1+5 || st.ColdErrors != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	// All slots free again: a new NAK queues.
+	s.Handle(nakFrame(5, 1), mem.AddrB, 0, out)
+	if n := s.ColdRequests(reqs[:]); n != 1 {
+		t.Fatalf("%d requests after completion", n)
+	}
+}
+
+func retransmittedTo(t testing.TB, out *batch.Vec) []uint64 { return retransmitted(t, out) }
+
+func TestSenderHeartbeat(t *testing.T) {
+	cfg := senderCfg()
+	cfg.HeartbeatInterval = 5 * time.Millisecond
+	s, out := newTestSender(t, cfg, nil)
+	hb := func() (uint64, bool) {
+		defer out.Reset()
+		if out.Len() != 1 {
+			return 0, false
+		}
+		b, to := out.Msg(0)
+		h, p, _, err := wal.DecodeFrame(b)
+		if err != nil || h.Type != wal.TypeHeartbeat || to != mem.AddrB {
+			t.Fatalf("not a heartbeat: % x to %v", b, to)
+		}
+		x, _ := wal.ParseHeartbeat(p)
+		return x.Highest, true
+	}
+	s.Tick(0, out)
+	if h, ok := hb(); !ok || h != 0 {
+		t.Fatalf("first tick of an idle sender: heartbeat %v %d", ok, h)
+	}
+	s.Tick(int64(4*ms), out)
+	if _, ok := hb(); ok {
+		t.Fatal("heartbeat before the interval")
+	}
+	s.Tick(int64(5*ms), out)
+	if h, ok := hb(); !ok || h != 0 {
+		t.Fatal("no heartbeat after 5 ms idle")
+	}
+	p := make([]byte, 64)
+	for i := 6; i < 30; i++ { // data every ms: no heartbeats
+		if _, err := s.Send(100, p, int64(i)*int64(ms), out); err != nil {
+			t.Fatal(err)
+		}
+		out.Reset()
+		s.Tick(int64(i)*int64(ms), out)
+		if out.Len() != 0 {
+			t.Fatalf("heartbeat while data flows at %d ms", i)
+		}
+	}
+	s.Tick(int64(34*ms), out)
+	if h, ok := hb(); !ok || h != 24 {
+		t.Fatalf("heartbeat %v highest %d, want 24", ok, h)
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	s, out := newTestSender(t, senderCfg(), nil)
+	big := make([]byte, DefaultMaxFrame)
+	for _, tc := range []struct {
+		name string
+		typ  uint16
+		p    []byte
+		want error
+	}{
+		{"control type NAK", wal.TypeNak, make([]byte, 64), ErrControlType},
+		{"control type heartbeat", wal.TypeHeartbeat, make([]byte, 64), ErrControlType},
+		{"payload without room for a seq", 100, make([]byte, 7), ErrPayloadShort},
+		{"frame above MaxFrame", 100, big, ErrFrameTooLarge},
+	} {
+		if _, err := s.Send(tc.typ, tc.p, 0, out); !errors.Is(err, tc.want) {
+			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	full := batch.New(1, 2048)
+	if _, err := s.Send(100, make([]byte, 64), 0, full); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(100, make([]byte, 64), 0, full); !errors.Is(err, ErrBatchFull) {
+		t.Fatalf("err %v, want ErrBatchFull", err)
+	}
+	if s.NextSeq() != 2 {
+		t.Fatalf("a refused send consumed a seq: next %d", s.NextSeq())
+	}
+	// SendFrame checks the seq.
+	if err := s.SendFrame(frame(5, 64), 0, out); !errors.Is(err, ErrSeqOrder) {
+		t.Fatalf("SendFrame out of order: %v", err)
+	}
+	if err := s.SendFrame(frame(2, 64), 0, out); err != nil || s.NextSeq() != 3 {
+		t.Fatalf("SendFrame: %v next %d", err, s.NextSeq())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	if err := DefaultSenderConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if err := DefaultReceiverConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    func(*SenderConfig)
+		r    func(*ReceiverConfig)
+	}{
+		{name: "send ring not a power of two", s: func(c *SenderConfig) { c.RingSlots = 1000 }},
+		{name: "send ring zero", s: func(c *SenderConfig) { c.RingSlots = 0 }},
+		{name: "heartbeat zero", s: func(c *SenderConfig) { c.HeartbeatInterval = 0 }},
+		{name: "frame above the UDP limit", s: func(c *SenderConfig) { c.MaxFrame = 70000 }},
+		{name: "frame below a seq", s: func(c *SenderConfig) { c.MaxFrame = 20 }},
+		{name: "negative dedup", s: func(c *SenderConfig) { c.RetxDedupWindow = -1 }},
+		{name: "no cold reads", s: func(c *SenderConfig) { c.MaxColdInFlight = 0 }},
+		{name: "reorder ring not a power of two", r: func(c *ReceiverConfig) { c.ReorderSlots = 3000 }},
+		{name: "receiver heartbeat zero", r: func(c *ReceiverConfig) { c.HeartbeatInterval = 0 }},
+		{name: "negative debounce", r: func(c *ReceiverConfig) { c.NakDebounce = -time.Second }},
+		{name: "retries out of range", r: func(c *ReceiverConfig) { c.MaxNakRetries = 1 << 20 }},
+		{name: "zero silence", r: func(c *ReceiverConfig) { c.SilenceIntervals = 0 }},
+		{name: "zero runs per pump", r: func(c *ReceiverConfig) { c.MaxNakRunsPerPump = 0 }},
+		{name: "receiver frame too large", r: func(c *ReceiverConfig) { c.MaxFrame = 1 << 17 }},
+	} {
+		var err error
+		if tc.s != nil {
+			c := DefaultSenderConfig()
+			tc.s(&c)
+			_, err = NewSender(c, nil)
+		} else {
+			c := DefaultReceiverConfig()
+			tc.r(&c)
+			_, err = NewReceiver(c)
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err %v, want ErrConfig", tc.name, err)
+		}
+	}
+}

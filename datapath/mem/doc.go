@@ -1,0 +1,15 @@
+// Package mem is an in-memory [datapath.Path] for deterministic tests of
+// the protocol core: a [Network] of endpoints ([End]) that deliver
+// datagrams through per-direction links with seeded, scriptable
+// impairments (drop by probability or by index, duplicate, reorder by k
+// positions, corrupt a byte, black-out a time window, fixed latency),
+// driven by a [Clock] the test advances explicitly.
+//
+// The same seed and the same sequence of Send, Recv and clock moves give
+// the same deliveries, so a failing loss pattern replays exactly.
+//
+// Package mem owns no sockets and starts no goroutines. A Network is safe
+// for concurrent use (one mutex), so two loops on two goroutines may
+// drive the two ends of a pair; Send and Recv allocate nothing once the
+// packet pool has warmed up.
+package mem
