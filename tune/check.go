@@ -89,6 +89,10 @@ func Run(cfg Config) ([]Result, error) {
 		},
 		h.checkSockBuf,
 		func() Result {
+			return h.sysctlEq("net.udp_early_demux", "net.ipv4.udp_early_demux", "1",
+				"early demux finds a connected UDP socket before the route lookup (per network namespace)")
+		},
+		func() Result {
 			return h.checkFeature("nic.gro", "rx-gro", true, "GRO on veth switches the receive side to NAPI, which busy polling needs")
 		},
 		func() Result {
@@ -572,8 +576,37 @@ func (h *host) sysctlMin(id, name string, want int, why string) Result {
 		return r
 	}
 	r.Severity = Warn
-	r.Fix = fmt.Sprintf("sysctl -w %s=%d", name, want)
-	r.Changes = []Change{{Kind: KindFile, Target: path, Value: strconv.Itoa(want)}}
+	h.sysctlFix(&r, path, name, strconv.Itoa(want))
+	return r
+}
+
+// sysctlFix sets r's fix and change for a sysctl, unless the file is
+// read-only here: since 6.x net.core.{r,w}mem_{max,default} are visible in
+// a child network namespace but read-only (mode 0444), mirroring the
+// host's value, so only the initial namespace can change them.
+func (h *host) sysctlFix(r *Result, path, name, want string) {
+	r.Fix = fmt.Sprintf("sysctl -w %s=%s", name, want)
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o222 == 0 {
+		r.Fix += " on the host (read-only in this network namespace)"
+		return
+	}
+	r.Changes = []Change{{Kind: KindFile, Target: path, Value: want}}
+}
+
+// sysctlEq checks a sysctl that should hold exactly want.
+func (h *host) sysctlEq(id, name, want, why string) Result {
+	path := h.proc("sys/" + strings.ReplaceAll(name, ".", "/"))
+	r := Result{ID: id, Reads: path, Want: want, Why: why}
+	v, err := readValue(path)
+	if err != nil {
+		r.Found, r.Severity = absent(err), Skip
+		return r
+	}
+	r.Found = v
+	if v != want {
+		r.Severity = Warn
+		h.sysctlFix(&r, path, name, want)
+	}
 	return r
 }
 

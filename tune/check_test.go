@@ -123,7 +123,7 @@ func TestFixtures(t *testing.T) {
 				"cpu.isolated": Pass, "cpu.nohz_full": Pass, "irq.affinity": Pass, "irq.balance": Pass,
 				"cpu.governor": Pass, "cpu.idle": Pass, "mm.thp": Pass, "mm.thp_defrag": Pass, "mm.swap": Pass,
 				"net.rmem_max": Pass, "net.wmem_max": Pass, "net.rmem_default": Pass, "net.busy_read": Pass,
-				"net.busy_poll": Pass, "net.sockbuf": Pass, "nic.gro": Pass, "nic.gso": Pass, "nic.udp_gro_fwd": Pass,
+				"net.busy_poll": Pass, "net.sockbuf": Pass, "net.udp_early_demux": Pass, "nic.gro": Pass, "nic.gso": Pass, "nic.udp_gro_fwd": Pass,
 				"nic.napi": Info, "nic.napi_id": Pass, "nic.coalesce": Pass, "sched.rt_runtime": Pass,
 				"proc.timerslack": Pass, "wal.dir": Pass, "clock.source": Pass,
 			},
@@ -137,7 +137,7 @@ func TestFixtures(t *testing.T) {
 				"cpu.isolated": Warn, "cpu.nohz_full": Skip, "irq.affinity": Warn, "irq.balance": Warn,
 				"cpu.governor": Warn, "cpu.idle": Warn, "mm.thp": Warn, "mm.thp_defrag": Warn, "mm.swap": Warn,
 				"net.rmem_max": Warn, "net.wmem_max": Warn, "net.rmem_default": Warn, "net.busy_read": Warn,
-				"net.busy_poll": Warn, "net.sockbuf": Warn, "nic.gro": Warn, "nic.gso": Warn, "nic.udp_gro_fwd": Warn,
+				"net.busy_poll": Warn, "net.sockbuf": Warn, "net.udp_early_demux": Warn, "nic.gro": Warn, "nic.gso": Warn, "nic.udp_gro_fwd": Warn,
 				"nic.napi_id": Warn, "nic.coalesce": Warn, "sched.rt_runtime": Fail, "proc.timerslack": Warn,
 				"wal.dir": Warn, "clock.source": Warn,
 			},
@@ -246,6 +246,24 @@ func TestFixtureDetails(t *testing.T) {
 	rs, _ = Run(cfg)
 	if r := byID(rs)["cmdline.isolcpus"]; r.Found != "domain,managed_irq,2-3" {
 		t.Errorf("good cmdline.isolcpus found %q", r.Found)
+	}
+	// A read-only sysctl (net.core.rmem_max in a child namespace) gets no change.
+	root := copyTree(t, "testdata/container")
+	if err := os.Chmod(filepath.Join(root, "proc/sys/net/core/rmem_max"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ = Run(fixtureConfig(root, badProber()))
+	if r := byID(rs)["net.rmem_max"]; r.Severity != Warn || len(r.Changes) != 0 || !strings.Contains(r.Fix, "on the host") {
+		t.Errorf("read-only net.rmem_max: %+v", r)
+	}
+	// An IRQ whose mask is right but whose effective CPU is a loop CPU is managed.
+	root = copyTree(t, "testdata/good")
+	if err := os.WriteFile(filepath.Join(root, "proc/irq/41/effective_affinity_list"), []byte("3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ = Run(fixtureConfig(root, goodProber()))
+	if r := byID(rs)["irq.affinity"]; r.Severity != Warn || !r.Reboot || len(r.Changes) != 0 {
+		t.Errorf("managed IRQ: %+v", r)
 	}
 	// A non-veth NIC does not need rx-udp-gro-forwarding.
 	p := goodProber()
