@@ -1,16 +1,32 @@
-// Package wal owns the casting record: the 16-byte header, the control
-// record payloads, CRC32C, and the write-ahead log that stores records on
-// disk in exactly the bytes that travel on the wire and on the TCP replay
-// stream.
+// Package wal owns the casting record and the write-ahead log that stores
+// records on disk in exactly the bytes that travel on the wire and on the
+// TCP replay stream.
+//
+// # Codec
 //
 // A frame is a 16-byte [Header] followed by its payload. Data records carry
 // their sequence number in the first 8 bytes of the payload. All integers
-// are little-endian. The CRC covers the payload only.
+// are little-endian. The CRC covers the payload only. The codec functions
+// ([ParseHeader], [DecodeFrame], [Seal], the Put/Parse functions of the
+// control records) never allocate and never panic on input from the
+// network or the disk: bad input is reported with one of the sentinel
+// errors that match [ErrCorrupt].
 //
-// The codec functions in this package ([ParseHeader], [DecodeFrame],
-// [Seal], the Put/Parse functions of the control records) never allocate
-// and never panic on input from the network or the disk: bad input is
-// reported with one of the sentinel errors that match [ErrCorrupt].
+// # Log
+//
+// A stream's log lives in Dir/<stream>/ ([StreamDir]) as segment files named
+// like the reference: <sid>_active.wal while written, <sid>_<first>_<last>.wal
+// once sealed (exactly first…last, no padding), each with a sidecar seq
+// index <stem>.idx. [Writer.Append] only copies into memory (zero
+// allocations); one I/O goroutine per Writer writes aligned blocks
+// (O_DIRECT where the filesystem allows, else buffered + fdatasync,
+// reported in [Stats]), syncs, publishes the durable seq and extends the
+// index. Cold reads ([Writer.ReadAt], [Writer.ReadRange]) are one index
+// lookup plus one aligned read. [Open] recovers a crashed log; [Reader]
+// replays it from any seq.
+//
+// What it must not do: log, panic on bad bytes, allocate or touch the disk
+// in Append, drop or reorder a record, or reuse a seq that was durable.
 //
 // Package wal imports nothing else from walcast.
 package wal

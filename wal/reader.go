@@ -1,0 +1,225 @@
+package wal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Reader reads one stream's records in seq order from the files on disk,
+// starting at any seq: it seeks through the sidecar index (never scanning
+// from the start of a segment when the index is there), crosses segment
+// boundaries, and at the end of the active segment returns io.EOF; a later
+// Next continues with whatever became durable since. It works on a
+// directory another process is writing. Not safe for concurrent use.
+type Reader struct {
+	dir    string
+	stream uint32
+	next   uint64 // seq wanted next; 0 = the first record found
+	f      *os.File
+	sc     *frameScanner
+	active bool
+	seeked bool // positioned by an index entry not yet confirmed
+	buf    []byte
+}
+
+// OpenReader opens a sequential reader of stream under the WAL root dir
+// (the Config.Dir of the Writer) at seq from; from = 0 starts at the oldest
+// record. It returns ErrNotFound when from is older than the oldest record
+// on disk. A from above the highest record waits for it (Next returns
+// io.EOF until it is written).
+func OpenReader(dir string, stream uint32, from uint64) (*Reader, error) {
+	r := &Reader{dir: StreamDir(dir, stream), stream: stream, next: from, buf: make([]byte, scanBufSize)}
+	if _, err := os.Stat(r.dir); err != nil {
+		return nil, fmt.Errorf("wal: open reader: %w", err)
+	}
+	if _, err := r.open(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Close releases the reader's file.
+func (r *Reader) Close() error {
+	if r.f == nil {
+		r.buf = nil
+		return nil
+	}
+	err := r.f.Close()
+	r.f, r.sc, r.buf = nil, nil, nil
+	return err
+}
+
+// NextSeq is the seq the next record returned by Next will carry (0 when
+// the reader started at the oldest record and has not read one yet).
+func (r *Reader) NextSeq() uint64 { return r.next }
+
+// open positions the reader on the file holding r.next. It returns false
+// when no such file exists yet.
+func (r *Reader) open() (bool, error) {
+	if r.buf == nil {
+		return false, ErrClosed
+	}
+	files, err := ListSegments(r.dir, r.stream)
+	if err != nil {
+		return false, fmt.Errorf("wal: reader: %w", err)
+	}
+	var pick *SegmentFile
+	for i := range files {
+		sf := &files[i]
+		if sf.Active {
+			if pick == nil {
+				pick = sf
+			}
+			break
+		}
+		if r.next == 0 || (sf.First <= r.next && r.next <= sf.Last) {
+			pick = sf
+			break
+		}
+		if r.next < sf.First {
+			return false, fmt.Errorf("wal: reader: seq %d: %w (oldest on disk is %d)", r.next, ErrNotFound, sf.First)
+		}
+	}
+	if pick == nil {
+		return false, nil
+	}
+	f, err := os.Open(pick.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil // rotated away meanwhile; list again next time
+		}
+		return false, fmt.Errorf("wal: reader: %w", err)
+	}
+	r.f = f
+	r.active = pick.Active
+	r.sc = &frameScanner{f: f, name: pick.Path, buf: r.buf}
+	off := int64(0)
+	if r.next != 0 {
+		off = seekIndex(idxName(pick.Path), pick.First, r.next, pick.Active)
+	}
+	r.sc.seek(off)
+	r.seeked = off != 0
+	if pick.Active && r.next != 0 {
+		// The active segment must not start after the seq we need.
+		s0 := &frameScanner{f: f, name: pick.Path, buf: make([]byte, 64<<10)}
+		if fr, _, err := s0.next(); err == nil {
+			if first := Seq(fr[HeaderSize:]); first > r.next {
+				r.f.Close()
+				r.f, r.sc = nil, nil
+				return false, fmt.Errorf("wal: reader: seq %d: %w (active segment starts at %d)", r.next, ErrNotFound, first)
+			}
+		}
+	}
+	return true, nil
+}
+
+// seekIndex returns the byte offset of seq (or of the last indexed record
+// before it, for an active segment whose index lags) from the sidecar, or
+// 0 when the sidecar is missing or does not cover it.
+func seekIndex(path string, first, seq uint64, active bool) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	var h [idxHeaderSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || [8]byte(h[0:8]) != idxMagic {
+		return 0
+	}
+	ifirst := binary.LittleEndian.Uint64(h[8:])
+	if !active && ifirst != first {
+		return 0
+	}
+	if seq < ifirst {
+		return 0
+	}
+	i := seq - ifirst
+	if active {
+		fi, err := f.Stat()
+		if err != nil || fi.Size() < idxHeaderSize+idxEntrySize {
+			return 0
+		}
+		i = min(i, uint64(fi.Size()-idxHeaderSize)/idxEntrySize-1)
+	}
+	var e [idxEntrySize]byte
+	if _, err := f.ReadAt(e[:], idxHeaderSize+int64(i)*idxEntrySize); err != nil {
+		return 0
+	}
+	return int64(binary.LittleEndian.Uint32(e[0:]))
+}
+
+// Next returns the next record's frame (header and payload, CRC verified),
+// valid until the next call. io.EOF means no more durable records for now;
+// call again later. A bad frame in a sealed segment is a *FrameError.
+func (r *Reader) Next() (frame []byte, err error) {
+	for {
+		if r.f == nil {
+			ok, err := r.open()
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, io.EOF
+			}
+		}
+		fr, off, err := r.sc.next()
+		if err == nil {
+			seq := Seq(fr[HeaderSize:])
+			if r.next != 0 && seq < r.next {
+				continue // seeking forward from an index checkpoint
+			}
+			if r.next != 0 && seq > r.next {
+				if r.seeked {
+					// The index pointed past the seq: scan this file instead.
+					r.seeked = false
+					r.sc.seek(0)
+					continue
+				}
+				return nil, &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrSeq}
+			}
+			r.seeked = false
+			r.next = seq + 1
+			return fr, nil
+		}
+		if !r.active {
+			if err == io.EOF {
+				r.f.Close()
+				r.f, r.sc = nil, nil
+				if r.next == 0 {
+					return nil, io.EOF
+				}
+				continue
+			}
+			if err == errPartial {
+				err = &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrLen}
+			}
+			return nil, err
+		}
+		// End of the active segment's data (or a frame still being
+		// written): forget buffered bytes and see whether the file has
+		// been sealed meanwhile.
+		r.sc.discard()
+		r.sc.seek(off)
+		cur, serr := os.Stat(filepath.Join(r.dir, ActiveName(r.stream)))
+		mine, merr := r.f.Stat()
+		if serr == nil && merr == nil && os.SameFile(cur, mine) {
+			if err == io.EOF || err == errPartial {
+				return nil, io.EOF
+			}
+			var fe *FrameError
+			if errors.As(err, &fe) {
+				return nil, io.EOF // possibly a block being rewritten; retry later
+			}
+			return nil, err
+		}
+		if merr != nil {
+			return nil, fmt.Errorf("wal: reader: %w", merr)
+		}
+		// Sealed: its length is final; read it to the end as a sealed file.
+		r.active = false
+	}
+}

@@ -1,0 +1,283 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// withSys swaps the syscall seam for the writers opened inside the test.
+func withSys(t *testing.T, mod func(*sysOps)) {
+	old := defaultSys
+	mod(&defaultSys)
+	t.Cleanup(func() { defaultSys = old })
+}
+
+// TestIOIsAligned asserts our own alignment on every write and cold read:
+// tmpfs on 6.18 accepts misaligned O_DIRECT, so the kernel cannot be
+// trusted to catch a mistake.
+func TestIOIsAligned(t *testing.T) {
+	var bad atomic.Value
+	var writes, reads atomic.Int64
+	check := func(op string, p []byte, off int64) {
+		if off%pageSize != 0 || len(p)%pageSize != 0 || !isAligned(p, pageSize) {
+			bad.Store(fmt.Sprintf("%s of %d bytes at %d (buffer aligned: %v)", op, len(p), off, isAligned(p, pageSize)))
+		}
+	}
+	withSys(t, func(s *sysOps) {
+		pw, pr := s.pwrite, s.pread
+		s.pwrite = func(fd int, p []byte, off int64) (int, error) {
+			writes.Add(1)
+			check("pwrite", p, off)
+			return pw(fd, p, off)
+		}
+		s.pread = func(fd int, p []byte, off int64) (int, error) {
+			reads.Add(1)
+			check("pread", p, off)
+			return pr(fd, p, off)
+		}
+	})
+	c := testConfig(t)
+	w := openT(t, c)
+	st := w.Stats()
+	t.Logf("direct=%v align=%d note=%q", st.Direct, st.Align, st.DirectNote)
+	for i := 0; i < 30; i++ {
+		appendN(t, w, 1+i*7)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1<<20)
+	last := w.NextSeq() - 1
+	for seq := uint64(1); seq <= last; seq += 3 {
+		n, err := w.ReadAt(seq, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFrame(t, seq, buf[:n])
+	}
+	frames, _, err := w.ReadRange(1, int(last), buf)
+	if err != nil || frames == 0 {
+		t.Fatalf("ReadRange: %d frames, %v", frames, err)
+	}
+	if v := bad.Load(); v != nil {
+		t.Fatalf("misaligned I/O: %v", v)
+	}
+	if writes.Load() == 0 || reads.Load() == 0 {
+		t.Fatalf("seam not exercised: %d writes %d reads", writes.Load(), reads.Load())
+	}
+}
+
+func activePath(c Config) string {
+	return filepath.Join(StreamDir(c.Dir, c.Stream), ActiveName(c.Stream))
+}
+
+func TestTornTailIsCut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tear func(t *testing.T, path string, end int64)
+	}{
+		{"garbage after the last record", func(t *testing.T, path string, end int64) {
+			writeAt(t, path, end, []byte{1, 0, 100, 0, 0xff, 0x7f, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 9, 9, 9})
+		}},
+		{"last record's CRC broken", func(t *testing.T, path string, end int64) {
+			writeAt(t, path, end-1, []byte{0x5a})
+		}},
+		{"last record's version broken", func(t *testing.T, path string, end int64) {
+			writeAt(t, path, lastFrameOff(t, path), []byte{7})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			c.SegmentSize = 1 << 20
+			w := openT(t, c)
+			appendN(t, w, 100)
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			end := w.actEnd
+			w.Close()
+			tc.tear(t, activePath(c), end)
+			w2 := openT(t, c)
+			rec := w2.Stats().Recovery
+			if rec.TornAt < 0 {
+				t.Fatalf("no torn tail found: %+v", rec)
+			}
+			last := w2.NextSeq() - 1
+			if last != 100 && last != 99 {
+				t.Fatalf("recovered up to %d", last)
+			}
+			appendN(t, w2, 50)
+			if err := w2.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			w2.Close()
+			// Everything after the new last record is zero again and the
+			// whole log reads back.
+			w3 := openT(t, c)
+			if r := w3.Stats().Recovery; r.TornAt >= 0 {
+				t.Fatalf("torn again after repair: %+v", r)
+			}
+			w3.Close()
+			verifyDir(t, c, last+50)
+		})
+	}
+}
+
+func writeAt(t *testing.T, path string, off int64, b []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func lastFrameOff(t *testing.T, path string) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res := scanSegment(f, 0, 0)
+	_ = res
+	off, _ := idxEntryAt(res.entries, uint64(len(res.entries)/idxEntrySize-1))
+	return int64(off)
+}
+
+func TestIndexMissingOrStaleIsRebuilt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(t *testing.T, dir string)
+	}{
+		{"all sidecars deleted", func(t *testing.T, dir string) {
+			m, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+			for _, p := range m {
+				os.Remove(p)
+			}
+		}},
+		{"sidecars truncated", func(t *testing.T, dir string) {
+			m, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+			for _, p := range m {
+				os.Truncate(p, 100)
+			}
+		}},
+		{"sidecars overwritten with wrong offsets", func(t *testing.T, dir string) {
+			m, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+			for _, p := range m {
+				writeAt(t, p, idxHeaderSize+8, []byte{3, 0, 0, 0, 40, 0, 0, 0})
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := testConfig(t)
+			w := openT(t, c)
+			appendN(t, w, 1500)
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			tc.mod(t, StreamDir(c.Dir, c.Stream))
+			w2 := openT(t, c)
+			if w2.NextSeq() != 1501 {
+				t.Fatalf("NextSeq %d", w2.NextSeq())
+			}
+			if w2.Stats().Recovery.IndexRebuilt == 0 {
+				t.Fatalf("no index rebuilt: %+v", w2.Stats().Recovery)
+			}
+			buf := make([]byte, 1<<16)
+			for seq := uint64(1); seq <= 1500; seq++ {
+				n, err := w2.ReadAt(seq, buf)
+				if err != nil {
+					t.Fatalf("ReadAt(%d): %v", seq, err)
+				}
+				checkFrame(t, seq, buf[:n])
+			}
+			w2.Close()
+			verifyDir(t, c, 1500)
+		})
+	}
+}
+
+func TestRotationBoundariesAreFindable(t *testing.T) {
+	c := testConfig(t)
+	c.SegmentSize = MinSegmentSize
+	w := openT(t, c)
+	buf := make([]byte, 1<<16)
+	for batch := 0; batch < 60; batch++ {
+		appendN(t, w, 1+batch%9)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last := w.NextSeq() - 1
+	files, _ := ListSegments(StreamDir(c.Dir, c.Stream), c.Stream)
+	if len(files) < 4 {
+		t.Fatalf("only %d segments", len(files))
+	}
+	for _, sf := range files {
+		if sf.Active {
+			continue
+		}
+		for _, seq := range []uint64{sf.First, sf.Last, sf.Last + 1} {
+			n, err := w.ReadAt(seq, buf)
+			if err != nil {
+				t.Fatalf("boundary seq %d of %s: %v", seq, filepath.Base(sf.Path), err)
+			}
+			checkFrame(t, seq, buf[:n])
+		}
+	}
+	w.Close()
+	verifyDir(t, c, last)
+}
+
+func TestRetentionPrunesOldSegments(t *testing.T) {
+	c := testConfig(t)
+	c.SegmentSize = MinSegmentSize
+	c.Retention = time.Hour
+	w := openT(t, c)
+	appendN(t, w, 400)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := StreamDir(c.Dir, c.Stream)
+	files, _ := ListSegments(dir, c.Stream)
+	old := time.Now().Add(-5 * time.Hour)
+	var backdated []SegmentFile
+	for _, sf := range files[:2] {
+		os.Chtimes(sf.Path, old, old)
+		backdated = append(backdated, sf)
+	}
+	appendN(t, w, 200) // rotates at least once more
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, sf := range backdated {
+		if _, err := os.Stat(sf.Path); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s survived retention: %v", sf.Path, err)
+		}
+	}
+	if _, err := os.Stat(activePath(c)); err != nil {
+		t.Fatal("active segment deleted")
+	}
+	oldest, _ := w.Bounds()
+	if oldest != backdated[1].Last+1 {
+		t.Fatalf("oldest %d, want %d", oldest, backdated[1].Last+1)
+	}
+	if _, err := w.ReadAt(1, make([]byte, 1<<16)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("pruned seq: %v", err)
+	}
+	if _, err := OpenReader(c.Dir, c.Stream, 1); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("reader at a pruned seq: %v", err)
+	}
+	if w.Stats().Pruned != 2 {
+		t.Fatalf("pruned %d", w.Stats().Pruned)
+	}
+}
