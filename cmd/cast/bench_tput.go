@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/walcast/walcast/internal/benchkit"
+)
+
+// tputRunners are the casting rows of `cast bench throughput`, added by
+// the cast loop file; each is compared with the raw GSO/GRO floor.
+var tputRunners []func(benchkit.ThroughputConfig) ([]benchkit.Row, error)
+
+func benchThroughput(args []string) error {
+	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback: raw sendmmsg and raw GSO/GRO (the floors) and casting\nover datapath/mmsg, at each frame size. Ratios are against raw-gso-gro of the\nsame size and run.")
+	c := benchkit.DefaultThroughputConfig()
+	sizes := fs.String("sizes", "144,1443", "frame sizes in bytes, comma-separated")
+	fs.DurationVar(&c.Duration, "d", c.Duration, "sending time per row")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per sendmmsg/recvmmsg")
+	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
+	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var err error
+	if c.CPUs, err = parsePins(*pin); err != nil {
+		return err
+	}
+	var rows []benchkit.Row
+	for _, s := range strings.Split(*sizes, ",") {
+		if c.Size, err = strconv.Atoi(strings.TrimSpace(s)); err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+		plain := c
+		plain.GSO, plain.GRO = false, false
+		r0, err := benchkit.ThroughputRaw(plain)
+		if err != nil {
+			return err
+		}
+		floor, err := benchkit.ThroughputRaw(c)
+		if err != nil {
+			return err
+		}
+		r0.CompareTo(floor)
+		rows = append(rows, r0, floor)
+		for _, run := range tputRunners {
+			rs, err := run(c)
+			if err != nil {
+				return err
+			}
+			for i := range rs {
+				rs[i].CompareTo(floor)
+			}
+			rows = append(rows, rs...)
+		}
+	}
+	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, pins %s, %s", c.Duration, c.Batch, *pin, time.Now().UTC().Format(time.RFC3339)))
+	return nil
+}

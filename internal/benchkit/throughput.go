@@ -1,0 +1,40 @@
+package benchkit
+
+import (
+	"fmt"
+	"time"
+)
+
+// ThroughputConfig configures a one-way blast.
+type ThroughputConfig struct {
+	Size     int           // frame bytes (default 144; 1443 is the other standard size)
+	Duration time.Duration // sending time (default 2 s)
+	Batch    int           // datagrams per sendmmsg/recvmmsg (default 64)
+	GSO, GRO bool          // use UDP GSO on send and GRO on receive where the kernel has them
+	CPUs     [2]int        // sender and receiver CPUs; -1 = unpinned (default 0, 1)
+}
+
+// DefaultThroughputConfig is 2 s of 144-byte frames, batches of 64, GSO and GRO on, pinned to CPUs 0 and 1.
+func DefaultThroughputConfig() ThroughputConfig {
+	return ThroughputConfig{Size: 144, Duration: 2 * time.Second, Batch: 64, GSO: true, GRO: true, CPUs: [2]int{0, 1}}
+}
+
+// Validate reports a config that cannot run.
+func (c ThroughputConfig) Validate() error {
+	if c.Size < 16 || c.Size > 1472 {
+		return fmt.Errorf("benchkit: throughput size %d outside 16..1472", c.Size)
+	}
+	if c.Duration <= 0 || c.Batch < 1 || c.Batch > 1024 {
+		return fmt.Errorf("benchkit: throughput needs Duration > 0 and Batch in 1..1024")
+	}
+	return nil
+}
+
+// fill sets Gbps and RecPerS from records delivered in seconds.
+func (r *Row) fill(records int64, size int, seconds float64) {
+	r.Records, r.Seconds = records, seconds
+	if seconds > 0 {
+		r.RecPerS = float64(records) / seconds
+		r.Gbps = float64(records) * float64(size) * 8 / seconds / 1e9
+	}
+}

@@ -1,0 +1,135 @@
+package benchkit
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/mmsg"
+)
+
+// ThroughputRaw is the throughput floor: a pinned thread blasting
+// Size-byte frames with sendmmsg (with GSO if c.GSO) and a pinned thread
+// draining them with recvmmsg (with GRO if c.GRO), no protocol, no rate
+// limit. Records counts frames delivered; what the receiver could not keep
+// up with is lost and reported in Note.
+func ThroughputRaw(c ThroughputConfig) (Row, error) {
+	if err := c.Validate(); err != nil {
+		return Row{}, err
+	}
+	rc := mmsg.DefaultConfig()
+	rc.GRO, rc.Batch = c.GRO, c.Batch
+	rx, err := mmsg.New(rc)
+	if err != nil {
+		return Row{}, err
+	}
+	defer rx.Close()
+	sc := mmsg.DefaultConfig()
+	sc.GSO, sc.Batch, sc.Peer = c.GSO, c.Batch, rx.LocalAddr()
+	tx, err := mmsg.New(sc)
+	if err != nil {
+		return Row{}, err
+	}
+	defer tx.Close()
+
+	affinity.EnsureGOMAXPROCS(2)
+	var stop, sending atomic.Bool
+	var got, bad atomic.Int64
+	var rxErr error
+	recv, err := affinity.Go(affinity.Config{CPU: c.CPUs[1]}, func() {
+		v := batch.New(c.Batch, 2048)
+		var n64, b64 int64
+		for !stop.Load() {
+			n, err := rx.Recv(v)
+			if err != nil {
+				rxErr = err
+				return
+			}
+			for i := 0; i < n; i++ {
+				m, _ := v.Msg(i)
+				if len(m) != c.Size {
+					b64++
+				}
+			}
+			n64 += int64(n)
+			if n > 0 && n64&0xff < int64(n) {
+				got.Store(n64)
+			}
+		}
+		got.Store(n64)
+		bad.Store(b64)
+	})
+	if err != nil {
+		return Row{}, err
+	}
+	var sent int64
+	var txErr error
+	var el time.Duration
+	sending.Store(true)
+	send, err := affinity.Go(affinity.Config{CPU: c.CPUs[0]}, func() {
+		v := batch.New(c.Batch, 2048)
+		frame := make([]byte, c.Size)
+		for i := 0; i < c.Batch; i++ {
+			v.Append(frame, netip.AddrPort{})
+		}
+		start := time.Now()
+		end := start.Add(c.Duration)
+		var seq uint64
+		for i := 0; ; i++ {
+			if i&63 == 0 && !time.Now().Before(end) {
+				break
+			}
+			for j := 0; j < v.Len(); j++ {
+				b := v.Buf(j)
+				binary.LittleEndian.PutUint64(b, seq)
+				seq++
+			}
+			n, err := tx.Send(v)
+			if err != nil {
+				txErr = err
+				break
+			}
+			sent += int64(n)
+			seq -= uint64(v.Len() - n)
+		}
+		el = time.Since(start)
+	})
+	if err != nil {
+		stop.Store(true)
+		recv.Wait()
+		return Row{}, err
+	}
+	send.Wait()
+	time.Sleep(50 * time.Millisecond) // let the receiver drain what is in flight
+	stop.Store(true)
+	recv.Wait()
+	if txErr != nil {
+		return Row{}, txErr
+	}
+	if rxErr != nil {
+		return Row{}, rxErr
+	}
+	name := "raw-sendmmsg"
+	f := tx.Features()
+	if f.GSO && rx.Features().GRO {
+		name = "raw-gso-gro"
+	} else if f.GSO {
+		name = "raw-gso"
+	}
+	row := Row{Workload: "throughput", Name: name, Path: "mmsg"}
+	row.fill(got.Load(), c.Size, el.Seconds())
+	loss := 0.0
+	if sent > 0 {
+		loss = 100 * float64(sent-got.Load()) / float64(sent)
+	}
+	ts := tx.Stats()
+	row.Note = fmt.Sprintf("size=%d sent=%d loss=%.1f%% kernel_drops=%d calls=%d eagain=%d enobufs=%d", c.Size, sent, loss, rx.Stats().KernelDrops, ts.SendCalls, ts.EAGAIN, ts.ENOBUFS)
+	if b := bad.Load(); b > 0 {
+		row.Note += fmt.Sprintf(" wrong_size=%d", b)
+	}
+	return row, nil
+}
