@@ -1,0 +1,144 @@
+package xdp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/walcast/walcast/bpf"
+)
+
+// ErrNotSupported is returned where AF_XDP is not available.
+var ErrNotSupported = errors.New("xdp: AF_XDP needs Linux")
+
+// ErrNoNeighbor is returned by Send for a destination whose MAC address is
+// unknown (not the configured peer, not in the neighbour table at Open, and
+// not seen as the source of a received datagram).
+var ErrNoNeighbor = errors.New("xdp: no MAC address for destination")
+
+// ErrMultiQueue is wrapped by Open when the device has more RX queues than
+// the one socket bound.
+var ErrMultiQueue = errors.New("xdp: device has more RX queues than AF_XDP sockets")
+
+// CopyMode selects how the socket binds.
+type CopyMode int
+
+const (
+	// CopyAuto tries zero-copy and falls back to copy mode.
+	CopyAuto CopyMode = iota
+	// CopyForce always copies (XDP_COPY).
+	CopyForce
+	// ZeroCopyForce fails unless the driver supports zero-copy.
+	ZeroCopyForce
+)
+
+// Config configures one AF_XDP path.
+type Config struct {
+	// Interface is the name of the device, in the network namespace of the
+	// thread calling Open.
+	Interface string
+	// Queue is the RX/TX queue id the socket binds to.
+	Queue int
+	// Local is the IPv4 address and UDP port this path receives on. A zero
+	// address takes the interface's first IPv4 address; the port must be
+	// set.
+	Local netip.AddrPort
+	// Peer is the destination of messages whose address is zero. Optional
+	// for a path that only answers (it learns the MAC of every source).
+	Peer netip.AddrPort
+	// PeerMAC is the Ethernet address of Peer; when nil it is read from the
+	// neighbour table (/proc/net/arp), priming it with one kernel UDP
+	// datagram to the peer's discard port if needed.
+	PeerMAC net.HardwareAddr
+	// RxFrames is the number of UMEM frames for receiving and the size of
+	// the fill and RX rings (a power of two).
+	RxFrames int
+	// TxFrames is the number of UMEM frames for sending and the size of the
+	// TX and completion rings (a power of two).
+	TxFrames int
+	// FrameSize is the UMEM chunk size in bytes: 2048 or 4096.
+	FrameSize int
+	// Copy selects copy or zero-copy binding.
+	Copy CopyMode
+	// NeedWakeup sets XDP_USE_NEED_WAKEUP (the kernel says when a syscall
+	// is needed). Off means a sendto after every TX batch.
+	NeedWakeup bool
+	// XDPMode is how the redirect program is attached (auto: native, then
+	// generic).
+	XDPMode bpf.Mode
+	// Impair, when set, is embedded in the redirect program and drops
+	// received datagrams before they reach the socket (tests).
+	Impair *bpf.Impair
+	// BusyPoll, when > 0, sets SO_BUSY_POLL (µs) and SO_PREFER_BUSY_POLL on
+	// the socket, so the non-blocking wakeup calls poll the device's NAPI.
+	BusyPoll int
+}
+
+// DefaultConfig is queue 0, 2048 RX and 2048 TX frames of 2048 bytes
+// (8 MiB of UMEM), copy mode unless zero-copy works, need-wakeup on,
+// auto XDP mode. Interface and Local's port must be set.
+func DefaultConfig() Config {
+	return Config{
+		RxFrames:   2048,
+		TxFrames:   2048,
+		FrameSize:  2048,
+		NeedWakeup: true,
+	}
+}
+
+// headerLen is Ethernet (14) + IPv4 without options (20) + UDP (8).
+const headerLen = 14 + 20 + 8
+
+// MaxPayload is the largest UDP payload of a frame of the given size.
+func (c Config) MaxPayload() int { return c.FrameSize - headerLen }
+
+// Validate reports a configuration Open would reject.
+func (c Config) Validate() error {
+	pow2 := func(n int) bool { return n > 0 && n&(n-1) == 0 }
+	switch {
+	case c.Interface == "":
+		return errors.New("xdp: Interface is empty")
+	case c.Queue < 0:
+		return fmt.Errorf("xdp: Queue %d is negative", c.Queue)
+	case c.Local.Port() == 0:
+		return errors.New("xdp: Local port is 0")
+	case c.Local.Addr().IsValid() && !c.Local.Addr().Is4():
+		return fmt.Errorf("xdp: Local %v is not IPv4", c.Local)
+	case c.Peer.IsValid() && !c.Peer.Addr().Is4():
+		return fmt.Errorf("xdp: Peer %v is not IPv4", c.Peer)
+	case c.PeerMAC != nil && len(c.PeerMAC) != 6:
+		return fmt.Errorf("xdp: PeerMAC %v is not an Ethernet address", c.PeerMAC)
+	case !pow2(c.RxFrames) || !pow2(c.TxFrames):
+		return fmt.Errorf("xdp: RxFrames %d and TxFrames %d must be powers of two", c.RxFrames, c.TxFrames)
+	case c.RxFrames+c.TxFrames > 1<<20:
+		return fmt.Errorf("xdp: %d frames is more than 1 Mi", c.RxFrames+c.TxFrames)
+	case c.FrameSize != 2048 && c.FrameSize != 4096:
+		return fmt.Errorf("xdp: FrameSize %d is not 2048 or 4096", c.FrameSize)
+	case c.Copy < CopyAuto || c.Copy > ZeroCopyForce:
+		return fmt.Errorf("xdp: Copy mode %d unknown", c.Copy)
+	case c.BusyPoll < 0:
+		return fmt.Errorf("xdp: BusyPoll %d is negative", c.BusyPoll)
+	}
+	return nil
+}
+
+// Stats counts a path's events since Open. Kernel* fields are the socket's
+// XDP_STATISTICS.
+type Stats struct {
+	RxPackets  uint64 // datagrams handed to Recv's caller
+	RxInvalid  uint64 // frames dropped by the parser: not IPv4/UDP to our port, bad IP checksum or lengths
+	RxTooBig   uint64 // payloads larger than the caller's slot, dropped
+	TxPackets  uint64 // datagrams placed on the TX ring
+	TxFull     uint64 // Send calls that stopped early for lack of TX frames
+	TxKicks    uint64 // sendto calls that drove transmission
+	TxKickBusy uint64 // sendto calls answered with EAGAIN/EBUSY/ENOBUFS
+	FillKicks  uint64 // recvfrom calls made because the fill ring needed a wakeup
+
+	KernelRxDropped        uint64 // dropped by the kernel (for example RX ring full)
+	KernelRxInvalidDescs   uint64
+	KernelTxInvalidDescs   uint64
+	KernelRxRingFull       uint64
+	KernelRxFillRingEmpty  uint64
+	KernelTxRingEmptyDescs uint64
+}

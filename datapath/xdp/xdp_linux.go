@@ -1,0 +1,537 @@
+package xdp
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+	"unsafe"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/datapath"
+	"golang.org/x/sys/unix"
+)
+
+// Path is one AF_XDP socket with its UMEM and rings. See the package doc.
+type Path struct {
+	cfg      Config
+	fd       int
+	ifindex  int
+	umem     []byte
+	fill     addrRing
+	comp     addrRing
+	rx       descRing
+	tx       descRing
+	txFree   []uint64 // UMEM addresses of TX frames not in flight (a stack)
+	hdr      header
+	frameLen uint64
+	peerMAC  [6]byte
+	neigh    neighbors
+	redirect *bpf.Redirect
+	mode     bpf.Mode
+	zeroCopy bool
+	closed   bool
+	stats    Stats
+}
+
+var _ datapath.Path = (*Path)(nil)
+
+// Open creates the socket, UMEM and rings, binds queue cfg.Queue of
+// cfg.Interface, and attaches the redirect program. It must be called in the
+// interface's network namespace. The caller closes the Path.
+func Open(cfg Config) (_ *Path, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	ifc, err := net.InterfaceByName(cfg.Interface)
+	if err != nil {
+		return nil, fmt.Errorf("xdp: interface %q: %w", cfg.Interface, err)
+	}
+	if len(ifc.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("xdp: interface %q has no Ethernet address", cfg.Interface)
+	}
+	if err := checkQueues(cfg.Interface, cfg.Queue); err != nil {
+		return nil, err
+	}
+	local := cfg.Local
+	if !local.Addr().IsValid() {
+		a, err := firstIPv4(ifc)
+		if err != nil {
+			return nil, err
+		}
+		local = netip.AddrPortFrom(a, local.Port())
+	}
+	p := &Path{cfg: cfg, fd: -1, ifindex: ifc.Index, frameLen: uint64(cfg.FrameSize)}
+	p.cfg.Local = local
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	copy(p.hdr.srcMAC[:], ifc.HardwareAddr)
+	p.hdr.src = local
+	if cfg.Peer.IsValid() {
+		mac := cfg.PeerMAC
+		if mac == nil {
+			if mac, err = resolve(cfg.Peer.Addr()); err != nil {
+				return nil, err
+			}
+		}
+		copy(p.peerMAC[:], mac)
+		p.neigh.learn(cfg.Peer.Addr(), p.peerMAC)
+	}
+	if err := p.setup(); err != nil {
+		return nil, err
+	}
+	rc := bpf.DefaultRedirectConfig()
+	rc.Port, rc.Queues, rc.Impair = local.Port(), cfg.Queue+1, cfg.Impair
+	if p.redirect, err = bpf.NewRedirect(rc); err != nil {
+		return nil, err
+	}
+	if err := p.redirect.Register(cfg.Queue, p.fd); err != nil {
+		return nil, err
+	}
+	if p.mode, err = p.redirect.Attach(ifc.Index, cfg.XDPMode); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// setup builds the socket, UMEM and rings and binds (steps of
+// Documentation/networking/af_xdp.rst, in the order the kernel needs).
+func (p *Path) setup() error {
+	c := &p.cfg
+	fd, err := unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("xdp: AF_XDP socket: %w", err)
+	}
+	p.fd = fd
+	frames := c.RxFrames + c.TxFrames
+	// Anonymous private mapping: page-aligned and outside the Go heap. The
+	// kernel pins it at XDP_UMEM_REG (charged to RLIMIT_MEMLOCK without
+	// CAP_IPC_LOCK).
+	p.umem, err = unix.Mmap(-1, 0, frames*c.FrameSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_POPULATE)
+	if err != nil {
+		return fmt.Errorf("xdp: mmap UMEM of %d bytes: %w", frames*c.FrameSize, err)
+	}
+	reg := unix.XDPUmemReg{
+		Addr: uint64(uintptr(unsafe.Pointer(unsafe.SliceData(p.umem)))),
+		Len:  uint64(len(p.umem)),
+		Size: uint32(c.FrameSize),
+	}
+	if err := setsockopt(fd, unix.XDP_UMEM_REG, unsafe.Pointer(&reg), unsafe.Sizeof(reg)); err != nil {
+		return fmt.Errorf("xdp: XDP_UMEM_REG: %w", err)
+	}
+	for _, o := range []struct {
+		opt, n int
+		name   string
+	}{
+		{unix.XDP_UMEM_FILL_RING, c.RxFrames, "fill"},
+		{unix.XDP_UMEM_COMPLETION_RING, c.TxFrames, "completion"},
+		{unix.XDP_RX_RING, c.RxFrames, "rx"},
+		{unix.XDP_TX_RING, c.TxFrames, "tx"},
+	} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_XDP, o.opt, o.n); err != nil {
+			return fmt.Errorf("xdp: size %s ring to %d: %w", o.name, o.n, err)
+		}
+	}
+	var off unix.XDPMmapOffsets
+	if err := getsockopt(fd, unix.XDP_MMAP_OFFSETS, unsafe.Pointer(&off), unsafe.Sizeof(off)); err != nil {
+		return fmt.Errorf("xdp: XDP_MMAP_OFFSETS: %w", err)
+	}
+	var d unsafe.Pointer
+	rxN, txN := uint32(c.RxFrames), uint32(c.TxFrames)
+	if p.fill.ring, d, err = mapRing(fd, &off.Fr, unix.XDP_UMEM_PGOFF_FILL_RING, rxN, 8, "fill"); err != nil {
+		return err
+	}
+	p.fill.descs = unsafe.Slice((*uint64)(d), rxN)
+	if p.comp.ring, d, err = mapRing(fd, &off.Cr, unix.XDP_UMEM_PGOFF_COMPLETION_RING, txN, 8, "completion"); err != nil {
+		return err
+	}
+	p.comp.descs = unsafe.Slice((*uint64)(d), txN)
+	descSize := uint32(unsafe.Sizeof(unix.XDPDesc{}))
+	if p.rx.ring, d, err = mapRing(fd, &off.Rx, unix.XDP_PGOFF_RX_RING, rxN, descSize, "rx"); err != nil {
+		return err
+	}
+	p.rx.descs = unsafe.Slice((*unix.XDPDesc)(d), rxN)
+	if p.tx.ring, d, err = mapRing(fd, &off.Tx, unix.XDP_PGOFF_TX_RING, txN, descSize, "tx"); err != nil {
+		return err
+	}
+	p.tx.descs = unsafe.Slice((*unix.XDPDesc)(d), txN)
+
+	// Frames [0, RxFrames) go to the fill ring before bind, so the first
+	// datagram already has a buffer; [RxFrames, all) are the TX pool.
+	for i := range rxN {
+		p.fill.descs[(p.fill.cachedProd+i)&p.fill.mask] = uint64(i) * p.frameLen
+	}
+	p.fill.cachedProd += rxN
+	p.fill.publish()
+	p.txFree = make([]uint64, 0, txN)
+	for i := c.TxFrames - 1; i >= 0; i-- {
+		p.txFree = append(p.txFree, uint64(c.RxFrames+i)*p.frameLen)
+	}
+
+	if c.BusyPoll > 0 {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1); err != nil {
+			return fmt.Errorf("xdp: SO_PREFER_BUSY_POLL: %w", err)
+		}
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, c.BusyPoll); err != nil {
+			return fmt.Errorf("xdp: SO_BUSY_POLL: %w", err)
+		}
+	}
+
+	var flags uint16
+	if c.NeedWakeup {
+		flags |= unix.XDP_USE_NEED_WAKEUP
+	}
+	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(p.ifindex), QueueID: uint32(c.Queue)}
+	switch c.Copy {
+	case CopyForce:
+		sa.Flags |= unix.XDP_COPY
+		err = unix.Bind(fd, sa)
+	case ZeroCopyForce:
+		sa.Flags |= unix.XDP_ZEROCOPY
+		err = unix.Bind(fd, sa)
+	default:
+		sa.Flags = flags | unix.XDP_ZEROCOPY
+		if err = unix.Bind(fd, sa); err != nil {
+			// veth and drivers without XSK support refuse zero-copy
+			// (EOPNOTSUPP); copy mode works on every device.
+			sa.Flags = flags | unix.XDP_COPY
+			err = unix.Bind(fd, sa)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("xdp: bind %s queue %d (flags %#x): %w", c.Interface, c.Queue, sa.Flags, err)
+	}
+	var opts uint32
+	if err := getsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), unsafe.Sizeof(opts)); err == nil {
+		p.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	return nil
+}
+
+// Send implements [datapath.Path]. Completed TX frames are reclaimed first;
+// then as many messages as there are free frames and TX slots are written and
+// published with one release store, and the kernel is kicked if it asked for
+// it. It returns n < v.Len() with a nil error when frames ran out (retry after
+// the kernel completes some), and ErrNoNeighbor when message n's destination
+// has no known MAC address.
+func (p *Path) Send(v *batch.Vec) (int, error) {
+	if p.closed {
+		return 0, datapath.ErrClosed
+	}
+	p.reclaim()
+	want := v.Len()
+	room := min(len(p.txFree), int(p.tx.free(uint32(want))))
+	var err error
+	n := 0
+	for ; n < want && n < room; n++ {
+		b, to := v.Msg(n)
+		if !to.IsValid() {
+			to = p.cfg.Peer
+		}
+		mac := &p.peerMAC
+		if to.Addr() != p.cfg.Peer.Addr() || !to.IsValid() {
+			mac = p.neigh.lookup(to.Addr())
+		}
+		if mac == nil || !to.IsValid() {
+			err = ErrNoNeighbor
+			break
+		}
+		if len(b) > int(p.frameLen)-offPayload {
+			err = errTooBig
+			break
+		}
+		addr := p.txFree[len(p.txFree)-1]
+		p.txFree = p.txFree[:len(p.txFree)-1]
+		frame := p.umem[addr : addr+p.frameLen]
+		copy(frame[offPayload:], b)
+		l := p.hdr.put(frame, mac, to, len(b))
+		p.tx.descs[p.tx.cachedProd&p.tx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(l)}
+		p.tx.cachedProd++
+	}
+	if n > 0 {
+		p.tx.publish()
+		p.stats.TxPackets += uint64(n)
+	}
+	if n < want && err == nil {
+		p.stats.TxFull++
+	}
+	if n > 0 || p.tx.cachedProd != p.tx.cachedCons {
+		p.kick()
+	}
+	return n, err
+}
+
+var errTooBig = errors.New("xdp: payload larger than a UMEM frame")
+
+// kick makes the kernel transmit what is on the TX ring. In copy mode the
+// transmit runs inside sendto and stops after a budget of descriptors
+// (32 by default) with EAGAIN, so it is repeated while the kernel makes
+// progress.
+func (p *Path) kick() {
+	if p.cfg.NeedWakeup && !p.tx.needWakeup() {
+		return
+	}
+	for range int(p.tx.size/32) + 2 {
+		p.stats.TxKicks++
+		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			return
+		case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
+			p.stats.TxKickBusy++
+			// EAGAIN: the budget ran out with descriptors left; go on while
+			// the kernel consumed something.
+			before := p.tx.cachedCons
+			p.tx.cachedCons = p.tx.ring.consLoad()
+			if e != unix.EAGAIN || p.tx.cachedCons == before || p.tx.cachedCons == p.tx.cachedProd {
+				return
+			}
+		default:
+			return // ENETDOWN, ENXIO: the next Send tries again; Stats shows it
+		}
+	}
+}
+
+// reclaim moves completed TX frames back to the free stack (one acquire
+// load of the completion producer, one release store of its consumer).
+func (p *Path) reclaim() {
+	n := p.comp.avail()
+	if n == 0 {
+		return
+	}
+	for range n {
+		p.txFree = append(p.txFree, p.comp.descs[p.comp.cachedCons&p.comp.mask])
+		p.comp.cachedCons++
+	}
+	p.comp.release()
+}
+
+// Recv implements [datapath.Path]: it takes up to v.Cap() descriptors from
+// the RX ring, copies each valid payload into v with its source address,
+// returns every frame to the fill ring, and publishes both rings once.
+func (p *Path) Recv(v *batch.Vec) (int, error) {
+	if p.closed {
+		return 0, datapath.ErrClosed
+	}
+	v.Reset()
+	avail := p.rx.avail()
+	if avail == 0 {
+		if p.cfg.BusyPoll > 0 || (p.cfg.NeedWakeup && p.fill.needWakeup()) {
+			p.stats.FillKicks++
+			unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+		}
+		return 0, nil
+	}
+	take := min(avail, uint32(v.Cap()))
+	port := p.cfg.Local.Port()
+	n := 0
+	for range take {
+		d := p.rx.descs[p.rx.cachedCons&p.rx.mask]
+		p.rx.cachedCons++
+		frame := p.umem[d.Addr : d.Addr+uint64(d.Len)]
+		if pk, ok := parse(frame, port); !ok {
+			p.stats.RxInvalid++
+		} else if buf := v.Buf(n); pk.n > len(buf) {
+			p.stats.RxTooBig++
+		} else {
+			copy(buf, frame[pk.off:pk.off+pk.n])
+			v.Set(n, pk.n, pk.src)
+			p.neigh.learn(pk.src.Addr(), pk.srcMAC)
+			n++
+		}
+		// In aligned mode the descriptor address points into its chunk
+		// (past any headroom); the chunk's start is what the fill ring takes.
+		p.fill.descs[p.fill.cachedProd&p.fill.mask] = d.Addr &^ (p.frameLen - 1)
+		p.fill.cachedProd++
+	}
+	p.rx.release()
+	p.fill.publish()
+	if p.cfg.NeedWakeup && p.fill.needWakeup() {
+		p.stats.FillKicks++
+		unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
+	}
+	v.SetLen(n)
+	p.stats.RxPackets += uint64(n)
+	return n, nil
+}
+
+// LocalAddr implements [datapath.Path].
+func (p *Path) LocalAddr() netip.AddrPort { return p.cfg.Local }
+
+// Mode is how the redirect program is attached (native or generic).
+func (p *Path) Mode() bpf.Mode { return p.mode }
+
+// ZeroCopy reports whether the socket bound in zero-copy mode.
+func (p *Path) ZeroCopy() bool { return p.zeroCopy }
+
+// FD is the AF_XDP socket (for poll(2) or diagnostics; owned by the Path).
+func (p *Path) FD() int { return p.fd }
+
+// Stats returns the counters, including the kernel's XDP_STATISTICS.
+func (p *Path) Stats() Stats {
+	s := p.stats
+	var ks unix.XDPStatistics
+	if !p.closed && getsockopt(p.fd, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks)) == nil {
+		s.KernelRxDropped = ks.Rx_dropped
+		s.KernelRxInvalidDescs = ks.Rx_invalid_descs
+		s.KernelTxInvalidDescs = ks.Tx_invalid_descs
+		s.KernelRxRingFull = ks.Rx_ring_full
+		s.KernelRxFillRingEmpty = ks.Rx_fill_ring_empty_descs
+		s.KernelTxRingEmptyDescs = ks.Tx_ring_empty_descs
+	}
+	return s
+}
+
+// Close implements [datapath.Path]: it detaches the program, closes the
+// socket and unmaps the rings and the UMEM. A second Close does nothing.
+func (p *Path) Close() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	var errs []error
+	if p.redirect != nil {
+		errs = append(errs, p.redirect.Close())
+	}
+	for _, r := range []*ring{&p.fill.ring, &p.comp.ring, &p.rx.ring, &p.tx.ring} {
+		errs = append(errs, r.unmap())
+	}
+	if p.fd >= 0 {
+		errs = append(errs, unix.Close(p.fd))
+		p.fd = -1
+	}
+	if p.umem != nil {
+		errs = append(errs, unix.Munmap(p.umem))
+		p.umem = nil
+	}
+	return errors.Join(errs...)
+}
+
+func setsockopt(fd, opt int, v unsafe.Pointer, n uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_SETSOCKOPT, uintptr(fd), unix.SOL_XDP, uintptr(opt), uintptr(v), n, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+func getsockopt(fd, opt int, v unsafe.Pointer, n uintptr) error {
+	l := uint32(n)
+	_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_XDP, uintptr(opt), uintptr(v), uintptr(unsafe.Pointer(&l)), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// checkQueues refuses a device with more RX queues than the one socket we
+// bind: the driver hashes flows over its queues, and datagrams that land on
+// another queue would bypass the socket.
+func checkQueues(ifname string, queue int) error {
+	rx, err := rxQueues(ifname)
+	if err != nil {
+		return nil // no ETHTOOL_GCHANNELS: assume one queue, as before multi-queue NICs
+	}
+	if queue >= rx {
+		return fmt.Errorf("xdp: %s has %d RX queues, queue %d does not exist", ifname, rx, queue)
+	}
+	if rx > 1 {
+		return fmt.Errorf("%w: %s has %d RX queues and this path binds one socket to queue %d; "+
+			"reduce them (ethtool -L %s combined 1, or create the veth with numrxqueues 1)",
+			ErrMultiQueue, ifname, rx, queue, ifname)
+	}
+	return nil
+}
+
+// rxQueues asks the driver for its RX queue count (ETHTOOL_GCHANNELS):
+// the larger of rx_count and combined_count.
+func rxQueues(ifname string) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	var ch struct {
+		cmd                                         uint32
+		maxRx, maxTx, maxOther, maxCombined         uint32
+		rxCount, txCount, otherCount, combinedCount uint32
+	}
+	ch.cmd = unix.ETHTOOL_GCHANNELS
+	var ifr struct {
+		name [unix.IFNAMSIZ]byte
+		data unsafe.Pointer
+		_    [16]byte // the rest of the ifreq union
+	}
+	copy(ifr.name[:], ifname)
+	ifr.data = unsafe.Pointer(&ch)
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); e != 0 {
+		return 0, e
+	}
+	return int(max(ch.rxCount, ch.combinedCount)), nil
+}
+
+func firstIPv4(ifc *net.Interface) (netip.Addr, error) {
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return netip.Addr{}, fmt.Errorf("xdp: addresses of %s: %w", ifc.Name, err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP.To4()); ok && n.IP.To4() != nil {
+				return ip, nil
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("xdp: %s has no IPv4 address; set Config.Local", ifc.Name)
+}
+
+// resolve finds ip's MAC in this thread's network namespace's neighbour
+// table, priming it with one datagram to the discard port if needed.
+func resolve(ip netip.Addr) (net.HardwareAddr, error) {
+	if mac, ok := arpLookup(ip); ok {
+		return mac, nil
+	}
+	// A kernel socket makes the kernel resolve the address (ARP); our
+	// redirect program is not attached yet, and passes ARP anyway.
+	if c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 9))); err == nil {
+		c.Write([]byte{0})
+		c.Close()
+	}
+	for range 100 {
+		time.Sleep(10 * time.Millisecond)
+		if mac, ok := arpLookup(ip); ok {
+			return mac, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %v is not in the neighbour table after 1 s; set Config.PeerMAC", ErrNoNeighbor, ip)
+}
+
+// arpLookup reads /proc/thread-self/net/arp: /proc/net would show the
+// namespace of the process's main thread, not of this (locked) thread.
+func arpLookup(ip netip.Addr) (net.HardwareAddr, bool) {
+	f, err := os.Open("/proc/thread-self/net/arp")
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	want := []byte(ip.String())
+	for s.Scan() {
+		fs := bytes.Fields(s.Bytes())
+		// IP address, HW type, Flags, HW address, Mask, Device
+		if len(fs) >= 4 && bytes.Equal(fs[0], want) {
+			if mac, err := net.ParseMAC(string(fs[3])); err == nil && len(mac) == 6 && !bytes.Equal(mac, make([]byte, 6)) {
+				return mac, true
+			}
+		}
+	}
+	return nil, false
+}

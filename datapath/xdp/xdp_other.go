@@ -1,0 +1,40 @@
+//go:build !linux
+
+package xdp
+
+import (
+	"net/netip"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/bpf"
+)
+
+// Path is the AF_XDP datapath; on this platform it cannot open.
+type Path struct{}
+
+// Open returns ErrNotSupported on this platform.
+func Open(Config) (*Path, error) { return nil, ErrNotSupported }
+
+// Send returns ErrNotSupported on this platform.
+func (*Path) Send(*batch.Vec) (int, error) { return 0, ErrNotSupported }
+
+// Recv returns ErrNotSupported on this platform.
+func (*Path) Recv(*batch.Vec) (int, error) { return 0, ErrNotSupported }
+
+// LocalAddr is the zero address on this platform.
+func (*Path) LocalAddr() netip.AddrPort { return netip.AddrPort{} }
+
+// Mode is ModeAuto on this platform.
+func (*Path) Mode() bpf.Mode { return bpf.ModeAuto }
+
+// ZeroCopy is false on this platform.
+func (*Path) ZeroCopy() bool { return false }
+
+// FD is -1 on this platform.
+func (*Path) FD() int { return -1 }
+
+// Stats is empty on this platform.
+func (*Path) Stats() Stats { return Stats{} }
+
+// Close does nothing on this platform.
+func (*Path) Close() error { return nil }
