@@ -478,12 +478,13 @@ func dropSegment(s *segment) {
 func (w *Writer) Stats() Stats {
 	w.mu.RLock()
 	nseg := len(w.segs)
+	direct, note := w.direct, w.dirNote
 	w.mu.RUnlock()
 	w.statsMu.Lock()
 	st := w.st
 	w.statsMu.Unlock()
 	s := Stats{
-		Direct: w.direct, DirectNote: w.dirNote, Align: int(w.align),
+		Direct: direct, DirectNote: note, Align: int(w.align),
 		NextSeq: w.NextSeq(), Durable: w.Durable(), Segments: nseg,
 		Flushes: st.flushes, FlushErrors: st.flushErrs, FlushMax: time.Duration(st.latMax),
 		Backpressure: w.bpCount.Load(), Rotations: st.rotations, Pruned: st.pruned,
@@ -939,11 +940,11 @@ func (w *Writer) oldestLocked() uint64 {
 // findSeg returns the segment holding seq (caller holds mu).
 func (w *Writer) findSeg(seq uint64) *segment {
 	i, _ := slices.BinarySearchFunc(w.segs, seq, func(s *segment, q uint64) int {
-		if s.last < q || s.count() == 0 {
-			return -1
-		}
-		if s.first > q {
+		switch {
+		case s.first > q:
 			return 1
+		case s.count() == 0 || s.last < q:
+			return -1 // an empty segment's first is the next seq, so order holds
 		}
 		return 0
 	})

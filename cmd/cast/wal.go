@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/walcast/walcast/wal"
+)
+
+func init() {
+	register(command{name: "wal", summary: "inspect a WAL directory: `cast wal stat|dump|verify DIR`", run: runWal})
+}
+
+// walOut is where cast wal writes; tests swap it.
+var walOut io.Writer = os.Stdout
+
+const walUsage = `usage: cast wal stat [-stream N] DIR           segments, seq range, records, bytes, index state
+       cast wal dump [-json] [-stream N] DIR    one line per record: seq, type, len, crc ok (JSON lines with -json)
+       cast wal verify [-stream N] DIR          check every frame, name, continuity and zero tail;
+                                                exit 1 naming the first bad file and byte offset
+
+DIR is a stream directory (holding <sid>_*.wal files) or a WAL root holding
+one directory per stream (<root>/<sid>/).`
+
+func runWal(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(os.Stderr, walUsage)
+		if len(args) == 0 {
+			return &exitError{code: 2}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "stat":
+		return walStat(args[1:])
+	case "dump":
+		return walDump(args[1:])
+	case "verify":
+		return walVerify(args[1:])
+	}
+	fmt.Fprintln(os.Stderr, walUsage)
+	return &exitError{code: 2, msg: fmt.Sprintf("cast wal: unknown subcommand %q", args[0])}
+}
+
+// walStream is one stream directory found under the DIR argument.
+type walStream struct {
+	dir    string
+	stream uint32
+}
+
+// walStreams resolves DIR: a stream directory itself, or a root with one
+// numeric subdirectory per stream. only >= 0 selects one stream.
+func walStreams(dir string, only int64) ([]walStream, error) {
+	var out []walStream
+	ids, err := wal.Streams(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		out = append(out, walStream{dir, id})
+	}
+	if len(out) == 0 {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			id, err := strconv.ParseUint(e.Name(), 10, 32)
+			if err != nil {
+				continue
+			}
+			sub := filepath.Join(dir, e.Name())
+			if ids, err := wal.Streams(sub); err == nil {
+				for _, s := range ids {
+					if uint64(s) == id {
+						out = append(out, walStream{sub, s})
+					}
+				}
+			}
+		}
+	}
+	if only >= 0 {
+		var sel []walStream
+		for _, s := range out {
+			if int64(s.stream) == only {
+				sel = append(sel, s)
+			}
+		}
+		out = sel
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no WAL segments in %s", dir)
+	}
+	return out, nil
+}
+
+func walArgs(name, synopsis, about string, args []string, extra func(*flag.FlagSet)) (string, int64, error) {
+	fs := newFlagSet("wal "+name, synopsis, about)
+	stream := fs.Int64("stream", -1, "only this stream id (default: every stream found)")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", 0, err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return "", 0, &exitError{code: 2}
+	}
+	return fs.Arg(0), *stream, nil
+}
+
+func walStat(args []string) error {
+	dir, only, err := walArgs("stat", "[flags] DIR", "Prints each stream's segments: seq range, records, bytes and index state.", args, nil)
+	if err != nil {
+		return err
+	}
+	streams, err := walStreams(dir, only)
+	if err != nil {
+		return err
+	}
+	for _, s := range streams {
+		rep, err := wal.Verify(s.dir, s.stream)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(walOut, "stream %d  dir %s  records %d  seqs %d…%d  segments %d\n",
+			s.stream, s.dir, rep.Records, rep.First, rep.Last, len(rep.Segments))
+		for _, sg := range rep.Segments {
+			kind := "sealed"
+			if sg.Active {
+				kind = "active"
+			}
+			fmt.Fprintf(walOut, "  %-6s %-28s seqs %d…%d  records %d  data %d B  file %d B  index %s",
+				kind, filepath.Base(sg.Path), sg.First, sg.Last, sg.Records, sg.Bytes, sg.FileSize, sg.Index)
+			if sg.Problem != "" {
+				fmt.Fprintf(walOut, "  PROBLEM: %s", sg.Problem)
+			}
+			fmt.Fprintln(walOut)
+		}
+	}
+	return nil
+}
+
+type dumpRecord struct {
+	Stream uint32 `json:"stream"`
+	File   string `json:"file"`
+	Off    int64  `json:"off"`
+	Seq    uint64 `json:"seq"`
+	Type   uint16 `json:"type"`
+	Len    uint16 `json:"len"`
+	CRCOK  bool   `json:"crc_ok"`
+}
+
+func walDump(args []string) error {
+	var asJSON *bool
+	dir, only, err := walArgs("dump", "[flags] DIR", "Prints one line per record in file order: seq, type, payload length, whether the CRC matches.", args,
+		func(fs *flag.FlagSet) { asJSON = fs.Bool("json", false, "one JSON object per line") })
+	if err != nil {
+		return err
+	}
+	streams, err := walStreams(dir, only)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(walOut)
+	for _, s := range streams {
+		files, err := wal.ListSegments(s.dir, s.stream)
+		if err != nil {
+			return err
+		}
+		for _, sf := range files {
+			base := filepath.Base(sf.Path)
+			var werr error
+			err := wal.ScanSegment(sf.Path, func(r wal.ScannedRecord) bool {
+				if *asJSON {
+					werr = enc.Encode(dumpRecord{s.stream, base, r.Off, r.Seq, r.Type, r.Len, r.CRCOK})
+				} else {
+					crc := "ok"
+					if !r.CRCOK {
+						crc = "BAD"
+					}
+					_, werr = fmt.Fprintf(walOut, "seq %d type %d len %d crc %s  (%s @%d)\n", r.Seq, r.Type, r.Len, crc, base, r.Off)
+				}
+				return werr == nil
+			})
+			if werr != nil {
+				return werr
+			}
+			if err != nil {
+				if *asJSON {
+					enc.Encode(map[string]string{"file": base, "error": err.Error()})
+				} else {
+					fmt.Fprintf(walOut, "error: %v\n", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func walVerify(args []string) error {
+	dir, only, err := walArgs("verify", "[flags] DIR", "Checks every frame (version, len, CRC, seq), that sealed names tell the truth,\nthat segments continue each other and that the active segment is zero after its\nlast record. Exits 1 naming the first bad file and byte offset.", args, nil)
+	if err != nil {
+		return err
+	}
+	streams, err := walStreams(dir, only)
+	if err != nil {
+		return err
+	}
+	var firstBad error
+	for _, s := range streams {
+		rep, err := wal.Verify(s.dir, s.stream)
+		if err != nil {
+			return err
+		}
+		if rep.Bad != nil {
+			fmt.Fprintf(walOut, "stream %d: BAD: %v\n", s.stream, rep.Bad)
+			if firstBad == nil {
+				firstBad = rep.Bad
+			}
+			continue
+		}
+		fmt.Fprintf(walOut, "stream %d: ok, %d records, seqs %d…%d in %d segments\n", s.stream, rep.Records, rep.First, rep.Last, len(rep.Segments))
+	}
+	if firstBad != nil {
+		return &exitError{code: 1, msg: fmt.Sprintf("cast wal verify: %v", firstBad)}
+	}
+	return nil
+}

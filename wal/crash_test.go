@@ -1,0 +1,186 @@
+package wal
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The crash test runs this test binary again as a child (env
+// WAL_CRASH_CHILD=dir) that appends forever and prints every durable
+// watermark it learns; the parent kills it with SIGKILL at a random moment
+// and checks the recovered log.
+const crashEnv = "WAL_CRASH_CHILD"
+
+func crashConfig(dir string) Config {
+	c := DefaultConfig(dir)
+	c.Stream = 9
+	c.SegmentSize = 64 << 10 // rotate often, so kills land inside rotations too
+	c.BufferSize = 1 << 20
+	c.FlushInterval = time.Millisecond
+	c.FlushRecords = 50
+	c.MaxFlushLag = time.Second
+	return c
+}
+
+func TestCrashChild(t *testing.T) {
+	dir := os.Getenv(crashEnv)
+	if dir == "" {
+		t.Skip("helper process for TestCrashRecovery")
+	}
+	w, err := Open(crashConfig(dir))
+	if err != nil {
+		fmt.Printf("error %v\n", err)
+		os.Exit(3)
+	}
+	fmt.Printf("start %d\n", w.NextSeq())
+	go func() {
+		var d uint64
+		for {
+			nd, err := w.WaitDurable(context.Background(), d)
+			if err != nil {
+				return
+			}
+			d = nd
+			fmt.Printf("durable %d\n", d)
+		}
+	}()
+	for {
+		seq := w.NextSeq()
+		if _, err := w.Append(100, payloadFor(seq, sizeFor(seq))); err != nil {
+			if errors.Is(err, ErrBackpressure) {
+				time.Sleep(100 * time.Microsecond)
+				continue
+			}
+			fmt.Printf("error %v\n", err)
+			os.Exit(3)
+		}
+	}
+}
+
+func TestCrashRecovery(t *testing.T) {
+	runCrashes(t, 15)
+}
+
+func TestLargeCrashRecovery(t *testing.T) {
+	runCrashes(t, 60)
+}
+
+func runCrashes(t *testing.T, rounds int) {
+	dir := t.TempDir()
+	c := crashConfig(dir)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+	var lastDurable, recovered uint64
+	for round := 0; round < rounds; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		// Wait for the child to start, then let it run a random time.
+		var start uint64
+		select {
+		case l := <-lines:
+			if !strings.HasPrefix(l, "start ") {
+				cmd.Process.Kill()
+				cmd.Wait()
+				t.Fatalf("round %d: child said %q", round, l)
+			}
+			start, _ = strconv.ParseUint(strings.TrimPrefix(l, "start "), 10, 64)
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: child did not start", round)
+		}
+		if start != recovered+1 {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("round %d: child starts at seq %d, recovered log ends at %d", round, start, recovered)
+		}
+		deadline := time.After(time.Duration(5+rng.IntN(60)) * time.Millisecond)
+	run:
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					break run
+				}
+				if d, ok := strings.CutPrefix(l, "durable "); ok {
+					v, _ := strconv.ParseUint(d, 10, 64)
+					if v < start-1 {
+						t.Fatalf("round %d: durable %d below the start %d", round, v, start)
+					}
+					lastDurable = max(lastDurable, v)
+				} else {
+					t.Fatalf("round %d: child: %s", round, l)
+				}
+			case <-deadline:
+				break run
+			}
+		}
+		cmd.Process.Kill() // SIGKILL
+		cmd.Wait()
+		for l := range lines { // watermarks printed before the kill count too
+			if d, ok := strings.CutPrefix(l, "durable "); ok {
+				v, _ := strconv.ParseUint(d, 10, 64)
+				lastDurable = max(lastDurable, v)
+			}
+		}
+		// Recover in the parent and check everything.
+		w, err := Open(c)
+		if err != nil {
+			t.Fatalf("round %d: recovery: %v", round, err)
+		}
+		last := w.NextSeq() - 1
+		if last < lastDurable {
+			w.Close()
+			t.Fatalf("round %d: lost durable records: recovered up to %d, child reported %d durable", round, last, lastDurable)
+		}
+		buf := make([]byte, 1<<17)
+		for _, seq := range []uint64{1, lastDurable, last, (last + 1) / 2} {
+			if seq == 0 {
+				continue
+			}
+			n, err := w.ReadAt(seq, buf)
+			if err != nil {
+				w.Close()
+				t.Fatalf("round %d: ReadAt(%d): %v", round, seq, err)
+			}
+			checkFrame(t, seq, buf[:n])
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Verify(StreamDir(dir, c.Stream), c.Stream)
+		if err != nil || rep.Bad != nil || rep.Last != last || (last > 0 && rep.First != 1) {
+			t.Fatalf("round %d: verify: %v %v (%d…%d, want 1…%d)", round, err, rep.Bad, rep.First, rep.Last, last)
+		}
+		recovered = last
+	}
+	if lastDurable == 0 {
+		t.Fatal("the child never reported a durable record")
+	}
+	verifyDir(t, c, recovered)
+	t.Logf("%d kills; %d records recovered, last durable watermark %d", rounds, recovered, lastDurable)
+}
