@@ -21,7 +21,7 @@ const (
 	DefaultHeartbeatInterval = 100 * time.Millisecond
 	DefaultRetxDedupWindow   = time.Millisecond
 	DefaultNakDebounce       = 50 * time.Millisecond
-	DefaultMaxNakRetries     = 8
+	DefaultMaxNakRetries     = 24 // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
 	DefaultSilenceIntervals  = 10 // heartbeat intervals without data or heartbeat
 	DefaultMaxNakRunsPerPump = 64
 	DefaultMaxColdInFlight   = 4

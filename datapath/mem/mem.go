@@ -74,6 +74,10 @@ type Impairment struct {
 	ReorderBy      int
 	ReorderMaxHold time.Duration
 	CorruptProb    float64
+	// CorruptFrom is the first byte offset Corrupt may flip (default 0,
+	// anywhere). Tests of the casting protocol set it past bytes the
+	// header CRC does not cover (the record type at offset 2..4).
+	CorruptFrom int
 
 	// Script, when set, is asked first about every datagram: i is its
 	// index on the link, b its bytes (read-only). Its actions are added
@@ -300,8 +304,8 @@ func (n *Network) send(from, to netip.AddrPort, b []byte, now int64) {
 	}
 	at := now + int64(l.imp.Latency)
 	p := n.newPacket(b, from, at)
-	if act&Corrupt != 0 && len(b) > 0 {
-		pos := l.rng.IntN(len(b))
+	if act&Corrupt != 0 && len(b) > l.imp.CorruptFrom {
+		pos := l.imp.CorruptFrom + l.rng.IntN(len(b)-l.imp.CorruptFrom)
 		p.buf[pos] ^= byte(1 + l.rng.IntN(255))
 		l.stats.Corrupted++
 	}
