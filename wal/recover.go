@@ -152,8 +152,9 @@ func (w *Writer) loadSealed(sf SegmentFile) (*segment, error) {
 		unix.Close(fd)
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
-	res := scanSegment(f, 0, sf.First)
+	res, corrupt := scanSkipping(f, 0, sf.First)
 	f.Close()
+	w.st.recovery.Corrupt = append(w.st.recovery.Corrupt, offsetsIn(sf.Path, corrupt)...)
 	if res.last != sf.Last {
 		// A bad record inside a sealed segment: keep the readable prefix;
 		// `cast wal verify` names the offset.
@@ -235,7 +236,8 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) error {
 	} else if ferr == nil {
 		w.st.recovery.IndexRebuilt++
 	}
-	res := scanSegment(f, startOff, expect)
+	res, corrupt := scanSkipping(f, startOff, expect)
+	w.st.recovery.Corrupt = append(w.st.recovery.Corrupt, offsetsIn(act.path, corrupt)...)
 	w.st.recovery.ScannedBytes = res.end - startOff
 	end := res.end
 	if res.bad != nil {
@@ -276,4 +278,12 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) error {
 	}
 	w.actIdxFd = createActiveIdx(idxName(act.path), first, entries)
 	return nil
+}
+
+func offsetsIn(path string, offs []int64) []string {
+	var out []string
+	for _, o := range offs {
+		out = append(out, fmt.Sprintf("%s@%d", filepath.Base(path), o))
+	}
+	return out
 }

@@ -281,3 +281,75 @@ func TestRetentionPrunesOldSegments(t *testing.T) {
 		t.Fatalf("pruned %d", w.Stats().Pruned)
 	}
 }
+
+func TestCorruptRecordInTheMiddle(t *testing.T) {
+	c := testConfig(t)
+	c.SegmentSize = 32 << 10
+	w := openT(t, c)
+	appendN(t, w, 1000)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	dir := StreamDir(c.Dir, c.Stream)
+	files, _ := ListSegments(dir, c.Stream)
+	sealed := files[1]
+	x := (sealed.First + sealed.Last) / 2
+	y := w.act.first + w.act.count()/2 // in the active segment
+	offOf := func(seq uint64) (string, int64) {
+		w.mu.RLock()
+		defer w.mu.RUnlock()
+		s := w.findSeg(seq)
+		o, _ := idxEntryAt(s.idx, seq-s.first)
+		return s.path, int64(o)
+	}
+	px, ox := offOf(x)
+	py, oy := offOf(y)
+	writeAt(t, px, ox+HeaderSize+9, []byte{0xa5}) // a payload byte: CRC mismatch
+	writeAt(t, py, oy+HeaderSize+9, []byte{0xa5})
+	buf := make([]byte, 1<<17)
+	check := func(w *Writer, when string) {
+		t.Helper()
+		for _, bad := range []uint64{x, y} {
+			_, err := w.ReadAt(bad, buf)
+			var fe *FrameError
+			if !errors.As(err, &fe) || fe.Err != ErrCRC {
+				t.Fatalf("%s: ReadAt(%d) of a damaged record: %v", when, bad, err)
+			}
+		}
+		for seq := uint64(1); seq <= 1000; seq++ {
+			if seq == x || seq == y {
+				continue
+			}
+			n, err := w.ReadAt(seq, buf)
+			if err != nil {
+				t.Fatalf("%s: ReadAt(%d): %v", when, seq, err)
+			}
+			checkFrame(t, seq, buf[:n])
+		}
+		// A range over the damage returns the good prefix, then the error.
+		k, _, err := w.ReadRange(x-3, 10, buf)
+		if err != nil || k != 3 {
+			t.Fatalf("%s: ReadRange up to the damage: %d frames, %v", when, k, err)
+		}
+	}
+	check(w, "open writer")
+	w.Close()
+	m, _ := filepath.Glob(filepath.Join(dir, "*.idx"))
+	for _, p := range m {
+		os.Remove(p) // recovery must rebuild by scanning across the damage
+	}
+	w2 := openT(t, c)
+	if w2.NextSeq() != 1001 {
+		t.Fatalf("recovery cut the log at the damage: NextSeq %d", w2.NextSeq())
+	}
+	if rec := w2.Stats().Recovery; len(rec.Corrupt) != 2 || rec.TornAt >= 0 {
+		t.Fatalf("recovery: %+v", rec)
+	}
+	check(w2, "after recovery")
+	w2.Close()
+	rep, err := Verify(dir, c.Stream)
+	var fe *FrameError
+	if err != nil || !errors.As(rep.Bad, &fe) || fe.File != px || fe.Off != ox || fe.Err != ErrCRC {
+		t.Fatalf("verify: %v, bad %v; want %s offset %d", err, rep.Bad, px, ox)
+	}
+}

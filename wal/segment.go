@@ -316,3 +316,49 @@ func scanSegment(f *os.File, off int64, expect uint64) scanResult {
 		res.end = at + int64(len(fr))
 	}
 }
+
+// scanSkipping is scanSegment that steps over records whose CRC (or seq)
+// is bad but whose length is plausible, as long as good records with the
+// following seqs come after them: that is damage in the middle of the data,
+// not a torn tail, and cutting there would drop durable records. The bad
+// records keep their index entries (a read of them reports the damage);
+// corrupt lists their offsets. res.bad is the torn tail, if any.
+func scanSkipping(f *os.File, off int64, expect uint64) (res scanResult, corrupt []int64) {
+	res = scanSegment(f, off, expect)
+	if res.first == 0 {
+		res.first = expect
+	}
+	for res.bad != nil {
+		var fe *FrameError
+		if !errors.As(res.bad, &fe) || (fe.Err != ErrCRC && fe.Err != ErrSeq) {
+			break
+		}
+		var hdr [HeaderSize]byte
+		if _, err := f.ReadAt(hdr[:], res.end); err != nil {
+			break
+		}
+		h, err := ParseHeader(hdr[:])
+		if err != nil {
+			break
+		}
+		badSeq := res.last + 1
+		if res.last == 0 {
+			badSeq = expect
+		}
+		next := res.end + HeaderSize + int64(h.Len)
+		r2 := scanSegment(f, next, badSeq+1)
+		if r2.last == 0 {
+			break // nothing good follows: a torn tail
+		}
+		var e [idxEntrySize]byte
+		putIdxEntry(e[:], uint32(res.end), uint32(HeaderSize+int(h.Len)))
+		corrupt = append(corrupt, res.end)
+		res.entries = append(res.entries, e[:]...)
+		res.entries = append(res.entries, r2.entries...)
+		res.last, res.end, res.bad = r2.last, r2.end, r2.bad
+	}
+	if len(res.entries) == 0 {
+		res.first = 0
+	}
+	return res, corrupt
+}

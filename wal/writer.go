@@ -135,6 +135,10 @@ type Recovery struct {
 	TornReason   string // what was wrong with the first bad record
 	IndexRebuilt int    // sidecar indexes rebuilt (missing or stale)
 	ScannedBytes int64  // bytes of the active segment scanned past its index checkpoint
+	// Corrupt lists damaged records found in the middle of segment data
+	// ("file@offset"); they stay indexed (a read reports the damage) and
+	// the records after them stay readable.
+	Corrupt []string
 }
 
 // Stats is a snapshot of the Writer's counters.

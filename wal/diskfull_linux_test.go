@@ -1,0 +1,118 @@
+package wal
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountTmpfs mounts a tmpfs of the given size (mount -o size= syntax) on a
+// fresh directory and unmounts it when the test ends.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("disk-full test mounts a tmpfs and needs root")
+	}
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+func TestDiskFull(t *testing.T) {
+	mnt := mountTmpfs(t, "512k")
+	c := DefaultConfig(mnt)
+	c.Stream = 4
+	c.SegmentSize = 64 << 10
+	c.BufferSize = MinBufferSize
+	c.FlushInterval = time.Millisecond
+	c.MaxFlushLag = 20 * time.Millisecond
+	w, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	t.Logf("tmpfs: %+v", w.Stats().DirectNote)
+	// Append until the writer reports the full disk through Append.
+	deadline := time.Now().Add(20 * time.Second)
+	var appendErr error
+	for time.Now().Before(deadline) {
+		seq := w.NextSeq()
+		_, err := w.Append(100, payloadFor(seq, sizeFor(seq)))
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, ErrBackpressure) {
+			t.Fatalf("Append: %v", err)
+		}
+		if errors.Is(err, syscall.ENOSPC) {
+			appendErr = err
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if appendErr == nil {
+		t.Fatal("Append never reported the full disk")
+	}
+	if err := w.Flush(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Flush on a full disk: %v", err)
+	}
+	published := w.NextSeq() - 1
+	durable := w.Durable()
+	if durable == 0 || durable >= published {
+		t.Fatalf("durable %d, published %d", durable, published)
+	}
+	st := w.Stats()
+	if !strings.Contains(st.LastError, "no space") || st.FlushErrors == 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	// Nothing durable is damaged; buffered records are still readable.
+	buf := make([]byte, 1<<17)
+	for seq := uint64(1); seq <= published; seq++ {
+		n, err := w.ReadAt(seq, buf)
+		if err != nil {
+			t.Fatalf("ReadAt(%d) on a full disk: %v", seq, err)
+		}
+		checkFrame(t, seq, buf[:n])
+	}
+	if rep, err := Verify(StreamDir(mnt, c.Stream), c.Stream); err != nil || rep.Bad != nil || rep.Last < durable {
+		t.Fatalf("verify on a full disk: %v %v last %d", err, rep.Bad, rep.Last)
+	}
+	// Space returns: the writer catches up by itself.
+	if out, err := exec.Command("mount", "-o", "remount,size=16m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatalf("Flush after space returned: %v", err)
+	}
+	if w.Durable() != published {
+		t.Fatalf("durable %d, want %d", w.Durable(), published)
+	}
+	appendN(t, w, 500)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	last := w.NextSeq() - 1
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.NextSeq() != last+1 {
+		t.Fatalf("reopen: NextSeq %d want %d", w2.NextSeq(), last+1)
+	}
+	w2.Close()
+	verifyDir(t, c, last)
+}
