@@ -1,5 +1,7 @@
 # walcast — see README.md. `make test` is what CI runs.
 GO        ?= go
+SHELL     := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 PKGS      := ./...
 TESTFLAGS ?= -race -timeout 30m
@@ -36,10 +38,14 @@ lint:
 
 # Tests named TestLarge* run at full scale without the race detector (which
 # slows them 5-20x); everything else runs under -race.
+# Each pass pipes `go test -json` through internal/testsum, which keeps the
+# usual ok/FAIL lines, lists every skipped test with its reason, and closes
+# with "tests: N passed, N failed, N skipped".
+TESTSUM := $(GO) run ./internal/testsum
 unit:
-	$(GO) test $(TESTFLAGS) -skip '^TestLarge' $(PKGS)
-	$(GO) test -timeout 30m -run '^TestLarge' $(PKGS)
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) test $(TESTFLAGS) ./...; fi
+	$(GO) test -json -timeout 30m -run '^TestLarge' $(PKGS) | $(TESTSUM)
+	$(GO) test -json $(TESTFLAGS) -skip '^TestLarge' $(PKGS) | $(TESTSUM)
+	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -json $(TESTFLAGS) ./... | $(GO) run ../internal/testsum; fi
 
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
