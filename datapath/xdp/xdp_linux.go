@@ -185,33 +185,56 @@ func (p *Path) setup() error {
 		}
 	}
 
+	if err := p.bind(); err != nil {
+		return err
+	}
+	var opts uint32
+	if err := getsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), unsafe.Sizeof(opts)); err == nil {
+		p.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	return nil
+}
+
+// bind binds the socket to its queue. A socket on the same queue that was
+// just closed keeps the queue busy until the kernel's deferred release runs
+// (EBUSY), so bind retries for up to bindRetry.
+func (p *Path) bind() error {
+	c := &p.cfg
+	fd := p.fd
+	var err error
 	var flags uint16
 	if c.NeedWakeup {
 		flags |= unix.XDP_USE_NEED_WAKEUP
 	}
 	sa := &unix.SockaddrXDP{Flags: flags, Ifindex: uint32(p.ifindex), QueueID: uint32(c.Queue)}
+	bind := func() error {
+		deadline := time.Now().Add(bindRetry)
+		for {
+			err := unix.Bind(fd, sa)
+			if err != unix.EBUSY || time.Now().After(deadline) {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	switch c.Copy {
 	case CopyForce:
 		sa.Flags |= unix.XDP_COPY
-		err = unix.Bind(fd, sa)
+		err = bind()
 	case ZeroCopyForce:
 		sa.Flags |= unix.XDP_ZEROCOPY
-		err = unix.Bind(fd, sa)
+		err = bind()
 	default:
 		sa.Flags = flags | unix.XDP_ZEROCOPY
-		if err = unix.Bind(fd, sa); err != nil {
+		if err = bind(); err != nil {
 			// veth and drivers without XSK support refuse zero-copy
 			// (EOPNOTSUPP); copy mode works on every device.
 			sa.Flags = flags | unix.XDP_COPY
-			err = unix.Bind(fd, sa)
+			err = bind()
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("xdp: bind %s queue %d (flags %#x): %w", c.Interface, c.Queue, sa.Flags, err)
-	}
-	var opts uint32
-	if err := getsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), unsafe.Sizeof(opts)); err == nil {
-		p.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
 	}
 	return nil
 }
@@ -268,6 +291,9 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 	}
 	return n, err
 }
+
+// bindRetry bounds the wait for a queue released by a just-closed socket.
+const bindRetry = 2 * time.Second
 
 var errTooBig = errors.New("xdp: payload larger than a UMEM frame")
 
