@@ -265,6 +265,25 @@ func TestFixtureDetails(t *testing.T) {
 	if r := byID(rs)["irq.affinity"]; r.Severity != Warn || !r.Reboot || len(r.Changes) != 0 {
 		t.Errorf("managed IRQ: %+v", r)
 	}
+	// virtio: the MSI vectors sit on the PCI parent of the device symlink.
+	root = copyTree(t, "testdata/good")
+	dev := filepath.Join(root, "sys/class/net/eth0/device")
+	pci := filepath.Join(root, "sys/devices/pci0000:00/0000:00:03.0")
+	if err := os.RemoveAll(dev); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{pci + "/virtio2", pci + "/msi_irqs/40", pci + "/msi_irqs/41"} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../../../devices/pci0000:00/0000:00:03.0/virtio2", dev); err != nil {
+		t.Fatal(err)
+	}
+	rs, _ = Run(fixtureConfig(root, goodProber()))
+	if r := byID(rs)["irq.affinity"]; !strings.HasPrefix(r.Found, "eth0 40:0-1(eff 0) 41:0-1(eff 0) 42:") {
+		t.Errorf("virtio IRQs via the device's parent: %+v", r)
+	}
 	// A non-veth NIC does not need rx-udp-gro-forwarding.
 	p := goodProber()
 	p.features["rx-udp-gro-forwarding"] = false

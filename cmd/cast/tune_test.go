@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walcast/walcast/tune"
 )
@@ -114,5 +116,46 @@ func TestTuneApplyUndoFixture(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(rmem); string(b) != "212992\n" {
 		t.Errorf("rmem_max after undo: %q", b)
+	}
+}
+
+// -napi-listen waits for one datagram; loopback has no NAPI, so the id is
+// 0 and the check warns that busy polling would do nothing.
+func TestTuneCheckNapiListen(t *testing.T) {
+	l, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.LocalAddr().String()
+	l.Close() // free the port for cast tune to bind
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		c, err := net.Dial("udp", addr)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				c.Write([]byte("napi?"))
+			}
+		}
+	}()
+	code, out, errs := runTuneCmd(t, append([]string{"check", "-json", "-napi-listen", addr, "-napi-wait", "5s"}, fixtureRoots("../../tune/testdata/good")...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rs []tune.Result
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.ID == "nic.napi_id" && (r.Severity != tune.Warn || r.Found != "0") {
+			t.Errorf("nic.napi_id on loopback: %+v", r)
+		}
 	}
 }
