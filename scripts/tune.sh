@@ -207,7 +207,9 @@ check_cmdline() { # PARAM ID WHY
 			list=$(printf '%s' "$v" | tr ',' '\n' | grep -E '^[0-9]' | paste -sd, - || true)
 		fi
 	fi
-	if ! cpus=$(expand_cpus "$list"); then
+	if [[ $list == *all ]]; then
+		cpus=$ONLINE # cpulist_parse accepts "all"
+	elif ! cpus=$(expand_cpus "$list"); then
 		res warn "$2" "$v" "$(want_cpus)" "$3" "fix the kernel command line: bad CPU list $list" reboot
 		return
 	fi

@@ -221,6 +221,9 @@ func (h *host) checkCmdline(param, id, why string) Result {
 	switch {
 	case !ok:
 		r.Found = "absent"
+	case strings.HasSuffix(v, "all"):
+		// cpulist_parse accepts "all" (nohz_full=all, rcu_nocbs=all).
+		r.Found, cpus = v, h.online
 	case param == "isolcpus":
 		r.Found = v
 		_, cpus, err = isolcpusList(v)

@@ -247,6 +247,17 @@ func TestFixtureDetails(t *testing.T) {
 	if r := byID(rs)["cmdline.isolcpus"]; r.Found != "domain,managed_irq,2-3" {
 		t.Errorf("good cmdline.isolcpus found %q", r.Found)
 	}
+	// "all" is a CPU list on the command line.
+	root0 := copyTree(t, "testdata/bad")
+	if err := os.WriteFile(filepath.Join(root0, "proc/cmdline"), []byte("ro isolcpus=2-3 nohz_full=all rcu_nocbs=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c0 := fixtureConfig(root0, badProber())
+	c0.CPUs = []int{2, 3}
+	rs, _ = Run(c0)
+	if g := byID(rs); g["cmdline.isolcpus"].Severity != Pass || g["cmdline.nohz_full"].Severity != Pass || g["cmdline.rcu_nocbs"].Severity != Warn {
+		t.Errorf("cmdline with all: %+v %+v %+v", g["cmdline.isolcpus"], g["cmdline.nohz_full"], g["cmdline.rcu_nocbs"])
+	}
 	// A read-only sysctl (net.core.rmem_max in a child namespace) gets no change.
 	root := copyTree(t, "testdata/container")
 	if err := os.Chmod(filepath.Join(root, "proc/sys/net/core/rmem_max"), 0o444); err != nil {

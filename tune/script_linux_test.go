@@ -246,3 +246,22 @@ func assertRestored(t *testing.T, before, now map[string]string) {
 		}
 	}
 }
+
+// runScriptCheck runs tune.sh check against a fixture root.
+func runScriptCheck(t *testing.T, root string, args ...string) (int, string) {
+	t.Helper()
+	return runScript(t, []string{"TUNE_PROC=" + root + "/proc", "TUNE_SYS=" + root + "/sys"}, append([]string{"check"}, args...)...)
+}
+
+func TestScriptCmdlineAll(t *testing.T) {
+	root := copyTree(t, "testdata/bad")
+	if err := os.WriteFile(filepath.Join(root, "proc/cmdline"), []byte("ro isolcpus=2-3 nohz_full=all rcu_nocbs=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out := runScriptCheck(t, root, "--cpus", "2-3")
+	for _, w := range []string{"pass   cmdline.isolcpus", "pass   cmdline.nohz_full", "warn   cmdline.rcu_nocbs"} {
+		if code != 0 || !strings.Contains(out, w) {
+			t.Errorf("tune.sh with nohz_full=all: exit %d, no %q\n%s", code, w, out)
+		}
+	}
+}
