@@ -18,6 +18,7 @@ setup:
 build:
 	$(GO) build $(PKGS)
 	$(GO) build -o bin/cast ./cmd/cast
+	@if [ -f bench/go.mod ]; then cd bench && $(GO) build -o ../bin/cast-bench ./cmd/cast-bench; fi
 
 # The full gate: formatting, vet (also for darwin), staticcheck, the race-enabled
 # test suite of both modules, and a short run of every fuzz target.
@@ -53,10 +54,13 @@ fuzz-smoke:
 fuzz:
 	FUZZTIME=5m ./scripts/fuzz.sh
 
-# Go micro-benchmarks; `cast bench` runs the side-by-side suite.
-bench: setup
+# Go micro-benchmarks, then the side-by-side suite (bin/cast-bench, also
+# `cast bench all`): bench/out/{report.md,results.json,*.png} and the
+# README's figures block. On a shared machine wrap it:
+# flock /tmp/walcast-bench.lock make bench
+bench: setup build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
-	@if [ -f bench/go.mod ]; then cd bench && $(GO) run ./cmd/report; fi
+	./bin/cast-bench -out bench/out -readme README.md all
 
 demo: build
 	./bin/cast demo

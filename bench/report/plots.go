@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // Plots draws every PNG the run has data for into dir and returns their
@@ -32,9 +33,7 @@ func Plots(r *Report, dir string) ([]string, error) {
 		add(percentilePlot(r.Workload(wl), wl, dir))
 	}
 	add(barPlot(r.Workload("rtt"), dir))
-	for _, n := range scatterPlots(r.Workload("classic-rtt"), dir, &errs) {
-		names = append(names, n)
-	}
+	names = append(names, scatterPlots(r.Workload("classic-rtt"), dir, &errs)...)
 	add(throughputPlot(r.Workload("throughput"), dir))
 	add(lossPlot(r.Workload("loss-degradation"), dir))
 	return names, errors.Join(errs...)
@@ -194,7 +193,10 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 	sort.Ints(ss)
 	p := plot.New()
 	p.Title.Text = "throughput per datapath (loopback, pinned)"
-	p.Y.Label.Text = "M records/s"
+	p.Y.Label.Text = "records/s"
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.X.Tick.Label.Rotation = math.Pi / 8
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
 	w := vg.Points(12)
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
@@ -202,9 +204,12 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 		for k, n := range order {
 			for _, x := range rs {
 				if x.Name == n && x.Size == s && x.Skipped == "" {
-					vals[k] = x.RecPerS / 1e6
+					vals[k] = x.RecPerS
 				}
 			}
+		}
+		for k := range vals {
+			vals[k] = max(vals[k], 1) // the log axis cannot hold 0
 		}
 		bc, err := plotter.NewBarChart(vals, w)
 		if err != nil {

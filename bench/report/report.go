@@ -117,8 +117,6 @@ func table(w io.Writer, md bool, head []string, rows [][]string) {
 	fmt.Fprintln(w)
 }
 
-var latencyWorkloads = []string{"rtt", "oneway", "classic-rtt"}
-
 func latencyRows(rs []harness.Result) [][]string {
 	var rows [][]string
 	for _, r := range rs {
@@ -343,7 +341,7 @@ func ReplaceBlock(doc []byte, block string) ([]byte, error) {
 // workload with ratios to the same-run floor, and the goals.
 func (r *Report) Figures() string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Measured %s on %s with `%s` (full tables, spreads and plots: `bench/out/report.md`, docs/bench.md).\n\n", r.Date, r.Machine, r.Command)
+	fmt.Fprintf(&b, "Measured %s on %s with `%s` (spreads, perf counters and plots: docs/bench.md; `make bench` rewrites bench/out/report.md).\n\n", r.Date, r.Machine, r.Command)
 	if rs := r.Workload("rtt"); len(rs) > 0 {
 		b.WriteString("RTT, 128 B ping-pong, pinned, loopback:\n\n")
 		var rows [][]string

@@ -253,8 +253,8 @@ func probePerf(string) (string, error) {
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		c, err := OpenCounters()
-		defer c.Close()
+		c, err := OpenCounters() // usable even on error: every event n/a
+		defer func() { c.Close() }()
 		var r res
 		r.err = err
 		r.avail = c.Available()

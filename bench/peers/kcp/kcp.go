@@ -1,6 +1,6 @@
 // Package kcp is the KCP peer (github.com/xtaci/kcp-go/v5) in turbo mode:
 // nodelay 1, interval 10 ms, fast resend 2, no congestion control,
-// 1024-segment windows, message mode, ACKs flushed at once, no write
+// 1024-segment windows, message mode (the default), ACKs flushed at once, no write
 // delay, MTU 1400, no FEC, no crypto. kcp-go runs its own goroutines, so
 // Recv blocks on them (netpoll mode).
 package kcp
@@ -22,7 +22,7 @@ func Peer() peers.Peer {
 func turbo(s *kcpgo.UDPSession) {
 	s.SetNoDelay(1, 10, 2, 1)
 	s.SetWindowSize(1024, 1024)
-	s.SetStreamMode(false)
+	// Message mode is kcp-go's default (SetStreamMode is deprecated).
 	s.SetACKNoDelay(true)
 	s.SetWriteDelay(false)
 	s.SetMtu(1400)
@@ -32,15 +32,15 @@ type conn struct{ s *kcpgo.UDPSession }
 
 func (c conn) Send(p []byte) error {
 	_, err := c.s.Write(p)
-	return mapErr(err, c.s)
+	return mapErr(err)
 }
 
 func (c conn) Recv(p []byte) (int, error) {
 	n, err := c.s.Read(p)
-	return n, mapErr(err, c.s)
+	return n, mapErr(err)
 }
 
-func mapErr(err error, s *kcpgo.UDPSession) error {
+func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -150,7 +150,7 @@ type Request struct {
 // AppendRequest appends r's 20 bytes to dst.
 func AppendRequest(dst []byte, r Request) []byte {
 	var b [RequestLen]byte
-	Header{Session: r.Session, Seq: r.Seq, Count: r.Count}.Put(b[:])
+	Header(r).Put(b[:])
 	return append(dst, b[:]...)
 }
 

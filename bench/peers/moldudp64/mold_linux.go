@@ -24,6 +24,8 @@ const (
 	History = 1 << 14
 	// MaxRequest caps the count of one request.
 	MaxRequest = 64
+	// MaxRuns caps the request packets a receiver sends per poll.
+	MaxRuns = 32
 )
 
 // Peer is MoldUDP64 over UDP: A publishes one message per downstream
@@ -133,21 +135,55 @@ type subscriber struct {
 	expected uint64
 	highest  uint64 // highest seq known to exist
 	lastReq  time.Time
+	reqHigh  uint64 // highest seq already requested
 	in, out  []byte
 	echoSeq  uint64
+	// reorder ring: slot seq%History holds message have[slot] (0 = empty)
+	ring []byte
+	have []uint64
+	lens []uint16
+	slot int
 }
 
+// request asks for every missing run in the reorder window: runs beyond
+// what was already asked for at once, and everything still missing again
+// once RerequestInterval passed without the gap filling. At most
+// MaxRuns request packets go out per call.
 func (s *subscriber) request() error {
-	if s.highest < s.expected || time.Since(s.lastReq) < RerequestInterval {
+	if s.highest < s.expected {
 		return nil
 	}
-	s.lastReq = time.Now()
-	cnt := min(s.highest-s.expected+1, MaxRequest)
-	s.out = AppendRequest(s.out[:0], Request{Session: s.session, Seq: s.expected, Count: uint16(cnt)})
-	return mapErr(s.data.WriteTo(s.out, s.rereqTo))
+	from := max(s.expected, s.reqHigh+1)
+	if time.Since(s.lastReq) >= RerequestInterval {
+		from = s.expected
+		s.lastReq = time.Now()
+	}
+	to := min(s.highest, s.expected+History-1)
+	runs := 0
+	for seq := from; seq <= to && runs < MaxRuns; {
+		if s.have[int(seq%History)] == seq {
+			seq++
+			continue
+		}
+		cnt := uint64(1)
+		for cnt < MaxRequest && seq+cnt <= to && s.have[int((seq+cnt)%History)] != seq+cnt {
+			cnt++
+		}
+		s.out = AppendRequest(s.out[:0], Request{Session: s.session, Seq: seq, Count: uint16(cnt)})
+		if err := mapErr(s.data.WriteTo(s.out, s.rereqTo)); err != nil {
+			return err
+		}
+		runs++
+		seq += cnt
+		s.reqHigh = seq - 1
+	}
+	return nil
 }
 
 func (s *subscriber) Recv(m []byte) (int, error) {
+	if n, ok := s.pop(m); ok {
+		return n, nil
+	}
 	var w sock.Wait
 	for {
 		n, ok, err := s.data.TryRead(s.in)
@@ -175,16 +211,37 @@ func (s *subscriber) Recv(m []byte) (int, error) {
 		}
 		last := pkt.Seq + uint64(pkt.Count) - 1
 		s.highest = max(s.highest, last)
-		if pkt.Seq > s.expected || last < s.expected {
-			if pkt.Seq > s.expected {
-				s.lastReq = time.Time{} // a new gap: ask at once
+		for i := range int(pkt.Count) {
+			seq, msg := pkt.Message(i)
+			if seq >= s.expected && seq-s.expected < History {
+				s.stash(seq, msg) // ahead of a gap: kept until the gap fills
 			}
-			continue // ahead (gap: re-requested) or a duplicate
 		}
-		_, msg := pkt.Message(int(s.expected - pkt.Seq))
-		s.expected++
-		return copy(m, msg), nil
+		if n, ok := s.pop(m); ok {
+			return n, nil
+		}
 	}
+}
+
+// stash keeps message seq in the reorder ring.
+func (s *subscriber) stash(seq uint64, msg []byte) {
+	i := int(seq % History)
+	if s.have[i] == seq {
+		return
+	}
+	s.have[i] = seq
+	s.lens[i] = uint16(copy(s.ring[i*s.slot:(i+1)*s.slot], msg))
+}
+
+// pop delivers the expected message if it is in the ring.
+func (s *subscriber) pop(m []byte) (int, bool) {
+	i := int(s.expected % History)
+	if s.have[i] != s.expected {
+		return 0, false
+	}
+	s.have[i] = 0
+	s.expected++
+	return copy(m, s.ring[i*s.slot:i*s.slot+int(s.lens[i])]), true
 }
 
 // Send publishes an echo packet back to A (its own, unrepaired stream).
@@ -233,6 +290,7 @@ func open(cfg peers.Config) (*peers.Pair, error) {
 	sub := &subscriber{
 		data: b, rereqTo: rr.Addr(), session: sess, expected: 1, echoSeq: 1,
 		in: make([]byte, cfg.MsgSize+HeaderLen+2), out: make([]byte, 0, cfg.MsgSize+HeaderLen+2),
+		ring: make([]byte, History*cfg.MsgSize), have: make([]uint64, History), lens: make([]uint16, History), slot: cfg.MsgSize,
 	}
 	p := rawudp.PairOf(a, b, pub, sub)
 	closeAB, relAB := p.Close, p.Release

@@ -1,0 +1,86 @@
+// Command cast-bench is walcast's side-by-side benchmark suite: it runs
+// the workloads over every peer protocol and walcast's own runners on
+// loopback, pinned to cores 0/1, and writes a table to stdout,
+// results.json, report.md and PNG plots. `cast bench all` runs it.
+//
+//	cast-bench [flags] [WORKLOAD...]   (default: all)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/walcast/walcast/bench/suite"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "cast-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	o := suite.DefaultOptions()
+	fs := flag.NewFlagSet("cast-bench", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: cast-bench [flags] [WORKLOAD...]\n\nRuns the side-by-side suite (default: all). Workloads: %s.\nWorkloads whose dependency is missing are reported as not available.\n\nflags:\n", strings.Join(suite.Workloads, ", "))
+		fs.PrintDefaults()
+	}
+	out := fs.String("out", "bench/out", "directory for results.json, report.md and the PNG plots")
+	readme := fs.String("readme", "", "README to refresh between <!-- bench:begin --> and <!-- bench:end --> (empty: leave it)")
+	quick := fs.Bool("quick", false, "tiny counts: checks that everything runs, measures nothing worth quoting")
+	payload := fs.Int("payload", o.Harness.Payload, "message bytes of the latency workloads")
+	n := fs.Int("n", o.Harness.N, "measured messages per latency row")
+	warmup := fs.Int("warmup", o.Harness.Warmup, "warm-up messages per latency row")
+	budget := fs.Duration("budget", o.Harness.Budget, "wall-time cap of one measured phase")
+	repeat := fs.Int("repeat", o.Repeat, "rtt runs per protocol (interleaved; the median p50 run is reported)")
+	cpuA := fs.Int("cpu-a", o.Harness.ClientCPU, "core of the sending/measuring thread (-1: unpinned)")
+	cpuB := fs.Int("cpu-b", o.Harness.ServerCPU, "core of the receiving/echo thread (-1: unpinned)")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return nil
+		}
+		return err
+	}
+	if *quick {
+		o = suite.QuickOptions()
+	} else {
+		o.Harness.Payload, o.Harness.N, o.Harness.Warmup, o.Harness.Budget = *payload, *n, *warmup, *budget
+		o.Repeat = *repeat
+	}
+	o.Harness.ClientCPU, o.Harness.ServerCPU = *cpuA, *cpuB
+	if fs.NArg() > 0 {
+		o.Workloads = fs.Args()
+	}
+	o.Command = "cast-bench " + strings.Join(args, " ")
+	o.Dir = *out
+	if !*quiet {
+		o.Log = os.Stderr
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	start := time.Now()
+	r, err := suite.Run(o)
+	if err != nil {
+		return err
+	}
+	r.Text(os.Stdout)
+	if err := r.Write(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stdout, "wrote %s, %s and %d plots in %.0f s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.md"), len(r.Plots), time.Since(start).Seconds())
+	if *readme != "" {
+		if err := r.UpdateReadme(*readme); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stdout, "refreshed the figures block of %s\n", *readme)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+package suite
+
+import (
+	"fmt"
+
+	"github.com/walcast/walcast/bench/report"
+)
+
+// Goals checks the README's claims against this run. A goal whose rows
+// were not measured says so; it is never reported as met.
+func Goals(r *report.Report) []report.Goal {
+	var gs []report.Goal
+	notMeasured := func(text, why string) {
+		gs = append(gs, report.Goal{Text: text, Status: "not measured", Detail: why})
+	}
+	status := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "missed"
+	}
+
+	g1 := "casting-udp p50 RTT ≤ 1.05× raw UDP and below every peer except raw UDP"
+	if c, ok := r.Find("rtt", "casting-udp", 0, 0); ok {
+		floor, fok := r.Find("rtt", "raw-udp/datapath", 0, 0)
+		if !fok {
+			floor, fok = r.Find("rtt", "raw-udp", 0, 0)
+		}
+		if !fok {
+			notMeasured(g1, "no raw-udp floor row")
+		} else {
+			ratio := float64(c.Latency.P50) / float64(floor.Latency.P50)
+			beaten := ""
+			for _, x := range r.Workload("rtt") {
+				if x.Skipped != "" || x.Name == "casting-udp" || x.Name == "raw-udp" || x.Name == "raw-udp/datapath" {
+					continue
+				}
+				if x.Latency.P50 <= c.Latency.P50 {
+					beaten += " " + x.Name
+				}
+			}
+			ok := ratio <= 1.05 && beaten == ""
+			d := fmt.Sprintf("p50 %.2f× %s", ratio, floor.Name)
+			if beaten != "" {
+				d += "; peers at or below casting:" + beaten
+			}
+			gs = append(gs, report.Goal{Text: g1, Status: status(ok), Detail: d})
+		}
+	} else {
+		notMeasured(g1, "casting-udp rtt row not available")
+	}
+
+	g2 := "casting-mmsg throughput ≥ 0.75× raw GSO/GRO (WAL on)"
+	if c, ok := r.Find("throughput", "casting-mmsg", 144, 0); ok {
+		if f, fok := r.Find("throughput", "raw-gso-gro/datapath", 144, 0); fok && f.RecPerS > 0 {
+			ratio := c.RecPerS / f.RecPerS
+			gs = append(gs, report.Goal{Text: g2, Status: status(ratio >= 0.75), Detail: fmt.Sprintf("%.2f× at 144 B", ratio)})
+		} else {
+			notMeasured(g2, "no raw GSO/GRO floor row")
+		}
+	} else {
+		notMeasured(g2, "casting-mmsg throughput row not available")
+	}
+
+	g3 := "casting delivers in order through 50 % loss"
+	if c, ok := r.Find("loss-degradation", "casting", 144, 0.5); ok {
+		gs = append(gs, report.Goal{Text: g3, Status: status(c.DeliveredPct >= 99.999), Detail: fmt.Sprintf("%.2f %% in order at 50 %%", c.DeliveredPct)})
+	} else {
+		notMeasured(g3, "casting loss-degradation rows not available")
+	}
+
+	g4 := "WAL cold read flat in WAL size (1 M within 1.5× of 10 K)"
+	small, sok := r.Find("wal", "cold-read-10k", 0, 0)
+	big, bok := r.Find("wal", "cold-read-1m", 0, 0)
+	if sok && bok && small.Latency.P50 > 0 {
+		ratio := float64(big.Latency.P50) / float64(small.Latency.P50)
+		gs = append(gs, report.Goal{Text: g4, Status: status(ratio <= 1.5), Detail: fmt.Sprintf("p50 1 M / 10 K = %.2f×", ratio)})
+	} else {
+		notMeasured(g4, "wal cold-read rows not available")
+	}
+	return gs
+}

@@ -1,0 +1,220 @@
+package suite
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/walcast/walcast/bench/harness"
+	"github.com/walcast/walcast/bench/report"
+)
+
+func quick(t *testing.T, workloads ...string) *report.Report {
+	t.Helper()
+	o := QuickOptions()
+	o.Workloads = workloads
+	o.Dir = t.TempDir()
+	r, err := Run(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Probes) == 0 {
+		t.Fatal("no probe matrix")
+	}
+	return r
+}
+
+func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+
+// sane checks what every measured row must satisfy, whatever the timing.
+func sane(t *testing.T, x harness.Result) {
+	t.Helper()
+	if x.Skipped != "" {
+		if x.Note == "" {
+			t.Errorf("%s/%s skipped without saying why", x.Workload, x.Name)
+		}
+		return
+	}
+	l := x.Latency
+	if l.N > 0 && !(l.Min <= l.P50 && l.P50 <= l.P90 && l.P90 <= l.P99 && l.P99 <= l.P999 && l.P999 <= l.Max) {
+		t.Errorf("%s/%s percentiles out of order: %+v", x.Workload, x.Name, l)
+	}
+	for _, v := range []float64{x.RatioP50, x.RatioP99, x.RatioTput, x.RecPerS, x.Gbps, x.RetransPerRec, x.DeliveredPct, l.Mean} {
+		if !finiteNonNeg(v) {
+			t.Errorf("%s/%s: non-finite or negative figure in %+v", x.Workload, x.Name, x.Row)
+		}
+	}
+	if x.Delivered > x.Sent {
+		t.Errorf("%s/%s delivered %d of %d sent", x.Workload, x.Name, x.Delivered, x.Sent)
+	}
+}
+
+func byName(r *report.Report, w string) map[string]harness.Result {
+	m := map[string]harness.Result{}
+	for _, x := range r.Workload(w) {
+		m[x.Name] = x
+	}
+	return m
+}
+
+func TestRTT(t *testing.T) {
+	r := quick(t, "rtt")
+	rs := byName(r, "rtt")
+	for _, p := range LatencyPeers() {
+		x, ok := rs[p.Name]
+		if !ok {
+			t.Fatalf("no rtt row for %s", p.Name)
+		}
+		sane(t, x)
+		if p.Skip != "" {
+			if x.Skipped == "" {
+				t.Errorf("%s should be skipped: %s", p.Name, p.Skip)
+			}
+			continue
+		}
+		if x.Latency.N == 0 || int64(x.Latency.N) != x.Records || x.Records+x.Lost != x.Sent {
+			t.Errorf("%s: n %d records %d lost %d sent %d", p.Name, x.Latency.N, x.Records, x.Lost, x.Sent)
+		}
+		if p.Reliable && x.Lost != 0 {
+			t.Errorf("%s lost %d round trips without loss", p.Name, x.Lost)
+		}
+		if x.Floor != "raw-udp" || x.RatioP50 <= 0 {
+			t.Errorf("%s: ratio %v to %q", p.Name, x.RatioP50, x.Floor)
+		}
+		if len(x.Curve) != len(harness.Quantiles) {
+			t.Errorf("%s: curve of %d points", p.Name, len(x.Curve))
+		}
+	}
+	if rs["raw-udp"].RatioP50 != 1 {
+		t.Errorf("floor ratio %v", rs["raw-udp"].RatioP50)
+	}
+}
+
+func TestOneWay(t *testing.T) {
+	r := quick(t, "oneway")
+	for _, x := range r.Workload("oneway") {
+		sane(t, x)
+		if x.Skipped == "" && (x.Latency.N == 0 || x.Records != int64(x.Latency.N)) {
+			t.Errorf("%s: %+v", x.Name, x.Row)
+		}
+	}
+}
+
+func TestThroughput(t *testing.T) {
+	r := quick(t, "throughput")
+	rs := r.Workload("throughput")
+	if len(rs) < 2*len(ThroughputPeers()) {
+		t.Fatalf("%d rows", len(rs))
+	}
+	for _, x := range rs {
+		sane(t, x)
+		if x.Skipped != "" {
+			continue
+		}
+		if x.RecPerS <= 0 || x.Delivered == 0 {
+			t.Errorf("%s %d B: nothing delivered: %+v", x.Name, x.Size, x.Row)
+		}
+	}
+}
+
+func TestLossDegradation(t *testing.T) {
+	r := quick(t, "loss-degradation")
+	rs := r.Workload("loss-degradation")
+	if len(rs) == 0 {
+		t.Fatal("no rows")
+	}
+	for _, x := range rs {
+		sane(t, x)
+		if x.Skipped != "" {
+			continue
+		}
+		if x.Sent == 0 || x.Delivered == 0 {
+			t.Errorf("%s at %v: sent %d delivered %d", x.Name, x.Drop, x.Sent, x.Delivered)
+		}
+		// Reliable peers deliver everything they were given time for.
+		if x.Name == "kcp-turbo" || x.Name == "quic-stream" || x.Name == "stop-and-wait" {
+			if x.Delivered != x.Sent {
+				t.Errorf("%s at %v: %d of %d in order", x.Name, x.Drop, x.Delivered, x.Sent)
+			}
+		}
+		if x.Drop > 0 && x.Name == "stop-and-wait" && x.RetransPerRec == 0 && x.Sent > 20 {
+			t.Errorf("stop-and-wait at %v: no retransmission", x.Drop)
+		}
+	}
+}
+
+func TestClassic(t *testing.T) {
+	r := quick(t, "classic")
+	if len(r.Workload("classic-rtt")) == 0 || len(r.Workload("classic-bw")) == 0 {
+		t.Fatal("missing classic rows")
+	}
+	for _, x := range append(r.Workload("classic-rtt"), r.Workload("classic-bw")...) {
+		sane(t, x)
+		if x.Skipped == "" && x.Workload == "classic-rtt" && len(x.Series) != x.Latency.N {
+			t.Errorf("series %d for n %d", len(x.Series), x.Latency.N)
+		}
+	}
+}
+
+// Workloads whose runner is not on main are listed as not available,
+// never as rows with made-up figures.
+func TestUnavailableSaysWhy(t *testing.T) {
+	r := quick(t, "loss-recovery", "outage")
+	if len(r.Results) != 0 {
+		for _, x := range r.Results {
+			sane(t, x)
+		}
+	}
+	for _, u := range r.Unavailable {
+		if u.Why == "" {
+			t.Errorf("%s unavailable without a reason", u.Workload)
+		}
+	}
+	for _, g := range r.Goals {
+		if g.Status == "" || g.Detail == "" {
+			t.Errorf("goal %+v", g)
+		}
+	}
+}
+
+func TestReportFiles(t *testing.T) {
+	r := quick(t, "rtt", "classic")
+	dir := t.TempDir()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	var back report.Report
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Results) != len(r.Results) || len(back.Probes) == 0 {
+		t.Fatalf("results.json: %d results, %d probes", len(back.Results), len(back.Probes))
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "report.md"))
+	for _, s := range []string{"Probe matrix", "raw-udp", "stop-and-wait", "goals"} {
+		if !strings.Contains(string(md), s) {
+			t.Errorf("report.md lacks %q", s)
+		}
+	}
+	if len(r.Plots) < 3 {
+		t.Fatalf("plots %v (%v)", r.Plots, r.Notes)
+	}
+	for _, p := range r.Plots {
+		st, err := os.Stat(filepath.Join(dir, p))
+		if err != nil || st.Size() < 1000 {
+			t.Errorf("plot %s: %v", p, err)
+		}
+	}
+	var txt strings.Builder
+	r.Text(&txt)
+	if !strings.Contains(txt.String(), "GSO") {
+		t.Error("stdout table lacks the probe matrix")
+	}
+}
