@@ -23,6 +23,7 @@
 //	    // on the I/O goroutine: nb := w.ReadRange(req.From, req.Count, buf)
 //	    // back on the loop:     rest := s.ColdDone(req, buf[:nb], now, out)
 //	    //                       (flush out and call again while rest is non-empty;
+//	    //                        ColdDone(req, nil, …) on wal.ErrNotFound;
 //	    //                        ColdFailed(req) if the read failed)
 //	s.Tick(now, out)                          // idle-only heartbeat
 //	path.Send(out); out.Reset()

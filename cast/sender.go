@@ -20,6 +20,8 @@ type Log interface {
 	NextSeq() uint64
 }
 
+var _ Log = (*wal.Writer)(nil)
+
 // Errors returned by Sender.Send. They are preallocated so that a refused
 // send allocates nothing.
 var (
