@@ -87,7 +87,7 @@ type harnessOpt struct {
 	r      ReceiverConfig
 	noLog  bool
 	wal    *wal.Writer // use this WAL instead of the fake
-	record int // payload bytes (default 64)
+	record int         // payload bytes (default 64)
 }
 
 func defaultOpt() harnessOpt {
