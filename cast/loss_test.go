@@ -20,6 +20,7 @@ type lossResult struct {
 	maxRetries uint64
 	outcome    Outcome
 	virtual    time.Duration
+	rounds     [33]uint64
 }
 
 func (r lossResult) String() string {
@@ -33,12 +34,18 @@ func (r lossResult) String() string {
 // idles until everything is delivered. It fails unless every record was
 // delivered exactly once, in order, with no sticky outcome.
 func lossRun(t testing.TB, records int, loss float64, retries int, period time.Duration, seed uint64) lossResult {
+	return lossRunWith(t, records, loss, retries, period, seed, DefaultNakDebounce, 0)
+}
+
+// lossRunWith is lossRun with a NAK debounce and a one-way latency.
+func lossRunWith(t testing.TB, records int, loss float64, retries int, period time.Duration, seed uint64, debounce, latency time.Duration) lossResult {
 	o := defaultOpt()
 	o.r.MaxNakRetries = retries
+	o.r.NakDebounce = debounce
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0) // expect seq 1 even if it is lost
-	h.impairData(mem.Impairment{Seed: seed, DropProb: loss})
-	h.impairNaks(mem.Impairment{Seed: seed + 1, DropProb: loss})
+	h.impairData(mem.Impairment{Seed: seed, DropProb: loss, Latency: latency})
+	h.impairNaks(mem.Impairment{Seed: seed + 1, DropProb: loss, Latency: latency})
 	start := h.now()
 	for i := 0; i < records && h.r.Outcome().Kind == Live; i++ {
 		h.send(1)
@@ -56,6 +63,7 @@ func lossRun(t testing.TB, records int, loss float64, retries int, period time.D
 		naksPerRec: float64(rs.NaksSent) / float64(records),
 		nearFaults: rs.NearFaults, maxRetries: rs.MaxRetries,
 		outcome: h.r.Outcome(), virtual: time.Duration(h.now() - start),
+		rounds: rs.NakRounds,
 	}
 	t.Log(res)
 	if res.outcome.Kind != Live {
@@ -95,4 +103,55 @@ func TestLargeSustainedLoss(t *testing.T) {
 			lossRun(t, 100_000, c.loss, c.retries, c.period, 1)
 		})
 	}
+}
+
+// TestLargeLossBudgetSweep measures how many NAKs a missing run needs
+// under sustained loss (both directions) with an unlimited budget, over
+// five seeds per loss rate: the figures behind DefaultMaxNakRetries.
+// round[k] is how many NAKs were the k-th of their run; a budget of B
+// faults once round[B+1] > 0 and came within one retry of it round[B]
+// times.
+func TestLargeLossBudgetSweep(t *testing.T) {
+	for _, c := range lossCases {
+		for seed := uint64(1); seed <= 5; seed++ {
+			t.Run(fmt.Sprintf("%.0f%%/seed%d", c.loss*100, seed), func(t *testing.T) {
+				t.Parallel()
+				r := lossRun(t, 100_000, c.loss, 60000, c.period, seed*1000)
+				t.Logf("SWEEP loss=%.0f%% seed=%d retx/rec=%.3f naks/rec=%.3f max=%d round8=%d round9=%d round24=%d round25=%d",
+					c.loss*100, seed, r.retxPerRec, r.naksPerRec, r.maxRetries, r.rounds[8], r.rounds[9], r.rounds[24], r.rounds[25])
+			})
+		}
+	}
+}
+
+// TestLargeHighRate: at 50 000 records/s the default window (2048
+// records = 41 ms) is shorter than the default 50 ms debounce, so one lost
+// retransmit overflows it — and that must be reported as Reconnect, never
+// as a silent skip. With the debounce lowered to 1 ms (10× the 100 µs
+// round trip) the same window repairs 1, 10 and 30 % loss both ways.
+func TestLargeHighRate(t *testing.T) {
+	for _, loss := range []float64{0.01, 0.10, 0.30} {
+		t.Run(fmt.Sprintf("%.0f%% debounce 1ms", loss*100), func(t *testing.T) {
+			t.Parallel()
+			lossRunWith(t, 100_000, loss, DefaultMaxNakRetries, 20*time.Microsecond, 1, time.Millisecond, 50*time.Microsecond)
+		})
+	}
+	t.Run("10% default debounce overflows to Reconnect", func(t *testing.T) {
+		o := defaultOpt()
+		h := newHarness(t, o)
+		h.r.ResetAfterReplay(0)
+		h.impairData(mem.Impairment{Seed: 1, DropProb: 0.1, Latency: 50 * time.Microsecond})
+		h.impairNaks(mem.Impairment{Seed: 2, DropProb: 0.1, Latency: 50 * time.Microsecond})
+		for i := 0; i < 100_000 && h.r.Outcome().Kind == Live; i++ {
+			h.send(1)
+			h.step()
+			h.p.Clock.Advance(20 * time.Microsecond)
+		}
+		if o := h.r.Outcome(); o.Kind != Reconnect || o.LastDelivered != h.lastSeq || o.Seq-o.LastDelivered-1 < uint64(DefaultReorderSlots) {
+			t.Fatalf("outcome %+v, last delivered %d", o, h.lastSeq)
+		}
+		if h.orderError != nil {
+			t.Fatal(h.orderError)
+		}
+	})
 }

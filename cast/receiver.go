@@ -110,8 +110,12 @@ type ReceiverStats struct {
 	NakDropped uint64 // NAKs not sent because the batch was full (retried)
 	// NearFaults counts runs NAKed MaxNakRetries times: one more NAK
 	// would raise Faulted.
-	NearFaults   uint64
-	MaxRetries   uint64 // highest NAK count any run reached
+	NearFaults uint64
+	MaxRetries uint64 // highest NAK count any run reached
+	// NakRounds[k] counts NAKs sent as the k-th NAK of their run (k
+	// capped at len−1): NakRounds[B] runs came within one retry of
+	// Faulted under a budget of B, NakRounds[B+1] would have faulted.
+	NakRounds    [33]uint64
 	PeerSilences uint64 // PeerSilent events (silence with no gap open)
 	Faults       uint64
 	Reconnects   uint64
@@ -439,6 +443,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 	}
 	r.stats.NaksSent++
 	r.stats.NakSeqs += to - from + 1
+	r.stats.NakRounds[min(int(rt), len(r.stats.NakRounds)-1)]++
 	if uint64(rt) > r.stats.MaxRetries {
 		r.stats.MaxRetries = uint64(rt)
 	}
