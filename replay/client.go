@@ -1,0 +1,579 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/wal"
+)
+
+// Handler receives one data record: its header and payload (the payload's
+// first 8 bytes are its seq). payload is owned by the client and valid
+// only during the call. Records arrive in seq order, each once per Client
+// (records at or below the tip are skipped). A nil return applies the
+// record (the tip moves to its seq). ErrStop also applies it and then
+// ends Run cleanly. Any other error leaves the tip before the record and
+// ends Run (or CatchUp, RunOnce) with that error, without retrying.
+type Handler func(h wal.Header, payload []byte) error
+
+// ClientConfig configures a [Client]. Start from [DefaultClientConfig].
+type ClientConfig struct {
+	// Endpoints are host:port addresses tried in order on every
+	// (re)connect: newest source first (the producer), then archives.
+	Endpoints []string
+	// Stream is the stream id requested.
+	Stream uint32
+	// TLS is the client's TLS config (RootCAs = the CA to trust). Its
+	// ServerName, when empty, is set per endpoint to the endpoint's host.
+	// Required unless Plaintext.
+	TLS *tls.Config
+	// Plaintext connects without TLS; must be asked for explicitly.
+	Plaintext bool
+	// TipPath is the tip file. Empty: the tip lives in memory only,
+	// starting at StartTip.
+	TipPath string
+	// StartTip is the tip when TipPath is empty (0: start at seq 1).
+	StartTip uint64
+	// TipInterval is the longest a delivered record waits before the tip
+	// file records it (the reference persists every 10 ms). The tip is
+	// also written when a connection ends.
+	TipInterval time.Duration
+	// ConnectTimeout bounds TCP connect + TLS handshake + sending the
+	// request.
+	ConnectTimeout time.Duration
+	// ReadTimeout is the longest silence tolerated before CaughtUp (while
+	// the history streams).
+	ReadTimeout time.Duration
+	// IdleTimeout is the longest silence tolerated after CaughtUp. The
+	// server repeats CaughtUp every KeepaliveInterval (1 s) when idle, so
+	// this catches a stalled or vanished server.
+	IdleTimeout time.Duration
+	// KeepAlive is the TCP keepalive idle time and probe interval
+	// (3 probes); negative disables.
+	KeepAlive time.Duration
+	// Backoff is the delay before retry n (n-1 consecutive errors
+	// before), the last entry repeating; each is scaled by a uniform
+	// factor in [1−Jitter, 1+Jitter).
+	Backoff []time.Duration
+	Jitter  float64
+	// RetryBudget: Run gives up with ErrBlocked after more than this many
+	// consecutive failed connections (a connection that delivered a
+	// record or a CaughtUp resets the count).
+	RetryBudget int
+	// BufferBytes is the read buffer per connection, in bytes.
+	BufferBytes int
+	// OnEvent, when set, is called for connection-level events from the
+	// goroutine running the client. It must not block.
+	OnEvent func(Event)
+}
+
+// DefaultClientConfig returns TLS required, 10 ms tip interval, 5 s
+// connect, 10 s read and 5 s idle timeouts, 15 s keepalive, backoff
+// 1/2/4/8/30 s ±20 %, a budget of 20 retries, and a 256 KiB read buffer.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{
+		TipInterval:    10 * time.Millisecond,
+		ConnectTimeout: 5 * time.Second,
+		ReadTimeout:    10 * time.Second,
+		IdleTimeout:    5 * time.Second,
+		KeepAlive:      15 * time.Second,
+		Backoff:        []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 30 * time.Second},
+		Jitter:         0.2,
+		RetryBudget:    20,
+		BufferBytes:    256 << 10,
+	}
+}
+
+// Validate reports a configuration the client cannot run with.
+func (c ClientConfig) Validate() error {
+	switch {
+	case len(c.Endpoints) == 0:
+		return fmt.Errorf("%w: no endpoints", ErrConfig)
+	case c.Plaintext && c.TLS != nil:
+		return fmt.Errorf("%w: Plaintext with a TLS config", ErrConfig)
+	case !c.Plaintext && (c.TLS == nil || (c.TLS.RootCAs == nil && !c.TLS.InsecureSkipVerify)):
+		return fmt.Errorf("%w: client needs a TLS config with the CA to trust (or Plaintext explicitly)", ErrConfig)
+	case c.TipInterval <= 0 || c.ConnectTimeout <= 0 || c.ReadTimeout <= 0 || c.IdleTimeout <= 0:
+		return fmt.Errorf("%w: client intervals and timeouts must be positive", ErrConfig)
+	case len(c.Backoff) == 0:
+		return fmt.Errorf("%w: empty backoff schedule", ErrConfig)
+	case c.Jitter < 0 || c.Jitter >= 1:
+		return fmt.Errorf("%w: jitter %v outside [0,1)", ErrConfig, c.Jitter)
+	case c.RetryBudget < 0:
+		return fmt.Errorf("%w: RetryBudget < 0", ErrConfig)
+	case c.BufferBytes < 4096:
+		return fmt.Errorf("%w: BufferBytes %d < 4096", ErrConfig, c.BufferBytes)
+	}
+	return nil
+}
+
+// EventKind names a client event.
+type EventKind uint8
+
+// Client events.
+const (
+	EventConnected    EventKind = iota + 1 // TLS up, request sent
+	EventNotAvailable                      // endpoint answered NotAvailable; NotAvailable is set
+	EventCaughtUp                          // first CaughtUp of a connection; CaughtUp is set
+	EventDisconnected                      // connection ended; Err says why (nil: clean EOF)
+	EventConnectFailed                     // dial or handshake failed; Err says why
+	EventBackoff                           // sleeping Delay before the next pass; Err is the cause
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventConnected:
+		return "connected"
+	case EventNotAvailable:
+		return "not-available"
+	case EventCaughtUp:
+		return "caught-up"
+	case EventDisconnected:
+		return "disconnected"
+	case EventConnectFailed:
+		return "connect-failed"
+	case EventBackoff:
+		return "backoff"
+	}
+	return "unknown"
+}
+
+// Event is one client event.
+type Event struct {
+	Kind         EventKind
+	Endpoint     string
+	Tip          uint64 // the client's tip when the event happened
+	Err          error
+	Delay        time.Duration
+	CaughtUp     wal.CaughtUp
+	NotAvailable wal.NotAvailable
+}
+
+// ClientStats are cumulative counters of a [Client].
+type ClientStats struct {
+	Connects       uint64 // connections established (TLS up, request sent)
+	ConnectFailed  uint64 // dial or handshake failures
+	NotAvailable   uint64 // NotAvailable answers
+	Records        uint64 // data records delivered to the handler
+	Bytes          uint64 // frame bytes read
+	Duplicates     uint64 // records at or below the tip, skipped
+	BadFrames      uint64 // frames failing version, length or CRC checks
+	Timeouts       uint64 // read or idle timeouts
+	Retries        uint64 // backoff sleeps
+	TipWrites      uint64 // tip file writes
+	TipWriteErrors uint64 // failed tip file writes
+}
+
+// Client follows one stream from a set of endpoints. Its methods must not
+// be called concurrently with each other, except Tip and Stats.
+type Client struct {
+	cfg ClientConfig
+
+	tip       atomic.Uint64 // last seq delivered
+	persisted atomic.Uint64 // last tip written to the file
+	persistMu sync.Mutex
+
+	connects, connFailed, notAvail, records, bytes, dups, badFrames, timeouts, retries, tipWrites, tipErrs atomic.Uint64
+
+	buf []byte // frame buffer: header + largest payload
+}
+
+// NewClient returns a client positioned after its tip: the tip file's
+// value (missing/empty/garbled = 0) or cfg.StartTip without a file.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, buf: make([]byte, wal.HeaderSize+wal.MaxPayload)}
+	tip := cfg.StartTip
+	if cfg.TipPath != "" {
+		t, err := ReadTip(cfg.TipPath)
+		if err != nil {
+			return nil, err
+		}
+		tip = t
+	}
+	c.tip.Store(tip)
+	c.persisted.Store(tip)
+	return c, nil
+}
+
+// Tip returns the last seq delivered to the handler (or loaded at start).
+func (c *Client) Tip() uint64 { return c.tip.Load() }
+
+// SetTip moves the tip, for a consumer that also delivers records by
+// another path (UDP): the next request asks for tip+1. It does not write
+// the tip file; call PersistTip for that.
+func (c *Client) SetTip(tip uint64) { c.tip.Store(tip) }
+
+// PersistTip writes the current tip to the tip file now if it changed
+// since the last write. A no-op without a TipPath.
+func (c *Client) PersistTip() error {
+	if c.cfg.TipPath == "" {
+		return nil
+	}
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	t := c.tip.Load()
+	if t == c.persisted.Load() {
+		return nil
+	}
+	if err := WriteTip(c.cfg.TipPath, t); err != nil {
+		c.tipErrs.Add(1)
+		return err
+	}
+	c.tipWrites.Add(1)
+	c.persisted.Store(t)
+	return nil
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{
+		Connects: c.connects.Load(), ConnectFailed: c.connFailed.Load(), NotAvailable: c.notAvail.Load(),
+		Records: c.records.Load(), Bytes: c.bytes.Load(), Duplicates: c.dups.Load(), BadFrames: c.badFrames.Load(),
+		Timeouts: c.timeouts.Load(), Retries: c.retries.Load(), TipWrites: c.tipWrites.Load(), TipWriteErrors: c.tipErrs.Load(),
+	}
+}
+
+func (c *Client) event(e Event) {
+	if c.cfg.OnEvent != nil {
+		e.Tip = c.tip.Load()
+		c.cfg.OnEvent(e)
+	}
+}
+
+// handlerError carries a Handler's own error out of the retry loop.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return "replay: handler: " + e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+func isHandlerError(err error) bool {
+	var he *handlerError
+	return errors.As(err, &he)
+}
+
+// errCaughtUp ends a pass at the first CaughtUp (CatchUp mode).
+var errCaughtUp = errors.New("replay: caught up")
+
+// Run follows the stream until ctx is done (returns ctx's error), the
+// handler returns ErrStop (returns nil), or the retry budget is spent
+// (returns an error wrapping ErrBlocked and the last failure). A clean
+// end of stream reconnects at once; a failure backs off.
+func (c *Client) Run(ctx context.Context, h Handler) error {
+	return c.loop(ctx, h, false)
+}
+
+// CatchUp streams from tip+1 until the server's first CaughtUp, retrying
+// with backoff like Run, and returns the tip then: every record up to the
+// durable end of the source when the server answered has been delivered.
+func (c *Client) CatchUp(ctx context.Context, h Handler) (uint64, error) {
+	err := c.loop(ctx, h, true)
+	return c.tip.Load(), err
+}
+
+// RunOnce makes one pass over the endpoints without retrying: it returns
+// nil on a clean end of stream, ErrStop from the handler as is, and the
+// failure otherwise (ErrAllEndpoints when no endpoint could serve).
+func (c *Client) RunOnce(ctx context.Context, h Handler) error {
+	stop := c.startPersister()
+	defer stop()
+	_, err := c.pass(ctx, h, false)
+	return err
+}
+
+func (c *Client) loop(ctx context.Context, h Handler, untilCaughtUp bool) error {
+	stop := c.startPersister()
+	defer stop()
+	fails := 0
+	for {
+		progressed, err := c.pass(ctx, h, untilCaughtUp)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrStop):
+			return nil
+		case errors.Is(err, errCaughtUp):
+			return nil
+		case isHandlerError(err):
+			return err
+		case err == nil:
+			fails = 0
+			continue
+		}
+		if progressed {
+			fails = 0
+		}
+		fails++
+		if fails > c.cfg.RetryBudget {
+			return fmt.Errorf("%w after %d consecutive failures: %w", ErrBlocked, fails, err)
+		}
+		d := c.backoff(fails)
+		c.retries.Add(1)
+		c.event(Event{Kind: EventBackoff, Delay: d, Err: err})
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// backoff is the delay before retry n (1-based): Backoff[n-1] capped at
+// the last entry, times a uniform jitter in [1−J, 1+J).
+func (c *Client) backoff(n int) time.Duration {
+	b := c.cfg.Backoff[min(n-1, len(c.cfg.Backoff)-1)]
+	f := 1 - c.cfg.Jitter + 2*c.cfg.Jitter*rand.Float64()
+	return time.Duration(float64(b) * f)
+}
+
+// startPersister writes the tip file at most every TipInterval while a
+// pass runs, off the delivery path (a file write plus two fsyncs take
+// milliseconds). The returned stop writes the final tip synchronously.
+func (c *Client) startPersister() (stop func()) {
+	if c.cfg.TipPath == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(c.cfg.TipInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = c.PersistTip()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+		_ = c.PersistTip()
+	}
+}
+
+// pass tries the endpoints in order with the same from_seq = tip+1. Only
+// a failure to connect (dial, TLS handshake, request) or a NotAvailable
+// answer moves on to the next endpoint; a connection that was served
+// ends the pass with its result. progressed reports that some connection
+// delivered a record or a CaughtUp.
+func (c *Client) pass(ctx context.Context, h Handler, untilCaughtUp bool) (progressed bool, err error) {
+	var lastErr error
+	for _, ep := range c.cfg.Endpoints {
+		if ctx.Err() != nil {
+			return progressed, ctx.Err()
+		}
+		conn, raw, err := c.connect(ctx, ep)
+		if err != nil {
+			c.connFailed.Add(1)
+			c.event(Event{Kind: EventConnectFailed, Endpoint: ep, Err: err})
+			lastErr = err
+			continue
+		}
+		c.connects.Add(1)
+		c.event(Event{Kind: EventConnected, Endpoint: ep})
+		p, err := c.session(ctx, conn, raw, ep, h, untilCaughtUp)
+		progressed = progressed || p
+		if errors.Is(err, ErrNotAvailable) {
+			lastErr = err
+			continue
+		}
+		// CaughtUp mode ends the connection by design; do not report it
+		// as a disconnect.
+		if !errors.Is(err, errCaughtUp) {
+			c.event(Event{Kind: EventDisconnected, Endpoint: ep, Err: err})
+		}
+		_ = c.PersistTip()
+		return progressed, err
+	}
+	if lastErr == nil {
+		lastErr = errors.New("not connected")
+	}
+	return progressed, fmt.Errorf("%w (%d endpoints): %w", ErrAllEndpoints, len(c.cfg.Endpoints), lastErr)
+}
+
+// connect dials ep, runs the TLS handshake and sends the request
+// (from_seq = tip+1), all within ConnectTimeout. raw is the TCP conn
+// (deadlines are set on it).
+func (c *Client) connect(ctx context.Context, ep string) (conn, raw net.Conn, err error) {
+	d := net.Dialer{Timeout: c.cfg.ConnectTimeout}
+	if c.cfg.KeepAlive > 0 {
+		d.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: c.cfg.KeepAlive, Interval: c.cfg.KeepAlive, Count: 3}
+	} else {
+		d.KeepAlive = -1
+	}
+	raw, err = d.DialContext(ctx, "tcp", ep)
+	if err != nil {
+		return nil, nil, fmt.Errorf("replay: dial %s: %w", ep, err)
+	}
+	_ = raw.SetDeadline(time.Now().Add(c.cfg.ConnectTimeout))
+	conn = raw
+	if !c.cfg.Plaintext {
+		cfg := c.cfg.TLS
+		if cfg.ServerName == "" {
+			host, _, herr := net.SplitHostPort(ep)
+			if herr != nil {
+				host = ep
+			}
+			cfg = cfg.Clone()
+			cfg.ServerName = host
+		}
+		if cfg.MinVersion < tls.VersionTLS13 {
+			if cfg == c.cfg.TLS {
+				cfg = cfg.Clone()
+			}
+			cfg.MinVersion = tls.VersionTLS13
+		}
+		tc := tls.Client(raw, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, nil, fmt.Errorf("replay: TLS handshake with %s: %w", ep, err)
+		}
+		conn = tc
+	}
+	var f [wal.ControlFrameSize]byte
+	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: c.tip.Load() + 1})
+	if _, err := conn.Write(f[:]); err != nil {
+		raw.Close()
+		return nil, nil, fmt.Errorf("replay: send request to %s: %w", ep, err)
+	}
+	_ = raw.SetDeadline(time.Time{})
+	return conn, raw, nil
+}
+
+// timeoutReader arms the read deadline before every read that reaches the
+// socket (bufio refills), so silence past the current timeout fails.
+type timeoutReader struct {
+	c   net.Conn
+	raw net.Conn
+	d   time.Duration
+}
+
+func (r *timeoutReader) Read(p []byte) (int, error) {
+	_ = r.raw.SetReadDeadline(time.Now().Add(r.d))
+	return r.c.Read(p)
+}
+
+// session reads frames until the connection ends. Every frame's version,
+// length and CRC are checked before anything in it is used; a bad frame
+// drops the connection, and the next one resumes at tip+1 (the last good
+// record).
+func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h Handler, untilCaughtUp bool) (progressed bool, err error) {
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
+	defer stop()
+	tr := &timeoutReader{c: conn, raw: raw, d: c.cfg.ReadTimeout}
+	br := bufio.NewReaderSize(tr, c.cfg.BufferBytes)
+	buf := c.buf
+	first, caughtUp := true, false
+	for {
+		if _, err := io.ReadFull(br, buf[:wal.HeaderSize]); err != nil {
+			if errors.Is(err, io.EOF) && ctx.Err() == nil {
+				if first {
+					// Closed without answering (e.g. a TLS server fed plaintext).
+					return progressed, fmt.Errorf("%w: %s closed before answering the request", ErrProtocol, ep)
+				}
+				return progressed, nil // clean end of stream between frames
+			}
+			return progressed, c.readErr(ctx, err)
+		}
+		hd, err := wal.ParseHeader(buf)
+		if err != nil {
+			c.badFrames.Add(1)
+			return progressed, fmt.Errorf("replay: frame after seq %d from %s: %w", c.tip.Load(), ep, err)
+		}
+		n := wal.HeaderSize + int(hd.Len)
+		if _, err := io.ReadFull(br, buf[wal.HeaderSize:n]); err != nil {
+			return progressed, c.readErr(ctx, err)
+		}
+		_, payload, _, err := wal.DecodeFrame(buf[:n])
+		if err != nil {
+			c.badFrames.Add(1)
+			return progressed, fmt.Errorf("replay: frame after seq %d from %s: %w", c.tip.Load(), ep, err)
+		}
+		c.bytes.Add(uint64(n))
+		switch hd.Type {
+		case wal.TypeNotAvailable:
+			if !first {
+				return progressed, fmt.Errorf("%w: NotAvailable mid-stream from %s", ErrProtocol, ep)
+			}
+			na, err := wal.ParseNotAvailable(payload)
+			if err != nil {
+				c.badFrames.Add(1)
+				return progressed, fmt.Errorf("replay: NotAvailable from %s: %w", ep, err)
+			}
+			c.notAvail.Add(1)
+			c.event(Event{Kind: EventNotAvailable, Endpoint: ep, NotAvailable: na})
+			return progressed, fmt.Errorf("%w: %s holds %d..%d, asked from %d", ErrNotAvailable, ep, na.Oldest, na.Highest, na.Requested)
+		case wal.TypeCaughtUp:
+			cu, err := wal.ParseCaughtUp(payload)
+			if err != nil {
+				c.badFrames.Add(1)
+				return progressed, fmt.Errorf("replay: CaughtUp from %s: %w", ep, err)
+			}
+			if !caughtUp {
+				caughtUp, progressed = true, true
+				tr.d = c.cfg.IdleTimeout
+				c.event(Event{Kind: EventCaughtUp, Endpoint: ep, CaughtUp: cu})
+				if untilCaughtUp {
+					return progressed, errCaughtUp
+				}
+			}
+		case wal.TypeNak, wal.TypeHeartbeat, wal.TypeReplicationRequest:
+			return progressed, fmt.Errorf("%w: control record %#x on the replay stream from %s", ErrProtocol, hd.Type, ep)
+		default:
+			seq := wal.Seq(payload)
+			tip := c.tip.Load()
+			switch {
+			case seq == 0:
+				c.badFrames.Add(1)
+				return progressed, fmt.Errorf("%w: data record without a seq from %s", ErrProtocol, ep)
+			case seq <= tip:
+				c.dups.Add(1)
+			case seq != tip+1:
+				return progressed, fmt.Errorf("%w: expected %d, got %d from %s", ErrGap, tip+1, seq, ep)
+			default:
+				herr := h(hd, payload)
+				if herr != nil && !errors.Is(herr, ErrStop) {
+					return progressed, &handlerError{herr}
+				}
+				c.tip.Store(seq)
+				c.records.Add(1)
+				progressed = true
+				if herr != nil {
+					return progressed, herr
+				}
+			}
+		}
+		first = false
+	}
+}
+
+func (c *Client) readErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		c.timeouts.Add(1)
+		return fmt.Errorf("%w: %w", ErrIdle, err)
+	}
+	return fmt.Errorf("replay: read: %w", err)
+}

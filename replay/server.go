@@ -1,0 +1,496 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/wal"
+)
+
+// ServerConfig configures a [Server]. Start from [DefaultServerConfig].
+type ServerConfig struct {
+	// TLS is the server's TLS config (certificate required). It is used
+	// with TLS 1.3 as the minimum version. Required unless Plaintext.
+	TLS *tls.Config
+	// Plaintext serves without TLS. Off by default; it must be asked for
+	// explicitly and TLS must then be nil.
+	Plaintext bool
+	// HandshakeTimeout bounds the TLS handshake plus reading the
+	// ReplicationRequest (the reference has no timeout here).
+	HandshakeTimeout time.Duration
+	// WriteTimeout is how long one write to a connection may block. A
+	// consumer that does not drain its connection for this long is
+	// disconnected with ErrSlowConsumer; until then it is buffered by
+	// at most BufferBytes plus the kernel socket buffer.
+	WriteTimeout time.Duration
+	// BufferBytes is the per-connection write buffer, in bytes.
+	BufferBytes int
+	// KeepaliveInterval: in the live tail, after this long without a
+	// record the server repeats CaughtUp (seq 0, so a reference client's
+	// tip is unchanged) so clients can tell a quiet stream from a dead
+	// server. Must be below the clients' IdleTimeout.
+	KeepaliveInterval time.Duration
+	// MaxConns caps concurrent connections; further ones are closed at
+	// once (counted in Refused). 0 means no cap.
+	MaxConns int
+	// OnDisconnect, when set, is called once per served connection as it
+	// ends, from that connection's goroutine. It must not block.
+	OnDisconnect func(ConnReport)
+}
+
+// DefaultServerConfig returns TLS required (TLS still to be filled in),
+// 10 s handshake, 5 s write timeout, 256 KiB buffer, 1 s keepalive,
+// 1024 connections.
+func DefaultServerConfig() ServerConfig {
+	return ServerConfig{
+		HandshakeTimeout:  10 * time.Second,
+		WriteTimeout:      5 * time.Second,
+		BufferBytes:       256 << 10,
+		KeepaliveInterval: time.Second,
+		MaxConns:          1024,
+	}
+}
+
+// Validate reports a configuration the server cannot run with.
+func (c ServerConfig) Validate() error {
+	switch {
+	case c.Plaintext && c.TLS != nil:
+		return fmt.Errorf("%w: Plaintext with a TLS config", ErrConfig)
+	case !c.Plaintext && (c.TLS == nil || (len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil)):
+		return fmt.Errorf("%w: server needs a TLS certificate (or Plaintext explicitly)", ErrConfig)
+	case c.HandshakeTimeout <= 0 || c.WriteTimeout <= 0 || c.KeepaliveInterval <= 0:
+		return fmt.Errorf("%w: server timeouts must be positive", ErrConfig)
+	case c.BufferBytes < 4096:
+		return fmt.Errorf("%w: BufferBytes %d < 4096", ErrConfig, c.BufferBytes)
+	case c.MaxConns < 0:
+		return fmt.Errorf("%w: MaxConns < 0", ErrConfig)
+	}
+	return nil
+}
+
+// ConnReport describes one served connection when it ends.
+type ConnReport struct {
+	Remote  string
+	Stream  uint32
+	From    uint64 // requested from_seq
+	Last    uint64 // last seq sent (0 if none)
+	Records uint64 // data records sent
+	Reason  error  // why it ended: io.EOF (peer closed), ErrSlowConsumer, ErrNotAvailable, …
+}
+
+// ServerStats are cumulative counters of a [Server].
+type ServerStats struct {
+	Accepted        uint64 // connections accepted
+	Active          int64  // connections being served now
+	Refused         uint64 // closed at once: MaxConns reached
+	HandshakeFailed uint64 // TLS handshake failed or timed out (e.g. plaintext client)
+	BadRequests     uint64 // request frame missing, corrupt or of the wrong type
+	NotAvailable    uint64 // answered ReplicationNotAvailable
+	SlowConsumers   uint64 // dropped because a write blocked past WriteTimeout
+	Records         uint64 // data records sent, all connections
+	Bytes           uint64 // frame bytes sent, all connections
+	Keepalives      uint64 // CaughtUp keepalives sent on idle live tails
+}
+
+// Server serves streams over TCP: one goroutine per connection, each with
+// its own cursor on the source, so connections never wait on each other
+// and the producer never waits on any of them.
+type Server struct {
+	cfg     ServerConfig
+	tls     *tls.Config
+	sources map[uint32]Source
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	lns    map[net.Listener]struct{}
+	conns  map[net.Conn]struct{}
+	closed bool
+
+	accepted, refused, hsFailed, badReq, notAvail, slow, records, bytes, keepalives atomic.Uint64
+	active                                                                         atomic.Int64
+}
+
+// ErrServerClosed is returned by Serve after Close.
+var ErrServerClosed = errors.New("replay: server closed")
+
+// NewServer returns a server for the given sources (one per stream id).
+func NewServer(cfg ServerConfig, sources ...Source) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, sources: map[uint32]Source{}, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
+	for _, src := range sources {
+		if _, dup := s.sources[src.Stream()]; dup {
+			return nil, fmt.Errorf("%w: two sources for stream %d", ErrConfig, src.Stream())
+		}
+		s.sources[src.Stream()] = src
+	}
+	if !cfg.Plaintext {
+		s.tls = cfg.TLS.Clone()
+		if s.tls.MinVersion < tls.VersionTLS13 {
+			s.tls.MinVersion = tls.VersionTLS13
+		}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() ServerStats {
+	return ServerStats{
+		Accepted: s.accepted.Load(), Active: s.active.Load(), Refused: s.refused.Load(),
+		HandshakeFailed: s.hsFailed.Load(), BadRequests: s.badReq.Load(), NotAvailable: s.notAvail.Load(),
+		SlowConsumers: s.slow.Load(), Records: s.records.Load(), Bytes: s.bytes.Load(), Keepalives: s.keepalives.Load(),
+	}
+}
+
+// ListenAndServe listens on addr (TCP) and serves until Close.
+func (s *Server) ListenAndServe(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("replay: listen: %w", err)
+	}
+	return s.Serve(ln)
+}
+
+// Serve accepts connections on ln until Close; it closes ln on return and
+// returns ErrServerClosed after Close.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.lns[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.lns, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	var delay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if s.ctx.Err() != nil {
+				return ErrServerClosed
+			}
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("replay: accept: %w", err)
+			}
+			// EMFILE, ECONNABORTED and friends: back off like net/http.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			select {
+			case <-time.After(delay):
+			case <-s.ctx.Done():
+				return ErrServerClosed
+			}
+			continue
+		}
+		delay = 0
+		s.accepted.Add(1)
+		if !s.track(c) {
+			s.refused.Add(1)
+			c.Close()
+			continue
+		}
+		s.wg.Add(1)
+		go s.serveConn(c)
+	}
+}
+
+func (s *Server) track(c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || (s.cfg.MaxConns > 0 && len(s.conns) >= s.cfg.MaxConns) {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines to end.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.cancel()
+	for ln := range s.lns {
+		ln.Close()
+	}
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) serveConn(raw net.Conn) {
+	s.active.Add(1)
+	rep := ConnReport{Remote: raw.RemoteAddr().String()}
+	defer func() {
+		raw.Close()
+		s.mu.Lock()
+		delete(s.conns, raw)
+		s.mu.Unlock()
+		s.active.Add(-1)
+		if s.cfg.OnDisconnect != nil {
+			s.cfg.OnDisconnect(rep)
+		}
+		s.wg.Done()
+	}()
+	rep.Reason = s.session(raw, &rep)
+}
+
+// session runs one connection's protocol and returns why it ended.
+func (s *Server) session(raw net.Conn, rep *ConnReport) error {
+	var conn net.Conn = raw
+	_ = raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	if s.tls != nil {
+		tc := tls.Server(raw, s.tls)
+		if err := tc.HandshakeContext(s.ctx); err != nil {
+			s.hsFailed.Add(1)
+			return fmt.Errorf("replay: TLS handshake: %w", err)
+		}
+		conn = tc
+	}
+	req, err := readRequest(conn)
+	if err != nil {
+		s.badReq.Add(1)
+		return err
+	}
+	_ = raw.SetDeadline(time.Time{})
+	rep.Stream, rep.From = req.Stream, req.From
+
+	src := s.sources[req.Stream]
+	var oldest, durable uint64
+	if src != nil {
+		oldest, durable = src.Bounds()
+	}
+	// Servable as in the reference: from 0 means "from the oldest", and a
+	// request above the highest seq waits for it.
+	if src == nil || !(req.From == 0 || (durable != 0 && req.From >= oldest)) {
+		s.notAvail.Add(1)
+		var f [wal.ControlFrameSize]byte
+		wal.PutNotAvailableFrame(f[:], wal.NotAvailable{Requested: req.From, Oldest: oldest, Highest: durable, Stream: req.Stream})
+		_ = raw.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if _, err := conn.Write(f[:]); err != nil {
+			return fmt.Errorf("replay: send NotAvailable: %w", err)
+		}
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		return ErrNotAvailable
+	}
+
+	// The client sends nothing after its request: a read returning means
+	// it closed (or broke protocol). Watch for that so a quiet live tail
+	// notices a departed client at once instead of at the next write.
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	defer cancel(nil)
+	go func() {
+		var b [1]byte
+		_, err := conn.Read(b[:])
+		if err == nil {
+			err = fmt.Errorf("%w: client sent bytes after its request", ErrProtocol)
+		}
+		cancel(err)
+	}()
+	defer raw.Close() // ends the watcher's Read
+
+	st := streamer{
+		s: s, src: src, rep: rep,
+		bw: bufio.NewWriterSize(&deadlineWriter{c: conn, raw: raw, d: s.cfg.WriteTimeout}, s.cfg.BufferBytes),
+	}
+	err = st.run(ctx, req.From, oldest, durable)
+	if errors.Is(err, context.Canceled) {
+		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+			err = c
+		}
+	}
+	if errors.Is(err, ErrSlowConsumer) {
+		s.slow.Add(1)
+	}
+	return err
+}
+
+// readRequest reads and verifies the ReplicationRequest frame: version,
+// type, length (64..1024 bytes, so a hostile length cannot make us
+// allocate), then CRC before the payload is interpreted.
+func readRequest(c net.Conn) (wal.ReplicationRequest, error) {
+	var b [wal.HeaderSize + 1024]byte
+	if _, err := io.ReadFull(c, b[:wal.HeaderSize]); err != nil {
+		return wal.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
+	}
+	h, err := wal.ParseHeader(b[:])
+	if err != nil {
+		return wal.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
+	}
+	if h.Type != wal.TypeReplicationRequest || h.Len < wal.ControlPayloadSize || int(h.Len) > len(b)-wal.HeaderSize {
+		return wal.ReplicationRequest{}, fmt.Errorf("%w: request type %#x len %d", ErrProtocol, h.Type, h.Len)
+	}
+	n := wal.HeaderSize + int(h.Len)
+	if _, err := io.ReadFull(c, b[wal.HeaderSize:n]); err != nil {
+		return wal.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
+	}
+	_, p, _, err := wal.DecodeFrame(b[:n])
+	if err != nil {
+		return wal.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
+	}
+	return wal.ParseReplicationRequest(p)
+}
+
+// deadlineWriter arms the write deadline before every write that reaches
+// the socket (bufio calls it once per full buffer or flush), so a peer
+// that stops draining fails the write after d instead of blocking it.
+type deadlineWriter struct {
+	c   net.Conn
+	raw net.Conn
+	d   time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.raw.SetWriteDeadline(time.Now().Add(w.d))
+	n, err := w.c.Write(p)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return n, fmt.Errorf("%w: a write blocked for %v", ErrSlowConsumer, w.d)
+		}
+	}
+	return n, err
+}
+
+// streamer sends one connection's records: history up to the durable seq,
+// CaughtUp, then the live tail as the source reports new durable records.
+type streamer struct {
+	s   *Server
+	src Source
+	rep *ConnReport
+	bw  *bufio.Writer
+
+	hold []byte // a frame read ahead of the durable seq, waiting for it
+}
+
+func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error {
+	start := from
+	if start == 0 {
+		start = max(oldest, 1)
+	}
+	last := start - 1 // last seq sent; records ≤ last are never sent again
+	cur, err := st.src.Open(start)
+	if err != nil {
+		return fmt.Errorf("replay: open stream %d at %d: %w", st.src.Stream(), start, err)
+	}
+	defer cur.Close()
+
+	caughtUp := false
+	for {
+		// Send everything durable, in order, each seq once.
+		for {
+			f := st.hold
+			if f == nil {
+				f, err = cur.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return fmt.Errorf("replay: read stream %d after %d: %w", st.src.Stream(), last, err)
+				}
+			}
+			h, herr := wal.ParseHeader(f)
+			if herr != nil || len(f) != wal.HeaderSize+int(h.Len) {
+				return fmt.Errorf("replay: source frame after %d: %w", last, wal.ErrCorrupt)
+			}
+			seq := wal.Seq(f[wal.HeaderSize:])
+			if seq <= last {
+				st.hold = nil
+				continue
+			}
+			if seq != last+1 {
+				return fmt.Errorf("%w: source jumped from %d to %d", ErrGap, last, seq)
+			}
+			if seq > durable {
+				_, durable = st.src.Bounds()
+				if seq > durable {
+					// Read ahead of the fsync: keep it until it is durable
+					// so a consumer never sees a record a crash could undo.
+					if st.hold == nil {
+						st.hold = append(make([]byte, 0, len(f)), f...)
+					}
+					break
+				}
+			}
+			st.hold = nil
+			if _, err := st.bw.Write(f); err != nil {
+				return err
+			}
+			last = seq
+			st.rep.Last = last
+			st.rep.Records++
+			st.s.records.Add(1)
+			st.s.bytes.Add(uint64(len(f)))
+		}
+		if !caughtUp {
+			caughtUp = true
+			if err := st.caughtUp(last); err != nil {
+				return err
+			}
+		}
+		if err := st.bw.Flush(); err != nil {
+			return err
+		}
+		// Wait for the writer's next flush; repeat CaughtUp while idle.
+		for {
+			wctx, cancel := context.WithTimeout(ctx, st.s.cfg.KeepaliveInterval)
+			d, err := st.src.WaitDurable(wctx, last)
+			cancel()
+			if err == nil {
+				durable = max(durable, d)
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("replay: wait on stream %d: %w", st.src.Stream(), err)
+			}
+			st.s.keepalives.Add(1)
+			if err := st.caughtUp(last); err != nil {
+				return err
+			}
+			if err := st.bw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// caughtUp writes a CaughtUp record. live_seq is the last seq sent: the
+// record's meaning is "everything up to live_seq has been sent", so when
+// nothing was sent it is from−1 (the reference writes from_seq there,
+// which claims one record too many).
+func (st *streamer) caughtUp(last uint64) error {
+	var f [wal.CaughtUpFrameSize]byte
+	wal.PutCaughtUpFrame(f[:], wal.CaughtUp{TsNs: uint64(time.Now().UnixNano()), Stream: st.src.Stream(), LiveSeq: last})
+	_, err := st.bw.Write(f[:])
+	return err
+}
