@@ -121,12 +121,12 @@ type EventKind uint8
 
 // Client events.
 const (
-	EventConnected    EventKind = iota + 1 // TLS up, request sent
-	EventNotAvailable                      // endpoint answered NotAvailable; NotAvailable is set
-	EventCaughtUp                          // first CaughtUp of a connection; CaughtUp is set
-	EventDisconnected                      // connection ended; Err says why (nil: clean EOF)
-	EventConnectFailed                     // dial or handshake failed; Err says why
-	EventBackoff                           // sleeping Delay before the next pass; Err is the cause
+	EventConnected     EventKind = iota + 1 // TLS up, request sent
+	EventNotAvailable                       // endpoint answered NotAvailable; NotAvailable is set
+	EventCaughtUp                           // first CaughtUp of a connection; CaughtUp is set
+	EventDisconnected                       // connection ended; Err says why (nil: clean EOF)
+	EventConnectFailed                      // dial or handshake failed; Err says why
+	EventBackoff                            // sleeping Delay before the next pass; Err is the cause
 )
 
 func (k EventKind) String() string {

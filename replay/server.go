@@ -118,7 +118,7 @@ type Server struct {
 	closed bool
 
 	accepted, refused, hsFailed, badReq, notAvail, slow, records, bytes, keepalives atomic.Uint64
-	active                                                                         atomic.Int64
+	active                                                                          atomic.Int64
 }
 
 // ErrServerClosed is returned by Serve after Close.

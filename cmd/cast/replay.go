@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/walcast/walcast/replay"
+	"github.com/walcast/walcast/wal"
+)
+
+func init() {
+	register(command{name: "replay", summary: "TCP catch-up from the WAL: `cast replay serve|tail`", run: runReplay})
+}
+
+// replayOut is where `cast replay tail` prints; tests swap it.
+var replayOut io.Writer = os.Stdout
+
+// replayContext is the lifetime of serve and tail (until SIGINT/SIGTERM);
+// tests swap it.
+var replayContext = signalContext
+
+const replayUsage = `usage: cast replay serve -wal DIR [-listen ADDR] [-streams 1,2] [TLS flags]
+       cast replay tail -endpoints A[,B...] [-stream N] [-from SEQ | -tip FILE] [-out FILE] [TLS flags]
+
+serve follows the WAL directory (written by another process) and serves each
+stream's history from any seq, then its live tail, over TLS 1.3.
+tail connects to the endpoints in order, catches up from SEQ (or the tip file),
+then follows the live tail: one line per record (seq type len) on stdout, or
+the raw frames appended to -out.
+
+TLS files default to the environment: RSX_REPL_CERT_PATH, RSX_REPL_KEY_PATH,
+RSX_REPL_CA_PATH (as the reference), then ./certs/{server,server-key,ca}.pem
+as written by 'cast certs'. -plaintext turns TLS off on both sides.`
+
+func runReplay(args []string) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(os.Stderr, replayUsage)
+		if len(args) == 0 {
+			return &exitError{code: 2}
+		}
+		return nil
+	}
+	switch args[0] {
+	case "serve":
+		return replayServe(args[1:])
+	case "tail":
+		return replayTail(args[1:])
+	}
+	fmt.Fprintln(os.Stderr, replayUsage)
+	return &exitError{code: 2, msg: fmt.Sprintf("cast replay: unknown subcommand %q", args[0])}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func replayServe(args []string) error {
+	fs := newFlagSet("replay serve", "-wal DIR [flags]", "Serve WAL streams over TCP (TLS 1.3 unless -plaintext).")
+	walDir := fs.String("wal", "", "WAL root directory (the writer's Config.Dir)")
+	listen := fs.String("listen", "127.0.0.1:7400", "TCP address to listen on")
+	streams := fs.String("streams", "", "comma-separated stream ids (default: every stream under -wal)")
+	cert := fs.String("cert", envOr("RSX_REPL_CERT_PATH", "certs/server.pem"), "server certificate chain (PEM)")
+	key := fs.String("key", envOr("RSX_REPL_KEY_PATH", "certs/server-key.pem"), "server private key (PEM)")
+	clientCA := fs.String("client-ca", "", "require client certificates signed by this CA (PEM)")
+	plaintext := fs.Bool("plaintext", false, "serve without TLS (explicit opt-out)")
+	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "drop a consumer whose connection stays full this long")
+	poll := fs.Duration("poll", time.Second, "safety-net poll of the WAL directory (inotify wakes it otherwise)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *walDir == "" || fs.NArg() != 0 {
+		fs.Usage()
+		return &exitError{code: 2}
+	}
+	cfg := replay.DefaultServerConfig()
+	cfg.WriteTimeout = *writeTimeout
+	cfg.Plaintext = *plaintext
+	if !*plaintext {
+		t, err := replay.ServerTLS(*cert, *key, *clientCA)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = t
+	}
+	cfg.OnDisconnect = func(r replay.ConnReport) {
+		fmt.Fprintf(os.Stderr, "%s stream %d from %d: sent %d records (last %d), ended: %v\n", r.Remote, r.Stream, r.From, r.Records, r.Last, r.Reason)
+	}
+	var ids []uint32
+	if *streams == "" {
+		found, err := wal.Streams(*walDir)
+		if err != nil {
+			return err
+		}
+		if len(found) == 0 {
+			ents, _ := os.ReadDir(*walDir)
+			for _, e := range ents {
+				if id, err := strconv.ParseUint(e.Name(), 10, 32); err == nil && e.IsDir() {
+					ids = append(ids, uint32(id))
+				}
+			}
+		} else {
+			ids = found
+		}
+	} else {
+		for _, s := range strings.Split(*streams, ",") {
+			id, err := strconv.ParseUint(strings.TrimSpace(s), 10, 32)
+			if err != nil {
+				return fmt.Errorf("bad stream id %q", s)
+			}
+			ids = append(ids, uint32(id))
+		}
+	}
+	if len(ids) == 0 {
+		return fmt.Errorf("no streams under %s", *walDir)
+	}
+	var srcs []replay.Source
+	for _, id := range ids {
+		ds, err := replay.OpenDirSource(*walDir, id, *poll)
+		if err != nil {
+			return err
+		}
+		defer ds.Close()
+		srcs = append(srcs, ds)
+	}
+	srv, err := replay.NewServer(cfg, srcs...)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	ctx, stop := replayContext()
+	defer stop()
+	go func() { <-ctx.Done(); srv.Close() }()
+	mode := "TLS 1.3"
+	if *plaintext {
+		mode = "plaintext"
+	}
+	fmt.Fprintf(os.Stderr, "serving streams %v from %s on %s (%s)\n", ids, *walDir, ln.Addr(), mode)
+	if err := srv.Serve(ln); !errors.Is(err, replay.ErrServerClosed) {
+		return err
+	}
+	st := srv.Stats()
+	fmt.Fprintf(os.Stderr, "served %d connections, %d records, %d bytes; %d not-available, %d slow consumers dropped, %d failed handshakes\n",
+		st.Accepted, st.Records, st.Bytes, st.NotAvailable, st.SlowConsumers, st.HandshakeFailed)
+	return nil
+}
+
+func replayTail(args []string) error {
+	fs := newFlagSet("replay tail", "-endpoints A[,B...] [flags]", "Catch up from a seq over TCP, then follow the live tail.")
+	endpoints := fs.String("endpoints", "127.0.0.1:7400", "comma-separated host:port, tried in order (federation on NotAvailable)")
+	stream := fs.Uint("stream", 1, "stream id")
+	from := fs.Uint64("from", 1, "first seq wanted (ignored when -tip names an existing tip file)")
+	tipPath := fs.String("tip", "", "tip file: resume after its seq and keep it up to date")
+	out := fs.String("out", "", "append raw frames to this file instead of printing")
+	count := fs.Uint64("count", 0, "stop after this many records (0: follow forever)")
+	untilCaught := fs.Bool("caught-up", false, "stop at the server's CaughtUp")
+	ca := fs.String("ca", envOr("RSX_REPL_CA_PATH", "certs/ca.pem"), "CA certificate(s) to trust (PEM)")
+	cert := fs.String("cert", "", "client certificate for mutual TLS (PEM)")
+	key := fs.String("key", "", "client key for mutual TLS (PEM)")
+	plaintext := fs.Bool("plaintext", false, "connect without TLS (explicit opt-out)")
+	verbose := fs.Bool("v", false, "print connection events to stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 || *from == 0 {
+		fs.Usage()
+		return &exitError{code: 2}
+	}
+	cfg := replay.DefaultClientConfig()
+	for _, e := range strings.Split(*endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			cfg.Endpoints = append(cfg.Endpoints, e)
+		}
+	}
+	cfg.Stream = uint32(*stream)
+	cfg.StartTip = *from - 1
+	cfg.Plaintext = *plaintext
+	if *tipPath != "" {
+		abs, err := filepath.Abs(*tipPath)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(abs); err == nil {
+			cfg.TipPath = abs
+		} else if err := replay.WriteTip(abs, *from-1); err != nil {
+			return err
+		} else {
+			cfg.TipPath = abs
+		}
+	}
+	if !*plaintext {
+		var t *tls.Config
+		t, err := replay.ClientTLS(*ca, *cert, *key)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = t
+	}
+	live := false // after CaughtUp, print each record at once
+	cfg.OnEvent = func(e replay.Event) {
+		if e.Kind == replay.EventCaughtUp {
+			live = true
+		}
+		if *verbose {
+			fmt.Fprintf(os.Stderr, "%v %s tip=%d", e.Kind, e.Endpoint, e.Tip)
+			if e.Err != nil {
+				fmt.Fprintf(os.Stderr, " err=%v", e.Err)
+			}
+			if e.Delay > 0 {
+				fmt.Fprintf(os.Stderr, " delay=%v", e.Delay.Round(time.Millisecond))
+			}
+			fmt.Fprintln(os.Stderr)
+		}
+	}
+	cl, err := replay.NewClient(cfg)
+	if err != nil {
+		return err
+	}
+	var sink *bufio.Writer
+	if *out != "" {
+		f, err := os.OpenFile(*out, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		sink = bufio.NewWriterSize(f, 256<<10)
+	} else {
+		sink = bufio.NewWriter(replayOut)
+	}
+	defer sink.Flush()
+	var n uint64
+	var hdr [wal.HeaderSize]byte
+	h := func(hd wal.Header, p []byte) error {
+		if *out != "" {
+			hd.Put(hdr[:])
+			sink.Write(hdr[:])
+			sink.Write(p)
+		} else {
+			fmt.Fprintf(sink, "%d %d %d\n", wal.Seq(p), hd.Type, hd.Len)
+		}
+		n++
+		if live {
+			if err := sink.Flush(); err != nil {
+				return err
+			}
+		}
+		if *count > 0 && n >= *count {
+			return replay.ErrStop
+		}
+		return nil
+	}
+	ctx, stop := replayContext()
+	defer stop()
+	if *untilCaught {
+		_, err = cl.CatchUp(ctx, h)
+	} else {
+		err = cl.Run(ctx, h)
+	}
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	if ferr := sink.Flush(); err == nil {
+		err = ferr
+	}
+	fmt.Fprintf(os.Stderr, "%d records, tip %d\n", n, cl.Tip())
+	return err
+}
