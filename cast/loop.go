@@ -1,0 +1,740 @@
+package cast
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/wal"
+)
+
+// ColdReader serves the Sender's cold reads off the hot thread;
+// *wal.Writer satisfies it. ReadRange copies up to n consecutive frames
+// starting at seq from into dst and returns the frame and byte counts.
+type ColdReader interface {
+	ReadRange(from uint64, n int, dst []byte) (frames, bytes int, err error)
+}
+
+// Waiter is a datapath that can park on Go's netpoller until a datagram
+// arrives (datapath/udp and datapath/mmsg are). The loop needs it for
+// the affinity.Park idle strategy.
+type Waiter interface {
+	RecvWait(v *batch.Vec, deadline time.Time) (int, error)
+}
+
+// LoopConfig configures a [Loop]. Start from [DefaultLoopConfig].
+type LoopConfig struct {
+	// Path carries the datagrams. The Loop owns it from StartLoop on and
+	// closes it in Close, after its thread has stopped using it.
+	Path datapath.Path
+	// Sender and Receiver are the cores the loop drives; at least one.
+	// With both (an echoer, or a ping client), NAK datagrams go to the
+	// Sender and everything else to the Receiver.
+	Sender   *Sender
+	Receiver *Receiver
+	// Cold serves the Sender's cold reads (NAKed records no longer in the
+	// hot ring) on an I/O goroutine; usually the Sender's *wal.Writer.
+	// Nil: cold requests are reported failed and the receiver asks again.
+	Cold ColdReader
+	// Thread pins the loop's locked OS thread (CPU -1: unpinned).
+	Thread affinity.Config
+	// Idle paces the loop when a poll found nothing. affinity.Park blocks
+	// in the Path's RecvWait until a datagram or the next tick.
+	Idle affinity.Idler
+	// Batch is the number of datagrams received per poll and flushed per
+	// send (default 64).
+	Batch int
+	// Slot is the size in bytes of each datagram buffer (default
+	// DefaultMaxFrame); it must hold the largest datagram either side
+	// sends, coalesced datagrams included.
+	Slot int
+	// TickInterval is how often the cores' timers run (default 1 ms).
+	TickInterval time.Duration
+	// OnRecord is called on the loop thread for every record delivered
+	// in seq order; h and payload are valid only during the call.
+	OnRecord func(h wal.Header, payload []byte)
+	// OnEvent is called on the loop thread when the Receiver's outcome or
+	// silence changes, and when the loop stops on an error.
+	OnEvent func(Event)
+	// OnPoll is called on the loop thread once per iteration with the
+	// loop's clock: producers that live inside the loop call l.Send here.
+	OnPoll func(l *Loop, now int64)
+	// SendRing is the number of slots of the ring through which one other
+	// goroutine publishes records ([Loop.Publish]); 0 = none.
+	SendRing int
+	// RecvRing is the number of slots of the ring through which one other
+	// goroutine consumes delivered records ([Loop.Received]); 0 = none.
+	RecvRing int
+	// RingSlot is the largest payload a ring slot holds, bytes (default
+	// Slot − 16).
+	RingSlot int
+	// ColdBuffers is the number of cold reads in flight at once (default
+	// DefaultMaxColdInFlight); ColdBufSize the bytes each may return
+	// (default DefaultMaxColdRecords × Slot).
+	ColdBuffers int
+	ColdBufSize int
+}
+
+// DefaultLoopConfig returns a spinning, unpinned loop with 64-datagram
+// batches and a 1 ms tick; set Path and a core.
+func DefaultLoopConfig() LoopConfig {
+	return LoopConfig{
+		Thread:       affinity.DefaultConfig(),
+		Batch:        64,
+		Slot:         DefaultMaxFrame,
+		TickInterval: time.Millisecond,
+		ColdBuffers:  DefaultMaxColdInFlight,
+	}
+}
+
+// Validate reports the first nonsensical field, wrapped in ErrConfig.
+func (c LoopConfig) Validate() error {
+	switch {
+	case c.Path == nil:
+		return fmt.Errorf("%w: loop needs a Path", ErrConfig)
+	case c.Sender == nil && c.Receiver == nil:
+		return fmt.Errorf("%w: loop needs a Sender or a Receiver", ErrConfig)
+	case c.Batch < 1 || c.Batch > 1024:
+		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
+	case c.Slot < minDataFrame || c.Slot > MaxDatagram:
+		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, minDataFrame, MaxDatagram)
+	case c.TickInterval <= 0:
+		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
+	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:
+		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", ErrConfig)
+	case c.SendRing > 0 && c.Sender == nil:
+		return fmt.Errorf("%w: SendRing without a Sender", ErrConfig)
+	case c.RecvRing > 0 && c.Receiver == nil:
+		return fmt.Errorf("%w: RecvRing without a Receiver", ErrConfig)
+	}
+	if c.Idle.Parks() {
+		if _, ok := c.Path.(Waiter); !ok {
+			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", ErrConfig)
+		}
+	}
+	return c.Thread.Validate()
+}
+
+// EventKind says what an [Event] reports.
+type EventKind uint8
+
+const (
+	EventFaulted         EventKind = iota + 1 // the Receiver Faulted (sticky)
+	EventReconnect                            // the Receiver must reconnect (sticky)
+	EventSenderRestarted                      // the sender's seqs restarted (sticky)
+	EventPeerSilent                           // silence with no gap open (clears on traffic)
+	EventPeerHeard                            // traffic again after EventPeerSilent
+	EventError                                // the loop stopped on a datapath error (Event.Err)
+)
+
+var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
+	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error"}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", uint8(k))
+}
+
+// Event is something the application should know about.
+type Event struct {
+	Kind    EventKind
+	At      int64   // loop clock, ns
+	Outcome Outcome // the Receiver's outcome at the time
+	Err     error   // EventError only
+}
+
+// LoopStats are the loop's own counters (safe to read from any goroutine).
+type LoopStats struct {
+	Iterations  uint64 // loop iterations
+	IdlePolls   uint64 // iterations that found nothing to do
+	Datagrams   uint64 // datagrams received
+	Delivered   uint64 // records delivered in order
+	Flushes     uint64 // Path.Send calls
+	Backlogged  uint64 // datagrams the path could not take at once (EAGAIN), sent later
+	RingStalls  uint64 // times delivery waited for the application to drain RecvRing
+	ColdReads   uint64 // cold reads served by the I/O goroutine
+	ColdErrors  uint64 // cold reads that failed
+	Published   uint64 // records taken from SendRing and sent
+	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see Sender errors)
+}
+
+type coldJob struct {
+	req   ColdRequest
+	buf   int
+	bytes int
+	err   error
+}
+
+// Loop binds a Sender and/or a Receiver to a Path on one locked, pinned
+// OS thread: it polls the Path without blocking (or parks, with
+// affinity.Park), feeds the cores, flushes what they produced as one
+// batch, ticks their timers, serves cold reads through an I/O goroutine
+// and talks to the application through callbacks (on the loop thread) or
+// two single-producer/single-consumer rings (from one other goroutine).
+// One iteration allocates nothing.
+type Loop struct {
+	cfg    LoopConfig
+	path   datapath.Path
+	waiter Waiter
+	snd    *Sender
+	rcv    *Receiver
+	in     *batch.Vec
+	out    *batch.Vec
+	back   *batch.Vec // datagrams the path refused (EAGAIN), sent before out
+	epoch  time.Time
+	now    int64
+	tick   int64
+	next   int64 // next tick, loop clock
+	idle   affinity.Idler
+
+	sendRing, recvRing *Ring
+	deliverFn          func(wal.Header, []byte)
+
+	coldBufs [][]byte
+	coldFree []int
+	coldReqs []ColdRequest
+	coldReq  chan coldJob
+	coldDone chan coldJob
+	pend     coldJob
+	pendRest []byte
+	pendOn   bool
+	ioWG     sync.WaitGroup
+
+	lastKind   OutcomeKind
+	lastSilent bool
+	events     chan Event
+
+	stop      atomic.Bool
+	spins     bool
+	thread    *affinity.Thread
+	done      chan struct{}
+	err       error
+	closeOnce sync.Once
+	closeErr  error
+
+	statsMu sync.Mutex
+	sStats  SenderStats
+	rStats  ReceiverStats
+
+	iters, idlePolls, dgrams, delivered, flushes, backlogged, stalls, coldReads, coldErrs, published, publishErrs atomic.Uint64
+}
+
+// NewLoop builds a Loop without starting it (see [Loop.Start]).
+func NewLoop(cfg LoopConfig) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Loop{
+		cfg:    cfg,
+		path:   cfg.Path,
+		snd:    cfg.Sender,
+		rcv:    cfg.Receiver,
+		in:     batch.New(cfg.Batch, cfg.Slot),
+		out:    batch.New(cfg.Batch, cfg.Slot),
+		back:   batch.New(2*cfg.Batch, cfg.Slot),
+		epoch:  time.Now(),
+		tick:   int64(cfg.TickInterval),
+		idle:   cfg.Idle,
+		events: make(chan Event, 64),
+		done:   make(chan struct{}),
+	}
+	l.waiter, _ = cfg.Path.(Waiter)
+	l.deliverFn = l.deliver
+	ringSlot := cfg.RingSlot
+	if ringSlot == 0 {
+		ringSlot = cfg.Slot - wal.HeaderSize
+	}
+	if cfg.SendRing > 0 {
+		l.sendRing = NewRing(cfg.SendRing, ringSlot)
+	}
+	if cfg.RecvRing > 0 {
+		l.recvRing = NewRing(cfg.RecvRing, ringSlot)
+	}
+	if l.snd != nil {
+		nb := cfg.ColdBuffers
+		if nb == 0 {
+			nb = DefaultMaxColdInFlight
+		}
+		size := cfg.ColdBufSize
+		if size == 0 {
+			size = DefaultMaxColdRecords * cfg.Slot
+		}
+		l.coldBufs = make([][]byte, nb)
+		l.coldFree = make([]int, 0, nb)
+		for i := range l.coldBufs {
+			l.coldBufs[i] = make([]byte, size)
+			l.coldFree = append(l.coldFree, i)
+		}
+		l.coldReqs = make([]ColdRequest, nb)
+		l.coldReq = make(chan coldJob, nb)
+		l.coldDone = make(chan coldJob, nb)
+	}
+	l.now = l.clock()
+	l.next = l.now
+	return l, nil
+}
+
+// StartLoop builds a Loop and starts it.
+func StartLoop(cfg LoopConfig) (*Loop, error) {
+	l, err := NewLoop(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Start(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Start runs the loop on a new locked OS thread placed per cfg.Thread
+// and the I/O goroutine for cold reads. It returns once the thread is
+// placed.
+func (l *Loop) Start() error {
+	if !l.idle.Parks() {
+		// Each spinning loop holds a P for good; leave two for the GC, the
+		// WAL's and the loop's I/O goroutines and the application.
+		affinity.EnsureGOMAXPROCS(int(spinning.Add(1)))
+		l.spins = true
+	}
+	if l.snd != nil {
+		l.ioWG.Add(1)
+		go l.serveIO()
+	}
+	t, err := affinity.Go(l.cfg.Thread, l.run)
+	if err != nil {
+		if l.coldReq != nil {
+			close(l.coldReq)
+			l.ioWG.Wait()
+		}
+		return err
+	}
+	l.thread = t
+	return nil
+}
+
+// Done is closed when the loop thread has stopped (after Close, or on a
+// datapath error: see Err).
+func (l *Loop) Done() <-chan struct{} { return l.done }
+
+// Err is the datapath error that stopped the loop, if any (read it after Done).
+func (l *Loop) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+// Events delivers the same events as OnEvent to another goroutine
+// (buffered; events beyond 64 unread are dropped).
+func (l *Loop) Events() <-chan Event { return l.events }
+
+// Close stops the loop thread, waits for it and for the I/O goroutine,
+// then closes the Path: no fd is closed under a running system call. It
+// returns the error that stopped the loop early, if any, or the Path's
+// Close error. Safe to call more than once and from any goroutine.
+func (l *Loop) Close() error {
+	l.closeOnce.Do(func() {
+		l.stop.Store(true)
+		if l.thread != nil {
+			l.thread.Wait()
+		} else {
+			close(l.done)
+		}
+		if l.coldReq != nil {
+			close(l.coldReq)
+			l.ioWG.Wait()
+		}
+		l.snapshot()
+		l.closeErr = errors.Join(l.err, l.path.Close())
+	})
+	return l.closeErr
+}
+
+func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) + 1 }
+
+// Now is the loop's clock (monotonic ns), as passed to the cores.
+func (l *Loop) Now() int64 { return l.clock() }
+
+// spinning counts the running loops that busy-poll (not Park).
+var spinning atomic.Int32
+
+func (l *Loop) run() {
+	defer close(l.done)
+	if l.spins {
+		defer spinning.Add(-1)
+	}
+	for !l.stop.Load() {
+		if !l.iterate() {
+			return
+		}
+	}
+	// Last flush so that a Close right after a Send still sends it.
+	_ = l.flush()
+}
+
+// iterate runs one loop iteration; false means stop (error).
+func (l *Loop) iterate() bool {
+	l.iters.Add(1)
+	l.now = l.clock()
+	work := false
+
+	if l.recvRing == nil || l.recvRing.Free() >= l.in.Cap() {
+		var n int
+		var err error
+		if l.idle.Parks() && l.waiter != nil && l.quiet() {
+			n, err = l.waiter.RecvWait(l.in, l.epoch.Add(time.Duration(l.next)))
+			l.now = l.clock()
+		} else {
+			n, err = l.path.Recv(l.in)
+		}
+		if err != nil {
+			return l.fail(err)
+		}
+		if n > 0 {
+			work = true
+			l.dgrams.Add(uint64(n))
+			for i := 0; i < n; i++ {
+				d, from := l.in.Msg(i)
+				l.route(d, from)
+			}
+			l.checkEvents()
+		}
+	}
+
+	if l.sendRing != nil && l.drainSendRing() {
+		work = true
+	}
+	if l.cfg.OnPoll != nil {
+		l.cfg.OnPoll(l, l.now)
+	}
+	if l.snd != nil && l.serveCold() {
+		work = true
+	}
+	if l.now >= l.next {
+		if l.snd != nil {
+			l.snd.Tick(l.now, l.out)
+		}
+		if l.rcv != nil {
+			l.rcv.Tick(l.now, l.out)
+			l.checkEvents()
+		}
+		l.next = l.now + l.tick
+		l.snapshot()
+	}
+	if l.out.Len() > 0 || l.back.Len() > 0 {
+		work = true
+		if err := l.flush(); err != nil {
+			return l.fail(err)
+		}
+	}
+	if work {
+		l.idle.Reset()
+	} else {
+		l.idlePolls.Add(1)
+		l.idle.Idle()
+	}
+	return true
+}
+
+// quiet reports that nothing waits to be sent, so parking is safe.
+func (l *Loop) quiet() bool {
+	return l.out.Len() == 0 && l.back.Len() == 0 && !l.pendOn &&
+		(l.sendRing == nil || l.sendRing.Len() == 0) && (l.snd == nil || !l.snd.ColdPending())
+}
+
+func (l *Loop) route(d []byte, from netip.AddrPort) {
+	if l.snd != nil && (l.rcv == nil || (len(d) >= 4 && uint16(d[2])|uint16(d[3])<<8 == wal.TypeNak)) {
+		l.snd.Handle(d, from, l.now, l.out)
+		return
+	}
+	if l.rcv != nil {
+		l.rcv.Handle(d, l.now, l.out, l.deliverFn)
+	}
+}
+
+func (l *Loop) deliver(h wal.Header, p []byte) {
+	l.delivered.Add(1)
+	if l.cfg.OnRecord != nil {
+		l.cfg.OnRecord(h, p)
+	}
+	if l.recvRing != nil {
+		var seq uint64
+		if len(p) >= 8 {
+			seq = wal.Seq(p)
+		}
+		for i := 0; l.recvRing.Push(h.Type, seq, p) == ErrRingFull; i++ {
+			// The application is behind: wait for it (never drop a
+			// delivered record); the kernel buffers meanwhile.
+			if i == 0 {
+				l.stalls.Add(1)
+			}
+			if l.stop.Load() {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+func (l *Loop) checkEvents() {
+	if l.rcv == nil {
+		return
+	}
+	o := l.rcv.Outcome()
+	if o.Kind != l.lastKind {
+		l.lastKind = o.Kind
+		switch o.Kind {
+		case Faulted:
+			l.emit(Event{Kind: EventFaulted, At: l.now, Outcome: o})
+		case Reconnect:
+			l.emit(Event{Kind: EventReconnect, At: l.now, Outcome: o})
+		case SenderRestarted:
+			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
+		}
+	}
+	if s := l.rcv.PeerSilent(); s != l.lastSilent {
+		l.lastSilent = s
+		k := EventPeerHeard
+		if s {
+			k = EventPeerSilent
+		}
+		l.emit(Event{Kind: k, At: l.now, Outcome: o})
+	}
+}
+
+func (l *Loop) emit(e Event) {
+	if l.cfg.OnEvent != nil {
+		l.cfg.OnEvent(e)
+	}
+	select {
+	case l.events <- e:
+	default:
+	}
+}
+
+func (l *Loop) fail(err error) bool {
+	if errors.Is(err, datapath.ErrClosed) && l.stop.Load() {
+		return false
+	}
+	l.err = err
+	l.emit(Event{Kind: EventError, At: l.now, Err: err})
+	return false
+}
+
+// Send sends one data record from inside a loop callback (OnPoll,
+// OnRecord, OnEvent) and returns its seq. It must not be called from
+// another goroutine: use Publish there. ErrBatchFull means the path is
+// backed up: try again on a later iteration. Other errors are the
+// Sender's (e.g. wal.ErrBackpressure).
+func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
+	if l.snd == nil {
+		return 0, fmt.Errorf("%w: loop has no Sender", ErrConfig)
+	}
+	seq, err := l.snd.Send(typ, payload, l.now, l.out)
+	if err == ErrBatchFull {
+		if ferr := l.flush(); ferr != nil {
+			return 0, ferr
+		}
+		seq, err = l.snd.Send(typ, payload, l.now, l.out)
+	}
+	return seq, err
+}
+
+// Publish queues one record for sending from a goroutine other than the
+// loop's (one producer only). It copies payload and returns ErrRingFull
+// when the loop is behind: retry later.
+func (l *Loop) Publish(typ uint16, payload []byte) error {
+	if l.sendRing == nil {
+		return fmt.Errorf("%w: loop has no SendRing", ErrConfig)
+	}
+	return l.sendRing.Push(typ, 0, payload)
+}
+
+// Received is the ring of delivered records for one consumer goroutine
+// (nil without RecvRing): Peek, then Pop when done with the payload.
+func (l *Loop) Received() *Ring { return l.recvRing }
+
+func (l *Loop) drainSendRing() bool {
+	did := false
+	for i := 0; i < l.out.Cap(); i++ {
+		typ, _, p, ok := l.sendRing.Peek()
+		if !ok {
+			break
+		}
+		_, err := l.Send(typ, p)
+		if err == ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
+			break // leave it queued
+		}
+		if err != nil {
+			l.publishErrs.Add(1)
+		} else {
+			l.published.Add(1)
+		}
+		l.sendRing.Pop()
+		did = true
+	}
+	return did
+}
+
+// flush sends the backlog, then out. What the path does not take moves
+// to the backlog, so out is always empty afterwards unless the backlog
+// is too full to take it (then out waits and the Sender sees
+// ErrBatchFull).
+func (l *Loop) flush() error {
+	if l.back.Len() > 0 {
+		l.flushes.Add(1)
+		n, err := l.path.Send(l.back)
+		if err != nil {
+			return err
+		}
+		l.back.Drop(n)
+	}
+	if l.out.Len() == 0 || l.back.Len() > l.back.Cap()-l.out.Cap() {
+		return nil
+	}
+	from := 0
+	if l.back.Len() == 0 {
+		l.flushes.Add(1)
+		n, err := l.path.Send(l.out)
+		if err != nil {
+			return err
+		}
+		from = n
+	}
+	for i := from; i < l.out.Len(); i++ {
+		m, a := l.out.Msg(i)
+		l.back.Append(m, a)
+		l.backlogged.Add(1)
+	}
+	l.out.Reset()
+	return nil
+}
+
+// serveCold finishes cold reads that came back and hands new requests to
+// the I/O goroutine. It reports whether it did anything.
+func (l *Loop) serveCold() bool {
+	did := false
+	if l.pendOn {
+		did = true
+		if !l.finishCold() {
+			return true
+		}
+	}
+	for {
+		select {
+		case j := <-l.coldDone:
+			did = true
+			l.pend, l.pendOn = j, true
+			if j.err != nil {
+				l.coldErrs.Add(1)
+				l.snd.ColdFailed(j.req)
+				l.releaseCold()
+				continue
+			}
+			l.coldReads.Add(1)
+			l.pendRest = l.coldBufs[j.buf][:j.bytes]
+			if !l.finishCold() {
+				return true
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if len(l.coldFree) > 0 && l.snd.ColdPending() {
+		did = true
+		n := l.snd.ColdRequests(l.coldReqs[:len(l.coldFree)])
+		for i := 0; i < n; i++ {
+			if l.cfg.Cold == nil {
+				l.coldErrs.Add(1)
+				l.snd.ColdFailed(l.coldReqs[i])
+				continue
+			}
+			b := l.coldFree[len(l.coldFree)-1]
+			l.coldFree = l.coldFree[:len(l.coldFree)-1]
+			l.coldReq <- coldJob{req: l.coldReqs[i], buf: b}
+		}
+	}
+	return did
+}
+
+// finishCold hands the pending read's frames to the Sender, flushing when
+// the batch fills; false means the path is backed up (try again later).
+func (l *Loop) finishCold() bool {
+	for {
+		rest := l.snd.ColdDone(l.pend.req, l.pendRest, l.now, l.out)
+		if len(rest) == 0 {
+			l.releaseCold()
+			return true
+		}
+		progress := len(rest) < len(l.pendRest)
+		l.pendRest = rest
+		if err := l.flush(); err != nil || (!progress && l.out.Full()) {
+			return false
+		}
+	}
+}
+
+func (l *Loop) releaseCold() {
+	l.coldFree = append(l.coldFree, l.pend.buf)
+	l.pendOn = false
+	l.pendRest = nil
+}
+
+func (l *Loop) serveIO() {
+	defer l.ioWG.Done()
+	for j := range l.coldReq {
+		_, j.bytes, j.err = l.cfg.Cold.ReadRange(j.req.From, j.req.Count, l.coldBufs[j.buf])
+		l.coldDone <- j
+	}
+}
+
+func (l *Loop) snapshot() {
+	if l.snd == nil && l.rcv == nil {
+		return
+	}
+	l.statsMu.Lock()
+	if l.snd != nil {
+		l.sStats = l.snd.Stats()
+	}
+	if l.rcv != nil {
+		l.rStats = l.rcv.Stats()
+	}
+	l.statsMu.Unlock()
+}
+
+// SenderStats is a snapshot of the Sender's counters, at most one
+// TickInterval old (exact after Close).
+func (l *Loop) SenderStats() SenderStats {
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return l.sStats
+}
+
+// ReceiverStats is a snapshot of the Receiver's counters, at most one
+// TickInterval old (exact after Close).
+func (l *Loop) ReceiverStats() ReceiverStats {
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return l.rStats
+}
+
+// Stats returns the loop's counters.
+func (l *Loop) Stats() LoopStats {
+	return LoopStats{
+		Iterations: l.iters.Load(), IdlePolls: l.idlePolls.Load(), Datagrams: l.dgrams.Load(), Delivered: l.delivered.Load(),
+		Flushes: l.flushes.Load(), Backlogged: l.backlogged.Load(), RingStalls: l.stalls.Load(),
+		ColdReads: l.coldReads.Load(), ColdErrors: l.coldErrs.Load(), Published: l.published.Load(), PublishErrs: l.publishErrs.Load(),
+	}
+}

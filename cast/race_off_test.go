@@ -1,0 +1,5 @@
+//go:build !race
+
+package cast
+
+const raceSlowdown = 1
