@@ -198,3 +198,36 @@ func TestZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocs per send+recv", n)
 	}
 }
+
+// TestConcurrentEnds drives the two ends from two goroutines (as two
+// loops would) while a third moves the clock; run it with -race.
+func TestConcurrentEnds(t *testing.T) {
+	p := NewPair(0)
+	p.Net.Impair(AddrA, AddrB, Impairment{Seed: 1, DropProb: 0.1, DupProb: 0.1, ReorderProb: 0.1, Latency: time.Microsecond})
+	const n = 5000
+	sent := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		v := batch.New(16, 64)
+		for i := 0; i < n; i++ {
+			v.Reset()
+			v.Append([]byte("x"), netip.AddrPort{})
+			_, _ = p.A.Send(v)
+		}
+		close(sent)
+	}()
+	go func() {
+		v := batch.New(16, 64)
+		got := 0
+		for i := 0; i < 100000 && got < n/2; i++ {
+			m, _ := p.B.Recv(v)
+			got += m
+			p.Clock.Advance(time.Microsecond)
+		}
+		done <- got
+	}()
+	<-sent
+	if got := <-done; got < n/2 {
+		t.Fatalf("received %d", got)
+	}
+}
