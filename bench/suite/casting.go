@@ -106,10 +106,6 @@ func runLossRecovery(o Options, r *report.Report) {
 	unavailable(r, "loss-recovery", "needs a casting runner that injects one gap and times detect→deliver (hot ring vs cold WAL); not on main yet")
 }
 
-func runWAL(o Options, r *report.Report) {
-	unavailable(r, "wal", "suite rows for the WAL are not wired yet; see `cast bench wal`")
-}
-
 func runOutage(o Options, r *report.Report) {
 	unavailable(r, "outage", "needs the replay package's outage runner; not on main yet")
 }

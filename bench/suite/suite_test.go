@@ -218,3 +218,24 @@ func TestReportFiles(t *testing.T) {
 		t.Error("stdout table lacks the probe matrix")
 	}
 }
+
+func TestWAL(t *testing.T) {
+	r := quick(t, "wal")
+	rs := byName(r, "wal")
+	for _, n := range []string{"append", "flush-1000", "cold-read-2k", "raw-pread-2k", "cold-read-20k", "replay"} {
+		x, ok := rs[n]
+		if !ok {
+			t.Fatalf("no %s row (unavailable: %+v)", n, r.Unavailable)
+		}
+		sane(t, x)
+		if x.Records == 0 {
+			t.Errorf("%s: no records", n)
+		}
+	}
+	if rs["cold-read-2k"].Floor != "raw-pread-2k" || rs["cold-read-2k"].RatioP50 <= 0 {
+		t.Errorf("cold read not compared with raw pread: %+v", rs["cold-read-2k"].Row)
+	}
+	if rs["replay"].Records != 20000 { // the log holds exactly what was appended
+		t.Errorf("replay read %d records", rs["replay"].Records)
+	}
+}

@@ -1,0 +1,241 @@
+package suite
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/walcast/walcast/bench/harness"
+	"github.com/walcast/walcast/bench/report"
+	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/wal"
+	"golang.org/x/sys/unix"
+)
+
+// WALSizes are the log sizes (records) at which cold reads are measured.
+var WALSizes = []int{10_000, 100_000, 1_000_000}
+
+// runWAL measures the wal package's Writer and reads: Append latency,
+// Flush latency, cold ReadAt by seq at each log size next to a raw 4 KiB
+// O_DIRECT pread of the same segment file (same run, same count), and
+// sequential replay. The log lives under the output directory, so it is
+// on the filesystem the probe matrix reports, and is removed afterwards.
+func runWAL(o Options, r *report.Report) {
+	base := o.Dir
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "wal-bench-")
+	if err != nil {
+		unavailable(r, "wal", err.Error())
+		return
+	}
+	defer os.RemoveAll(dir)
+	sizes, reads := WALSizes, 2000
+	if o.Quick {
+		sizes, reads = []int{2000, 20000}, 200
+	}
+	var rows []harness.Result
+	done := make(chan struct{})
+	go func() { // its own locked, pinned thread; the goroutine's exit discards it
+		defer close(done)
+		rows, err = walRows(o, dir, sizes, reads)
+	}()
+	<-done
+	r.Results = append(r.Results, rows...)
+	if err != nil {
+		unavailable(r, "wal (rest)", err.Error())
+	}
+}
+
+func walRow(name string, h *harness.Hist, n int64, el time.Duration, size int) harness.Result {
+	res := harness.Result{Row: benchkit.Row{Workload: "wal", Name: name, Path: "wal", Latency: h.Summary(), Records: n, Seconds: el.Seconds()}, Size: size, Pinned: true, Curve: h.Curve()}
+	if el > 0 {
+		res.RecPerS = float64(n) / el.Seconds()
+		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
+	}
+	res.Sent, res.Delivered, res.DeliveredPct = n, n, 100
+	return res
+}
+
+func walRows(o Options, dir string, sizes []int, reads int) ([]harness.Result, error) {
+	cfg := wal.DefaultConfig(dir)
+	cfg.BlockOnBackpressure = true
+	payload := make([]byte, o.Harness.Payload)
+	var out []harness.Result
+	if err := harness.Pin(o.Harness.ClientCPU); err != nil {
+		return nil, err
+	}
+	w, err := wal.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { w.Close() }()
+	frameSize := len(payload) + 16
+
+	// Append: per-call latency (includes the ~20 ns clock read) and the
+	// rate of a tight loop.
+	appendH := harness.NewHist()
+	appended := 0
+	appendTo := func(n int, record bool) (time.Duration, error) {
+		start := time.Now()
+		for appended < n {
+			t0 := time.Now()
+			if _, err := w.Append(1, payload); err != nil {
+				return 0, fmt.Errorf("wal append %d: %w", appended+1, err)
+			}
+			if record {
+				appendH.Record(time.Since(t0).Nanoseconds())
+			}
+			appended++
+		}
+		return time.Since(start), nil
+	}
+	el, err := appendTo(sizes[0], true)
+	if err != nil {
+		return out, err
+	}
+	out = append(out, walRow("append", appendH, int64(sizes[0]), el, frameSize))
+
+	// Flush: 1000 records then Flush, repeated.
+	flushH := harness.NewHist()
+	rounds := 100
+	if o.Quick {
+		rounds = 10
+	}
+	fstart := time.Now()
+	for range rounds {
+		if _, err := appendTo(appended+1000, false); err != nil {
+			return out, err
+		}
+		t0 := time.Now()
+		if err := w.Flush(); err != nil {
+			return out, fmt.Errorf("wal flush: %w", err)
+		}
+		flushH.Record(time.Since(t0).Nanoseconds())
+	}
+	fr := walRow("flush-1000", flushH, int64(rounds*1000), time.Since(fstart), frameSize)
+	fr.Note = "Append ×1000 then Flush (write + fdatasync); rate is records made durable per second"
+	out = append(out, fr)
+
+	buf := make([]byte, 1<<16)
+	for _, size := range sizes {
+		if _, err := appendTo(size, false); err != nil {
+			return out, err
+		}
+		// Reopen: the records leave the in-memory buffer, so every ReadAt
+		// below is an index lookup plus a disk read.
+		if err := w.Close(); err != nil {
+			return out, fmt.Errorf("wal close: %w", err)
+		}
+		if w, err = wal.Open(cfg); err != nil {
+			return out, fmt.Errorf("wal reopen at %d: %w", size, err)
+		}
+		rng := rand.New(rand.NewPCG(uint64(size), 7))
+		seqs := make([]uint64, reads)
+		for i := range seqs {
+			seqs[i] = 1 + rng.Uint64N(uint64(size))
+		}
+		coldH := harness.NewHist()
+		t0 := time.Now()
+		for _, s := range seqs {
+			t := time.Now()
+			n, err := w.ReadAt(s, buf)
+			if err != nil || n != frameSize {
+				return out, fmt.Errorf("wal ReadAt(%d) in a %d-record log: %d bytes, %v", s, size, n, err)
+			}
+			coldH.Record(time.Since(t).Nanoseconds())
+		}
+		cold := walRow(fmt.Sprintf("cold-read-%s", short(size)), coldH, int64(reads), time.Since(t0), frameSize)
+		raw, err := rawPread(dir, reads, uint64(size))
+		if err != nil {
+			cold.Note = "raw pread: " + err.Error()
+			out = append(out, cold)
+			continue
+		}
+		raw.Name = fmt.Sprintf("raw-pread-%s", short(size))
+		cold.CompareTo(raw.Row)
+		cold.Note = fmt.Sprintf("random seqs of a %d-record log, writer reopened (nothing buffered); ratio to a raw 4 KiB O_DIRECT pread of the same file", size)
+		out = append(out, cold, raw)
+	}
+	// Sequential replay of the whole log.
+	if err := w.Close(); err != nil {
+		return out, err
+	}
+	rd, err := wal.OpenReader(dir, cfg.Stream, 1)
+	if err != nil {
+		return out, fmt.Errorf("wal reader: %w", err)
+	}
+	defer rd.Close()
+	t0 := time.Now()
+	n := 0
+	for {
+		_, err := rd.Next()
+		if errors.Is(err, io.EOF) || errors.Is(err, wal.ErrNotFound) {
+			break
+		}
+		if err != nil {
+			if n > 0 {
+				break // the reader's end-of-log error; count what was read
+			}
+			return out, fmt.Errorf("wal replay: %w", err)
+		}
+		n++
+	}
+	rep := walRow("replay", harness.NewHist(), int64(n), time.Since(t0), frameSize)
+	rep.Note = fmt.Sprintf("%.0f MB/s sequential (Reader.Next over %d records)", rep.RecPerS*float64(frameSize)/1e6, n)
+	out = append(out, rep)
+	return out, nil
+}
+
+func short(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dm", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return fmt.Sprint(n)
+}
+
+// rawPread reads 4 KiB blocks at random aligned offsets of the biggest
+// segment file with O_DIRECT: the floor a cold ReadAt is compared with.
+func rawPread(dir string, reads int, seed uint64) (harness.Result, error) {
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*.wal"))
+	var path string
+	var size int64
+	for _, f := range files {
+		if st, err := os.Stat(f); err == nil && st.Size() > size {
+			path, size = f, st.Size()
+		}
+	}
+	if path == "" || size < 4096 {
+		return harness.Result{}, fmt.Errorf("no segment file under %s", dir)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return harness.Result{}, err
+	}
+	defer unix.Close(fd)
+	blk, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return harness.Result{}, err
+	}
+	defer unix.Munmap(blk)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	h := harness.NewHist()
+	t0 := time.Now()
+	for range reads {
+		off := int64(rng.Uint64N(uint64(size/4096))) * 4096
+		t := time.Now()
+		if _, err := unix.Pread(fd, blk, off); err != nil {
+			return harness.Result{}, err
+		}
+		h.Record(time.Since(t).Nanoseconds())
+	}
+	return walRow("raw-pread", h, int64(reads), time.Since(t0), 4096), nil
+}
