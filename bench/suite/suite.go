@@ -42,7 +42,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Workloads: []string{"all"}, Harness: harness.DefaultConfig(), Repeat: 3,
-		LossTime: 1500 * time.Millisecond, Sizes: []int{144, 1443}, TputN: 2_000_000,
+		LossTime: time.Second, Sizes: []int{144, 1443}, TputN: 2_000_000,
 	}
 }
 

@@ -136,8 +136,11 @@ type subscriber struct {
 	highest  uint64 // highest seq known to exist
 	lastReq  time.Time
 	reqHigh  uint64 // highest seq already requested
-	in, out  []byte
-	echoSeq  uint64
+	// re-request pacing: the interval doubles while expected stands still
+	backoff      time.Duration
+	lastExpected uint64
+	in, out      []byte
+	echoSeq      uint64
 	// reorder ring: slot seq%History holds message have[slot] (0 = empty)
 	ring []byte
 	have []uint64
@@ -154,9 +157,17 @@ func (s *subscriber) request() error {
 		return nil
 	}
 	from := max(s.expected, s.reqHigh+1)
-	if time.Since(s.lastReq) >= RerequestInterval {
+	if time.Since(s.lastReq) >= s.backoff {
 		from = s.expected
 		s.lastReq = time.Now()
+		// Back off while a full re-request brings no progress, so an
+		// overloaded publisher is not buried in repeats (20 ms → 640 ms).
+		if s.expected == s.lastExpected {
+			s.backoff = min(2*s.backoff, 32*RerequestInterval)
+		} else {
+			s.backoff = RerequestInterval
+		}
+		s.lastExpected = s.expected
 	}
 	to := min(s.highest, s.expected+History-1)
 	runs := 0
@@ -288,7 +299,7 @@ func open(cfg peers.Config) (*peers.Pair, error) {
 		retransmits: &n, lastSend: time.Now(),
 	}
 	sub := &subscriber{
-		data: b, rereqTo: rr.Addr(), session: sess, expected: 1, echoSeq: 1,
+		data: b, rereqTo: rr.Addr(), session: sess, expected: 1, echoSeq: 1, backoff: RerequestInterval,
 		in: make([]byte, cfg.MsgSize+HeaderLen+2), out: make([]byte, 0, cfg.MsgSize+HeaderLen+2),
 		ring: make([]byte, History*cfg.MsgSize), have: make([]uint64, History), lens: make([]uint16, History), slot: cfg.MsgSize,
 	}
