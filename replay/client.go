@@ -282,6 +282,18 @@ func (c *Client) CatchUp(ctx context.Context, h Handler) (uint64, error) {
 	return c.tip.Load(), err
 }
 
+// CatchUpOnce is CatchUp without retries: one pass over the endpoints,
+// ending at the first CaughtUp (nil error) or with the pass's failure.
+func (c *Client) CatchUpOnce(ctx context.Context, h Handler) (uint64, error) {
+	stop := c.startPersister()
+	defer stop()
+	_, err := c.pass(ctx, h, true)
+	if errors.Is(err, errCaughtUp) {
+		err = nil
+	}
+	return c.tip.Load(), err
+}
+
 // RunOnce makes one pass over the endpoints without retrying: it returns
 // nil on a clean end of stream, ErrStop from the handler as is, and the
 // failure otherwise (ErrAllEndpoints when no endpoint could serve).
@@ -413,6 +425,10 @@ func (c *Client) pass(ctx context.Context, h Handler, untilCaughtUp bool) (progr
 // (from_seq = tip+1), all within ConnectTimeout. raw is the TCP conn
 // (deadlines are set on it).
 func (c *Client) connect(ctx context.Context, ep string) (conn, raw net.Conn, err error) {
+	return c.connectFrom(ctx, ep, c.tip.Load()+1)
+}
+
+func (c *Client) connectFrom(ctx context.Context, ep string, from uint64) (conn, raw net.Conn, err error) {
 	d := net.Dialer{Timeout: c.cfg.ConnectTimeout}
 	if c.cfg.KeepAlive > 0 {
 		d.KeepAliveConfig = net.KeepAliveConfig{Enable: true, Idle: c.cfg.KeepAlive, Interval: c.cfg.KeepAlive, Count: 3}
@@ -449,7 +465,7 @@ func (c *Client) connect(ctx context.Context, ep string) (conn, raw net.Conn, er
 		conn = tc
 	}
 	var f [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: c.tip.Load() + 1})
+	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: from})
 	if _, err := conn.Write(f[:]); err != nil {
 		raw.Close()
 		return nil, nil, fmt.Errorf("replay: send request to %s: %w", ep, err)
@@ -576,4 +592,77 @@ func (c *Client) readErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w: %w", ErrIdle, err)
 	}
 	return fmt.Errorf("replay: read: %w", err)
+}
+
+// Verify asks the endpoints, in order, whether the stream holds record
+// seq with payload CRC crc (any CRC when checkCRC is false): it requests from seq and reads until that
+// record arrives (live tail included) or wait passes. It returns true
+// when an endpoint has the same record, false when the record there
+// differs or does not appear within wait (a sender that restarted and
+// lost it), and an error when no endpoint could be asked. It does not
+// move the tip or call a handler.
+func (c *Client) Verify(ctx context.Context, seq uint64, crc uint32, checkCRC bool, wait time.Duration) (bool, error) {
+	if seq == 0 {
+		return false, fmt.Errorf("%w: verify seq 0", ErrConfig)
+	}
+	var lastErr error
+	for _, ep := range c.cfg.Endpoints {
+		conn, raw, err := c.connectFrom(ctx, ep, seq)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		same, err := c.verifySession(ctx, conn, raw, seq, crc, checkCRC, wait)
+		if errors.Is(err, ErrNotAvailable) {
+			lastErr = err
+			continue
+		}
+		return same, err
+	}
+	return false, fmt.Errorf("%w (%d endpoints): %w", ErrAllEndpoints, len(c.cfg.Endpoints), lastErr)
+}
+
+func (c *Client) verifySession(ctx context.Context, conn, raw net.Conn, seq uint64, crc uint32, checkCRC bool, wait time.Duration) (bool, error) {
+	defer raw.Close()
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
+	defer stop()
+	deadline := time.Now().Add(wait)
+	_ = raw.SetReadDeadline(deadline)
+	br := bufio.NewReaderSize(conn, 4096)
+	var buf [wal.HeaderSize + wal.MaxPayload]byte
+	for {
+		if _, err := io.ReadFull(br, buf[:wal.HeaderSize]); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return false, nil // not there within wait
+			}
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			return false, fmt.Errorf("replay: verify: %w", err)
+		}
+		hd, err := wal.ParseHeader(buf[:])
+		if err != nil {
+			return false, fmt.Errorf("replay: verify: %w", err)
+		}
+		n := wal.HeaderSize + int(hd.Len)
+		if _, err := io.ReadFull(br, buf[wal.HeaderSize:n]); err != nil {
+			return false, fmt.Errorf("replay: verify: %w", err)
+		}
+		_, p, _, err := wal.DecodeFrame(buf[:n])
+		if err != nil {
+			return false, fmt.Errorf("replay: verify: %w", err)
+		}
+		switch hd.Type {
+		case wal.TypeNotAvailable:
+			return false, ErrNotAvailable
+		case wal.TypeCaughtUp:
+			continue
+		}
+		if s := wal.Seq(p); s == seq {
+			return !checkCRC || hd.CRC == crc, nil
+		} else if s > seq {
+			return false, nil
+		}
+	}
 }

@@ -621,3 +621,41 @@ func TestRestartResumesFromTip(t *testing.T) {
 		t.Errorf("Run = %v, tip %d; want boom, 102", err, cl2.Tip())
 	}
 }
+
+// Verify tells whether an endpoint holds a record with a given CRC,
+// waiting for a record not yet durable.
+func TestVerify(t *testing.T) {
+	src := newMemSource(1, 1, 64)
+	src.AppendFlush(10)
+	_, addr := startServer(t, nil, src)
+	cl, _ := NewClient(testClientConfig(t, addr))
+	crc := func(seq uint64) uint32 { h, _ := wal.ParseHeader(dataFrame(seq, 64)); return h.CRC }
+	cases := []struct {
+		name     string
+		seq      uint64
+		crc      uint32
+		check    bool
+		appendAt time.Duration // make records durable after this (0: never)
+		want     bool
+	}{
+		{"same record", 7, crc(7), true, 0, true},
+		{"different record", 7, crc(7) ^ 1, true, 0, false},
+		{"any crc", 10, 0, false, 0, true},
+		{"absent", 20, crc(20), true, 0, false},
+		{"becomes durable", 12, crc(12), true, 50 * time.Millisecond, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.appendAt > 0 {
+				time.AfterFunc(tc.appendAt, func() { src.AppendFlush(5) })
+			}
+			got, err := cl.Verify(context.Background(), tc.seq, tc.crc, tc.check, 300*time.Millisecond)
+			if err != nil || got != tc.want {
+				t.Errorf("Verify = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	if cl.Tip() != 0 {
+		t.Errorf("Verify moved the tip to %d", cl.Tip())
+	}
+}
