@@ -188,9 +188,21 @@ func (r *Report) Sections(w io.Writer, md bool) {
 	}
 	for _, wl := range other {
 		h(wl)
-		rs := r.Workload(wl)
-		table(w, md, latencyHead, latencyRows(rs))
-		table(w, md, tputHead, tputRows(rs))
+		var lat, tput []harness.Result
+		for _, x := range r.Workload(wl) {
+			if x.Latency.N > 0 {
+				lat = append(lat, x)
+			}
+			if x.RecPerS > 0 || x.Skipped != "" {
+				tput = append(tput, x)
+			}
+		}
+		if len(lat) > 0 {
+			table(w, md, latencyHead, latencyRows(lat))
+		}
+		if len(tput) > 0 {
+			table(w, md, tputHead, tputRows(tput))
+		}
 	}
 	if len(r.Unavailable) > 0 {
 		h("not available")

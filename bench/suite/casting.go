@@ -105,7 +105,3 @@ func castingBandwidth(o Options, r *report.Report) []harness.Result {
 func runLossRecovery(o Options, r *report.Report) {
 	unavailable(r, "loss-recovery", "needs a casting runner that injects one gap and times detect→deliver (hot ring vs cold WAL); not on main yet")
 }
-
-func runOutage(o Options, r *report.Report) {
-	unavailable(r, "outage", "needs the replay package's outage runner; not on main yet")
-}

@@ -162,7 +162,7 @@ func TestClassic(t *testing.T) {
 // Workloads whose runner is not on main are listed as not available,
 // never as rows with made-up figures.
 func TestUnavailableSaysWhy(t *testing.T) {
-	r := quick(t, "loss-recovery", "outage")
+	r := quick(t, "loss-recovery")
 	if len(r.Results) != 0 {
 		for _, x := range r.Results {
 			sane(t, x)
@@ -237,5 +237,19 @@ func TestWAL(t *testing.T) {
 	}
 	if rs["replay"].Records != 20000 { // the log holds exactly what was appended
 		t.Errorf("replay read %d records", rs["replay"].Records)
+	}
+}
+
+func TestOutage(t *testing.T) {
+	r := quick(t, "outage")
+	rs := r.Workload("outage")
+	if len(rs) != 2 {
+		t.Fatalf("%d outage rows (unavailable: %+v)", len(rs), r.Unavailable)
+	}
+	for _, x := range rs {
+		sane(t, x)
+		if x.Delivered != 2000 || x.Seconds <= 0 || x.RecPerS <= 0 {
+			t.Errorf("%s: %+v", x.Name, x.Row)
+		}
 	}
 }
