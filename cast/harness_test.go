@@ -215,6 +215,10 @@ func (h *harness) step() {
 		}
 	}
 	h.s.Tick(now, h.sOut)
+	for h.s.RetxPending() {
+		h.flushSender()
+		h.s.Tick(now, h.sOut)
+	}
 	h.flushSender()
 	// Receiver.
 	for {

@@ -40,6 +40,11 @@ type ColdRequest struct {
 	Count int
 }
 
+// maxDeferred is how many NAKed ranges wait for batch room at most.
+const maxDeferred = 64
+
+type retxRange struct{ from, end uint64 }
+
 type coldSlot struct {
 	req    ColdRequest
 	served int  // frames retransmitted so far
@@ -63,7 +68,8 @@ type SenderStats struct {
 	RetxHot      uint64 // retransmits served from the hot ring
 	RetxCold     uint64 // retransmits served from cold reads
 	RetxDedup    uint64 // retransmits suppressed by the dedup window
-	RetxDropped  uint64 // retransmits not sent because the batch was full
+	RetxDeferred uint64 // NAKed ranges continued on a later Tick (batch full)
+	RetxDropped  uint64 // NAKed seqs dropped: too many ranges waiting for batch room
 	ColdQueued   uint64 // cold requests queued
 	ColdDedup    uint64 // cold seqs already covered by a queued request
 	ColdRejected uint64 // cold seqs dropped: in-flight cap reached or no WAL
@@ -92,6 +98,7 @@ type Sender struct {
 	nakFrom   netip.AddrPort
 	checkSrc  bool
 	cold      []coldSlot
+	retx      []retxRange // NAKed ranges waiting for room in the batch
 	coal      struct {
 		vec  *batch.Vec
 		idx  int
@@ -123,6 +130,7 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		hbEvery: int64(cfg.HeartbeatInterval),
 		dedup:   int64(cfg.RetxDedupWindow),
 		cold:    make([]coldSlot, cfg.MaxColdInFlight),
+		retx:    make([]retxRange, 0, maxDeferred),
 	}
 	s.ring = make([]byte, cfg.RingSlots*s.slot)
 	for i := range s.retxAt {
@@ -285,11 +293,16 @@ func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
 	return true
 }
 
-// Tick sends the idle-only heartbeat (highest seq sent, 0 when none) when
-// HeartbeatInterval has passed since the last data send or heartbeat. The
+// Tick continues retransmits that did not fit in the batch earlier (see
+// RetxPending) and sends the idle-only heartbeat (highest seq sent, 0
+// when none) when HeartbeatInterval has passed since the last data send
+// or heartbeat. The
 // first Tick of a sender that has sent nothing heartbeats at once, so a
 // receiver learns where a restarted sender stands. now is monotonic ns.
 func (s *Sender) Tick(now int64, out *batch.Vec) {
+	if len(s.retx) > 0 {
+		s.drainRetx(now, out)
+	}
 	if !s.timerInit {
 		s.timerInit = true
 		s.lastSend = now - s.hbEvery
@@ -371,6 +384,19 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 		count = last - from + 1
 	}
 	end := from + count // exclusive; no overflow: end ≤ s.next
+	if len(s.retx) > 0 {
+		// Earlier retransmits still wait for room: queue behind them.
+		s.deferRetx(from, end)
+		return
+	}
+	if seq := s.serveRange(from, end, now, out); seq < end {
+		s.deferRetx(seq, end)
+	}
+}
+
+// serveRange retransmits seqs from … end−1: hot hits into out, misses
+// queued as cold reads. It returns end, or the seq at which out filled.
+func (s *Sender) serveRange(from, end uint64, now int64, out *batch.Vec) uint64 {
 	var coldFrom uint64
 	for seq := from; seq < end; seq++ {
 		i := seq & s.mask
@@ -390,14 +416,47 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 		}
 		off := int(i) * s.slot
 		if !s.emit(s.ring[off:off+int(s.slotLen[i])], seq, out) {
-			s.stats.RetxDropped += end - seq
-			return
+			return seq
 		}
 		s.retxAt[i] = now
 		s.stats.RetxHot++
 	}
 	if coldFrom != 0 {
 		s.queueCold(coldFrom, end-coldFrom)
+	}
+	return end
+}
+
+// deferRetx remembers a NAKed range that did not fit in the batch; Tick
+// continues it. Ranges beyond maxDeferred are dropped and counted (the
+// receiver asks again).
+func (s *Sender) deferRetx(from, end uint64) {
+	s.stats.RetxDeferred++
+	if len(s.retx) == cap(s.retx) {
+		s.stats.RetxDropped += end - from
+		return
+	}
+	s.retx = append(s.retx, retxRange{from, end})
+}
+
+// RetxPending reports whether NAKed retransmits wait for room in the
+// batch: the loop flushes and calls Tick again without waiting.
+func (s *Sender) RetxPending() bool { return len(s.retx) > 0 }
+
+func (s *Sender) drainRetx(now int64, out *batch.Vec) {
+	k := 0
+	for k < len(s.retx) {
+		r := &s.retx[k]
+		seq := s.serveRange(r.from, r.end, now, out)
+		if seq < r.end {
+			r.from = seq
+			break
+		}
+		k++
+	}
+	if k > 0 {
+		n := copy(s.retx, s.retx[k:])
+		s.retx = s.retx[:n]
 	}
 }
 

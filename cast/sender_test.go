@@ -111,6 +111,35 @@ func TestSenderNakService(t *testing.T) {
 	})
 }
 
+func TestSenderDefersRetransmitsWhenTheBatchIsFull(t *testing.T) {
+	s, out := newTestSender(t, senderCfg(), nil)
+	sendN(t, s, out, 3000)
+	small := batch.New(64, 2048)
+	s.Handle(nakFrame(1, 1000), mem.AddrB, 0, small)
+	s.Handle(nakFrame(2001, 10), mem.AddrB, 0, small) // queued behind the first
+	var got []uint64
+	for i := 0; i < 100 && (small.Len() > 0 || s.RetxPending()); i++ {
+		got = append(got, retransmitted(t, small)...)
+		s.Tick(0, small)
+	}
+	if len(got) != 1010 || got[0] != 1 || got[999] != 1000 || got[1000] != 2001 || got[1009] != 2010 {
+		t.Fatalf("%d retransmits: %v…", len(got), got[:min(len(got), 5)])
+	}
+	for i := 1; i < 1000; i++ {
+		if got[i] != got[i-1]+1 {
+			t.Fatalf("retransmit %d after %d", got[i], got[i-1])
+		}
+	}
+	// More waiting ranges than maxDeferred: the excess is dropped, counted.
+	tiny := batch.New(1, 2048)
+	for i := 0; i < maxDeferred+10; i++ {
+		s.Handle(nakFrame(uint64(1+2*i), 1), mem.AddrB, int64(time.Hour), tiny)
+	}
+	if st := s.Stats(); st.RetxDropped != 9 { // the first fits, 64 wait, 9 are dropped
+		t.Fatalf("stats %+v", st)
+	}
+}
+
 // TestHostileNak: no NAK can stall the sender or make it amplify.
 func TestHostileNak(t *testing.T) {
 	crcBad := nakFrame(1, 1)
