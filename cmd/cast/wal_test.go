@@ -111,3 +111,24 @@ func itoa(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// TestBenchWALSmoke runs the workload at a tiny size: it must complete and
+// produce every row (figures are not checked: no timing in tests).
+func TestBenchWALSmoke(t *testing.T) {
+	old := os.Stdout
+	r, w, _ := os.Pipe()
+	os.Stdout = w
+	err := benchWAL([]string{"-dir", t.TempDir(), "-sizes", "100,200", "-reads", "10", "-batches", "5", "-flushes", "3", "-records", "3000"})
+	w.Close()
+	os.Stdout = old
+	var out bytes.Buffer
+	out.ReadFrom(r)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, row := range []string{"append", "flush-100", "readat@100", "raw-pread-4k@200", "sustained-append", "replay-warm"} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("row %s missing:\n%s", row, out.String())
+		}
+	}
+}
