@@ -645,7 +645,7 @@ run_checks() {
 	check_swap
 	check_sysctl_min net.rmem_max net.core.rmem_max "$SOCKBUF" "caps SO_RCVBUF: a small cap drops bursts before the loop drains them"
 	check_sysctl_min net.wmem_max net.core.wmem_max "$SOCKBUF" "caps SO_SNDBUF: a small cap turns send bursts into ENOBUFS/EAGAIN"
-	check_sysctl_min net.rmem_default net.core.rmem_default "$SOCKBUF" "buffer of sockets that do not ask (replay consumers, peers)"
+	check_sysctl_min net.rmem_default net.core.rmem_default "$SOCKBUF" "what UDP sockets that never set SO_RCVBUF (peers, tools) get"
 	check_sysctl_min net.busy_read net.core.busy_read "$BUSY" "default SO_BUSY_POLL: recv polls the NIC queue instead of waiting for the IRQ"
 	check_sysctl_min net.busy_poll net.core.busy_poll "$BUSY" "busy polling for poll/epoll users (the netpoller path)"
 	check_sockbuf

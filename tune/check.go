@@ -79,7 +79,7 @@ func Run(cfg Config) ([]Result, error) {
 			return h.sysctlMin("net.wmem_max", "net.core.wmem_max", cfg.SockBuf, "caps SO_SNDBUF: a small cap turns send bursts into ENOBUFS/EAGAIN")
 		},
 		func() Result {
-			return h.sysctlMin("net.rmem_default", "net.core.rmem_default", cfg.SockBuf, "buffer of sockets that do not ask (replay consumers, peers)")
+			return h.sysctlMin("net.rmem_default", "net.core.rmem_default", cfg.SockBuf, "what UDP sockets that never set SO_RCVBUF (peers, tools) get")
 		},
 		func() Result {
 			return h.sysctlMin("net.busy_read", "net.core.busy_read", cfg.BusyPoll, "default SO_BUSY_POLL: recv polls the NIC queue instead of waiting for the IRQ")
