@@ -40,8 +40,14 @@ var benchPaths = []benchPath{
 		must(tb, h.Do(func() (err error) { p, err = mmsg.New(c); return }))
 		return p
 	}},
-	{"xdp", func(tb testing.TB, h netns.Host, port uint16, peer netip.AddrPort) datapath.Path {
+	{"xdp", xdpOpen(DefaultConfig().BusyPoll)},
+	{"xdp-nobusypoll", xdpOpen(0)},
+}
+
+func xdpOpen(busyPoll int) func(tb testing.TB, h netns.Host, port uint16, peer netip.AddrPort) datapath.Path {
+	return func(tb testing.TB, h netns.Host, port uint16, peer netip.AddrPort) datapath.Path {
 		c := DefaultConfig()
+		c.BusyPoll = busyPoll
 		if port == 0 {
 			port = xdpPort + 1
 		}
@@ -49,7 +55,7 @@ var benchPaths = []benchPath{
 		var p *Path
 		must(tb, h.Do(func() (err error) { p, err = Open(c); return }))
 		return p
-	}},
+	}
 }
 
 func must(tb testing.TB, err error) {

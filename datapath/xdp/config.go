@@ -71,19 +71,26 @@ type Config struct {
 	// received datagrams before they reach the socket (tests).
 	Impair *bpf.Impair
 	// BusyPoll, when > 0, sets SO_BUSY_POLL (µs) and SO_PREFER_BUSY_POLL on
-	// the socket, so the non-blocking wakeup calls poll the device's NAPI.
+	// the socket, and Recv makes a non-blocking recvfrom on every empty
+	// poll, which runs the device's NAPI poll on the calling thread. On
+	// veth this is what keeps the receive ring draining when softirq
+	// processing has been deferred to a starved ksoftirqd; without it the
+	// sender's copy-mode transmit drops frames (Stats.TxDropped). 0 leaves
+	// receive processing to softirq.
 	BusyPoll int
 }
 
 // DefaultConfig is queue 0, 2048 RX and 2048 TX frames of 2048 bytes
 // (8 MiB of UMEM), copy mode unless zero-copy works, need-wakeup on,
-// auto XDP mode. Interface and Local's port must be set.
+// auto XDP mode, busy polling for 50 µs. Interface and Local's port must
+// be set.
 func DefaultConfig() Config {
 	return Config{
 		RxFrames:   2048,
 		TxFrames:   2048,
 		FrameSize:  2048,
 		NeedWakeup: true,
+		BusyPoll:   50,
 	}
 }
 
@@ -126,14 +133,15 @@ func (c Config) Validate() error {
 // Stats counts a path's events since Open. Kernel* fields are the socket's
 // XDP_STATISTICS.
 type Stats struct {
-	RxPackets  uint64 // datagrams handed to Recv's caller
-	RxInvalid  uint64 // frames dropped by the parser: not IPv4/UDP to our port, bad IP checksum or lengths
-	RxTooBig   uint64 // payloads larger than the caller's slot, dropped
-	TxPackets  uint64 // datagrams placed on the TX ring
-	TxFull     uint64 // Send calls that stopped early for lack of TX frames
-	TxKicks    uint64 // sendto calls that drove transmission
-	TxKickBusy uint64 // sendto calls answered with EAGAIN/EBUSY/ENOBUFS
-	FillKicks  uint64 // recvfrom calls made because the fill ring needed a wakeup
+	RxPackets uint64 // datagrams handed to Recv's caller
+	RxInvalid uint64 // frames dropped by the parser: not IPv4/UDP to our port, bad IP checksum or lengths
+	RxTooBig  uint64 // payloads larger than the caller's slot, dropped
+	TxPackets uint64 // datagrams placed on the TX ring
+	TxFull    uint64 // Send calls that stopped early for lack of TX frames
+	TxKicks   uint64 // sendto calls that drove transmission
+	TxAgain   uint64 // sendto answered EAGAIN: the per-call budget (32) ran out, or no completion slot
+	TxDropped uint64 // sendto answered EBUSY/ENOBUFS: the device dropped a frame the kernel had taken (copy mode; veth: peer ring full)
+	RecvKicks uint64 // recvfrom calls: busy polls of the device, or fill-ring wakeups
 
 	KernelRxDropped        uint64 // dropped by the kernel (for example RX ring full)
 	KernelRxInvalidDescs   uint64

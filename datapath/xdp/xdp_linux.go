@@ -177,11 +177,13 @@ func (p *Path) setup() error {
 	}
 
 	if c.BusyPoll > 0 {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1); err != nil {
-			return fmt.Errorf("xdp: SO_PREFER_BUSY_POLL: %w", err)
-		}
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, c.BusyPoll); err != nil {
 			return fmt.Errorf("xdp: SO_BUSY_POLL: %w", err)
+		}
+		// Preferring busy polling over softirq needs CAP_NET_ADMIN; without
+		// it busy polling still runs, so EPERM is not an error.
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1); err != nil && err != unix.EPERM {
+			return fmt.Errorf("xdp: SO_PREFER_BUSY_POLL: %w", err)
 		}
 	}
 
@@ -312,9 +314,15 @@ func (p *Path) kick() {
 		case 0:
 			return
 		case unix.EAGAIN, unix.EBUSY, unix.ENOBUFS:
-			p.stats.TxKickBusy++
 			// EAGAIN: the budget ran out with descriptors left; go on while
-			// the kernel consumed something.
+			// the kernel consumed something. EBUSY: the driver dropped the
+			// frame (NET_XMIT_DROP) after the kernel took it off the ring;
+			// it is completed, not sent, and the protocol's NAK recovers it.
+			if e == unix.EAGAIN {
+				p.stats.TxAgain++
+			} else {
+				p.stats.TxDropped++
+			}
 			before := p.tx.cachedCons
 			p.tx.cachedCons = p.tx.ring.consLoad()
 			if e != unix.EAGAIN || p.tx.cachedCons == before || p.tx.cachedCons == p.tx.cachedProd {
@@ -351,7 +359,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 	avail := p.rx.avail()
 	if avail == 0 {
 		if p.cfg.BusyPoll > 0 || (p.cfg.NeedWakeup && p.fill.needWakeup()) {
-			p.stats.FillKicks++
+			p.stats.RecvKicks++
 			unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		}
 		return 0, nil
@@ -381,7 +389,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 	p.rx.release()
 	p.fill.publish()
 	if p.cfg.NeedWakeup && p.fill.needWakeup() {
-		p.stats.FillKicks++
+		p.stats.RecvKicks++
 		unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
 	v.SetLen(n)
@@ -401,11 +409,28 @@ func (p *Path) ZeroCopy() bool { return p.zeroCopy }
 // FD is the AF_XDP socket (for poll(2) or diagnostics; owned by the Path).
 func (p *Path) FD() int { return p.fd }
 
-// Stats returns the counters, including the kernel's XDP_STATISTICS.
+// Stats returns the counters, including the kernel's XDP_STATISTICS. Call
+// it from the goroutine that uses the Path (or after that stopped); after
+// Close the kernel fields are those read by Close.
 func (p *Path) Stats() Stats {
 	s := p.stats
+	if !p.closed {
+		p.kernelStats(&s)
+	}
+	return s
+}
+
+// KernelStats returns only the Kernel* fields (one getsockopt), and may be
+// called from any goroutine while the Path is open.
+func (p *Path) KernelStats() Stats {
+	var s Stats
+	p.kernelStats(&s)
+	return s
+}
+
+func (p *Path) kernelStats(s *Stats) {
 	var ks unix.XDPStatistics
-	if !p.closed && getsockopt(p.fd, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks)) == nil {
+	if getsockopt(p.fd, unix.XDP_STATISTICS, unsafe.Pointer(&ks), unsafe.Sizeof(ks)) == nil {
 		s.KernelRxDropped = ks.Rx_dropped
 		s.KernelRxInvalidDescs = ks.Rx_invalid_descs
 		s.KernelTxInvalidDescs = ks.Tx_invalid_descs
@@ -413,7 +438,6 @@ func (p *Path) Stats() Stats {
 		s.KernelRxFillRingEmpty = ks.Rx_fill_ring_empty_descs
 		s.KernelTxRingEmptyDescs = ks.Tx_ring_empty_descs
 	}
-	return s
 }
 
 // Close implements [datapath.Path]: it detaches the program, closes the
@@ -422,6 +446,7 @@ func (p *Path) Close() error {
 	if p.closed {
 		return nil
 	}
+	p.kernelStats(&p.stats) // keep the kernel's last word
 	p.closed = true
 	var errs []error
 	if p.redirect != nil {
