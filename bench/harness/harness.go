@@ -26,6 +26,9 @@ type Config struct {
 	ServerCPU int           // core of B's loop (1); -1 leaves it unpinned
 	Budget    time.Duration // wall-time cap of one measured phase (3 s)
 	Timeout   time.Duration // watchdog: the pair is closed after this (30 s)
+	// Drain is how long Throughput waits after the last send for a
+	// reliable peer to finish repairing; 0 means Budget.
+	Drain time.Duration
 	// Progress receives a one-line status for runs longer than 2 s;
 	// nil prints nothing.
 	Progress io.Writer
@@ -47,6 +50,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("harness: budget %v, timeout %v", c.Budget, c.Timeout)
 	}
 	return nil
+}
+
+// DrainTime is Drain or its default.
+func (c Config) DrainTime() time.Duration {
+	if c.Drain > 0 {
+		return c.Drain
+	}
+	return c.Budget
 }
 
 // Point is one point of a latency percentile spectrum.

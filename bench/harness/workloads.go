@@ -281,8 +281,8 @@ func OneWay(p peers.Peer, cfg Config) Result {
 // lets it, for at most n messages or cfg.Budget, and counts what B
 // delivers in order. The rate is delivered messages over the time from
 // the first send to the last delivery. drop > 0 injects loss both ways
-// (the loss-degradation workload); the run then also waits up to
-// another Budget for a reliable peer to finish repairing.
+// (the loss-degradation workload). After the last send the run waits up
+// to cfg.DrainTime for a reliable peer to finish repairing.
 func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result {
 	wl := "throughput"
 	if drop > 0 || n < 0 {
@@ -293,7 +293,7 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 	}
 	pc := peerConfig(size, 300*time.Millisecond)
 	if p.Reliable {
-		pc.Timeout = cfg.Budget
+		pc.Timeout = cfg.DrainTime()
 	}
 	pc.DropA, pc.DropB = drop, drop
 	if drop > 0 && !p.Lossy {
@@ -375,7 +375,7 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 		// Keep serving the receiver (re-requests, heartbeats) until it has
 		// everything or another Budget passed.
 		poll, _ := s.pair.A.(peers.Poller)
-		end := time.Now().Add(cfg.Budget)
+		end := time.Now().Add(cfg.DrainTime())
 		for !recvDone.Load() && time.Now().Before(end) {
 			if poll != nil {
 				if poll.Poll() != nil {

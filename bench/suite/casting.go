@@ -83,11 +83,15 @@ func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 	return out
 }
 
+// CastingLossRate is the offered rate of the paced casting row of the
+// loss-degradation workload, records/s.
+const CastingLossRate = 20_000
+
 func castingLoss(o Options, r *report.Report, drop float64) []harness.Result {
-	if drop == 0 {
-		unavailable(r, "loss-degradation: casting", "no casting runner with injected loss on main yet (cast.Loop + datapath loss seam)")
+	return []harness.Result{
+		castingLossRow(o, "casting", drop, CastingLossRate),
+		castingLossRow(o, "casting-unpaced", drop, 0),
 	}
-	return nil
 }
 
 func castingClassic(o Options, r *report.Report, drop float64) []harness.Result {

@@ -240,7 +240,7 @@ func runLoss(o Options, r *report.Report) {
 		drops = []float64{0, 0.1}
 	}
 	c := o.cfg()
-	c.Budget = o.LossTime
+	c.Budget, c.Drain = o.LossTime, lossDrain(o)
 	for _, d := range drops {
 		var rows []harness.Result
 		for _, p := range LossPeers() {
@@ -285,6 +285,10 @@ func runClassic(o Options, r *report.Report) {
 	compare(bw, "raw-udp")
 	r.Results = append(r.Results, bw...)
 }
+
+// lossDrain is how long every reliable row of loss-degradation may take
+// after its last send to finish repairing (it ends early when done).
+func lossDrain(o Options) time.Duration { return max(o.LossTime, 2*time.Second) }
 
 func unavailable(r *report.Report, w, why string) {
 	r.Unavailable = append(r.Unavailable, report.Unavailable{Workload: w, Why: why})
