@@ -30,6 +30,7 @@ var (
 	ErrControlType   = errors.New("cast: record type 0x11/0x12 is reserved for control frames")
 	ErrBatchFull     = errors.New("cast: outgoing batch is full")
 	ErrSeqOrder      = errors.New("cast: frame seq is not the sender's next seq")
+	ErrHasLog        = errors.New("cast: SendFrame bypasses the WAL; a sender with a WAL uses Send")
 )
 
 // ColdRequest asks the loop to read Count consecutive records starting at
@@ -217,9 +218,12 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 // SendFrame sends a data frame the caller built and sealed (header, CRC
 // and seq in payload[0:8]), for a WAL-less publisher that stamps seqs
 // itself or a relay. The frame's seq must be NextSeq() (ErrSeqOrder
-// otherwise); a bad frame returns its wal decoding error. The frame is
-// copied; the caller keeps ownership.
+// otherwise); a bad frame returns its wal decoding error; a sender with a
+// WAL returns ErrHasLog. The frame is copied; the caller keeps ownership.
 func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
+	if s.log != nil {
+		return ErrHasLog
+	}
 	h, p, n, err := wal.DecodeFrame(frame)
 	if err != nil {
 		return err

@@ -357,6 +357,10 @@ func TestSendErrors(t *testing.T) {
 	if err := s.SendFrame(frame(2, 64), 0, out); err != nil || s.NextSeq() != 3 {
 		t.Fatalf("SendFrame: %v next %d", err, s.NextSeq())
 	}
+	logged, _ := newTestSender(t, senderCfg(), newFakeLog(1))
+	if err := logged.SendFrame(frame(1, 64), 0, out); !errors.Is(err, ErrHasLog) {
+		t.Fatalf("SendFrame with a WAL: %v", err)
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
