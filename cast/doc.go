@@ -25,8 +25,8 @@
 //	    //                       (flush out and call again while rest is non-empty;
 //	    //                        ColdDone(req, nil, …) on wal.ErrNotFound;
 //	    //                        ColdFailed(req) if the read failed)
-//	s.Tick(now, out)                          // idle-only heartbeat
-//	path.Send(out); out.Reset()
+//	s.Tick(now, out)                          // idle-only heartbeat; continues retransmits
+//	path.Send(out); out.Reset()               // that did not fit (again while s.RetxPending())
 //
 // With a WAL, Send appends the record to the WAL first (the WAL assigns
 // the seq and seals the frame once), copies the frame into the hot ring
