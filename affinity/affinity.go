@@ -81,6 +81,27 @@ func Go(c Config, f func()) (*Thread, error) {
 	return t, nil
 }
 
+// GoFor starts f the way an idle strategy wants it: busy-polling
+// strategies get a locked, pinned thread ([Go]); Park gets an ordinary
+// goroutine, unlocked and unpinned, because a locked goroutine that parks
+// on the netpoller pays two thread hand-offs per wake-up (the runtime's
+// stoplockedm/startlockedm futex round trip, tens of µs here), which is
+// exactly the latency parking is meant to keep low.
+func GoFor(s Strategy, c Config, f func()) (*Thread, error) {
+	if s != Park {
+		return Go(c, f)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	t := &Thread{done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		f()
+	}()
+	return t, nil
+}
+
 // ErrTooFewProcs means GOMAXPROCS leaves no P for the runtime and the
 // application beside the spinning threads.
 var ErrTooFewProcs = errors.New("affinity: GOMAXPROCS too low for the spinning threads")

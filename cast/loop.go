@@ -43,7 +43,9 @@ type LoopConfig struct {
 	// hot ring) on an I/O goroutine; usually the Sender's *wal.Writer.
 	// Nil: cold requests are reported failed and the receiver asks again.
 	Cold ColdReader
-	// Thread pins the loop's locked OS thread (CPU -1: unpinned).
+	// Thread pins the loop's locked OS thread (CPU -1: unpinned). With
+	// the Park idle strategy the loop runs on an ordinary goroutine
+	// instead (see affinity.GoFor) and Thread is not applied.
 	Thread affinity.Config
 	// Idle paces the loop when a poll found nothing. affinity.Park blocks
 	// in the Path's RecvWait until a datagram or the next tick.
@@ -59,7 +61,7 @@ type LoopConfig struct {
 	TickInterval time.Duration
 	// OnRecord is called on the loop thread for every record delivered
 	// in seq order; h and payload are valid only during the call.
-	OnRecord func(h wal.Header, payload []byte)
+	OnRecord func(l *Loop, h wal.Header, payload []byte)
 	// OnEvent is called on the loop thread when the Receiver's outcome or
 	// silence changes, and when the loop stops on an error.
 	OnEvent func(Event)
@@ -295,6 +297,16 @@ func StartLoop(cfg LoopConfig) (*Loop, error) {
 	return l, nil
 }
 
+// Feed hands the cores one datagram received outside the loop (e.g. the
+// one a CLI read to learn its peer's address) as if the loop had
+// received it. Call it before Start only. What the cores produce is sent
+// on the first iteration.
+func (l *Loop) Feed(d []byte, from netip.AddrPort) {
+	l.now = l.clock()
+	l.route(d, from)
+	l.checkEvents()
+}
+
 // Start runs the loop on a new locked OS thread placed per cfg.Thread
 // and the I/O goroutine for cold reads. It returns once the thread is
 // placed.
@@ -309,7 +321,7 @@ func (l *Loop) Start() error {
 		l.ioWG.Add(1)
 		go l.serveIO()
 	}
-	t, err := affinity.Go(l.cfg.Thread, l.run)
+	t, err := affinity.GoFor(l.idle.Strategy, l.cfg.Thread, l.run)
 	if err != nil {
 		if l.coldReq != nil {
 			close(l.coldReq)
@@ -466,7 +478,7 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 func (l *Loop) deliver(h wal.Header, p []byte) {
 	l.delivered.Add(1)
 	if l.cfg.OnRecord != nil {
-		l.cfg.OnRecord(h, p)
+		l.cfg.OnRecord(l, h, p)
 	}
 	if l.recvRing != nil {
 		var seq uint64

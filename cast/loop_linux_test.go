@@ -170,7 +170,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	if o.viaRings {
 		rl.RecvRing = 1024
 	} else {
-		rl.OnRecord = func(h wal.Header, p []byte) { check(wal.Seq(p)) }
+		rl.OnRecord = func(_ *Loop, h wal.Header, p []byte) { check(wal.Seq(p)) }
 	}
 	var evs []Event
 	rl.OnEvent = func(e Event) { evs = append(evs, e) }
@@ -414,7 +414,7 @@ func TestLoopShutdownUnderTraffic(t *testing.T) {
 				var n atomic.Int64
 				rl := DefaultLoopConfig()
 				rl.Path, rl.Receiver, rl.Idle.Strategy = pb, rcv, idle
-				rl.OnRecord = func(wal.Header, []byte) { n.Add(1) }
+				rl.OnRecord = func(*Loop, wal.Header, []byte) { n.Add(1) }
 				rloop, err := StartLoop(rl)
 				if err != nil {
 					t.Fatal(err)
@@ -491,7 +491,7 @@ func TestLoopIterationAllocs(t *testing.T) {
 			var got int
 			rl := DefaultLoopConfig()
 			rl.Path, rl.Receiver = pb, rcv
-			rl.OnRecord = func(wal.Header, []byte) { got++ }
+			rl.OnRecord = func(*Loop, wal.Header, []byte) { got++ }
 			rloop, err := NewLoop(rl)
 			if err != nil {
 				t.Fatal(err)

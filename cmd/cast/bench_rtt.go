@@ -13,9 +13,8 @@ import (
 	"github.com/walcast/walcast/internal/benchkit"
 )
 
-// rttRunners are the rows of `cast bench rtt` beyond the raw floor; the
-// cast loop file adds casting-udp when it is built.
-var rttRunners []func(benchkit.RTTConfig) (benchkit.Row, error)
+// rttRunners are the rows of `cast bench rtt` compared with the raw floor.
+var rttRunners = []func(benchkit.RTTConfig) (benchkit.Row, error){benchkit.RTTCasting}
 
 func init() {
 	registerBench("rtt", "ping-pong RTT: casting over udp vs raw UDP, spin and netpoller modes", benchRTT)

@@ -10,9 +10,21 @@ import (
 	"github.com/walcast/walcast/internal/benchkit"
 )
 
-// tputRunners are the casting rows of `cast bench throughput`, added by
-// the cast loop file; each is compared with the raw GSO/GRO floor.
-var tputRunners []func(benchkit.ThroughputConfig) ([]benchkit.Row, error)
+// tputRunners are the casting rows of `cast bench throughput`; each is
+// compared with the raw GSO/GRO floor of the same size.
+var tputRunners = []func(benchkit.ThroughputConfig) ([]benchkit.Row, error){
+	func(c benchkit.ThroughputConfig) ([]benchkit.Row, error) {
+		var rows []benchkit.Row
+		for _, v := range []struct{ wal, coalesce bool }{{false, false}, {true, false}, {true, true}} {
+			r, err := benchkit.ThroughputCasting(c, v.wal, v.coalesce)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, r)
+		}
+		return rows, nil
+	},
+}
 
 func benchThroughput(args []string) error {
 	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback: raw sendmmsg and raw GSO/GRO (the floors) and casting\nover datapath/mmsg, at each frame size. Ratios are against raw-gso-gro of the\nsame size and run.")

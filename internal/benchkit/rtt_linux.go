@@ -94,7 +94,7 @@ func RTTRawUDP(c RTTConfig) (Row, error) {
 	affinity.EnsureGOMAXPROCS(2)
 	var stop atomic.Bool
 	errc := make(chan error, 2)
-	echo, err := affinity.Go(c.pin(1), func() { echoLoop(srv, c.Mode, &stop, errc) })
+	echo, err := affinity.GoFor(c.Mode, c.pin(1), func() { echoLoop(srv, c.Mode, &stop, errc) })
 	if err != nil {
 		return Row{}, err
 	}
@@ -102,7 +102,7 @@ func RTTRawUDP(c RTTConfig) (Row, error) {
 
 	var row Row
 	var runErr error
-	client, err := affinity.Go(c.pin(0), func() { row, runErr = pingLoop(cli, c, &stop) })
+	client, err := affinity.GoFor(c.Mode, c.pin(0), func() { row, runErr = pingLoop(cli, c, &stop) })
 	if err != nil {
 		return Row{}, err
 	}

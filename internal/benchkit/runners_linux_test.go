@@ -43,3 +43,29 @@ func TestThroughputRaw(t *testing.T) {
 		t.Logf("%s: %.0f rec/s %s", r.Name, r.RecPerS, r.Note)
 	}
 }
+
+func TestCastingRunners(t *testing.T) {
+	for _, mode := range []affinity.Strategy{affinity.Spin, affinity.Park} {
+		c := DefaultRTTConfig()
+		c.N, c.Warmup, c.Mode, c.CPUs = 300, 20, mode, [2]int{-1, -1}
+		r, err := RTTCasting(c)
+		if err != nil {
+			t.Fatal(mode, err)
+		}
+		if r.Latency.N != 300 || r.Name != "casting-udp" {
+			t.Fatalf("%+v", r)
+		}
+	}
+	for _, walOn := range []bool{false, true} {
+		c := DefaultThroughputConfig()
+		c.Duration, c.CPUs = 100*time.Millisecond, [2]int{-1, -1}
+		r, err := ThroughputCasting(c, walOn, walOn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Records == 0 {
+			t.Fatalf("%+v", r)
+		}
+		t.Logf("%s: %.0f rec/s %s", r.Name, r.RecPerS, r.Note)
+	}
+}

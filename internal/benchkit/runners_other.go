@@ -2,7 +2,12 @@
 
 package benchkit
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/walcast/walcast/datapath/mmsg"
+	"github.com/walcast/walcast/datapath/udp"
+)
 
 // errNotLinux: the runners drive raw Linux sockets and pinned threads.
 var errNotLinux = errors.New("benchkit: the RTT and throughput runners are Linux-only")
@@ -15,3 +20,17 @@ func RTTGoNet(RTTConfig) (Row, error) { return Row{}, errNotLinux }
 
 // ThroughputRaw is Linux-only.
 func ThroughputRaw(ThroughputConfig) (Row, error) { return Row{}, errNotLinux }
+
+// RTTCasting is Linux-only.
+func RTTCasting(RTTConfig) (Row, error) { return Row{}, errNotLinux }
+
+// ThroughputCasting is Linux-only.
+func ThroughputCasting(ThroughputConfig, bool, bool) (Row, error) { return Row{}, errNotLinux }
+
+// ConnectedUDP is Linux-only.
+func ConnectedUDP() (a, b *udp.Path, err error) { return nil, nil, errNotLinux }
+
+// ConnectedMmsg is Linux-only.
+func ConnectedMmsg(gso, gro bool, batch int) (a, b *mmsg.Path, err error) {
+	return nil, nil, errNotLinux
+}

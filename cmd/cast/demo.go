@@ -1,0 +1,261 @@
+package main
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/drop"
+	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/wal"
+)
+
+func init() {
+	register(command{name: "demo", summary: "sender and receiver in one process on loopback, with loss; the README's first command", run: runDemo})
+}
+
+func runDemo(args []string) error {
+	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). Then a short ping-pong measures the round trip. Prints a progress line\nand a summary.")
+	n := fs.Int("n", 1_000_000, "records")
+	size := fs.Int("size", 128, "payload bytes per record (frame = size + 16)")
+	rate := fs.Float64("rate", 100_000, "records per second (0: as fast as the path takes them)")
+	dropPct := fs.Float64("drop", 1, "percent of datagrams lost at the receiver")
+	walDir := fs.String("wal", "", "WAL directory (default: a temporary one, removed afterwards; \"off\": no WAL)")
+	pings := fs.Int("pings", 20000, "round trips measured after the stream (0: skip)")
+	pin := fs.String("pin", "none", "CPUs of the sender and receiver loops (e.g. 0,1), or none: pinning is for an otherwise idle machine")
+	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
+	quiet := fs.Bool("q", false, "no progress line")
+	reorder := fs.Int("reorder", 1<<17, "receiver reorder window, records (power of two)")
+	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *size < 16 || *size+wal.HeaderSize > cast.DefaultMaxFrame {
+		return fmt.Errorf("-size %d: want 16..%d", *size, cast.DefaultMaxFrame-wal.HeaderSize)
+	}
+	if f := os.Getenv("WALCAST_CPUPROFILE"); f != "" {
+		pf, err := os.Create(f)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cpus, err := parsePins(*pin)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+
+	// The stream's two ends, connected to each other on loopback.
+	var a, b datapath.Path
+	switch *path {
+	case "mmsg":
+		pa, pb, err := benchkit.ConnectedMmsg(true, true, 64)
+		if err != nil {
+			return err
+		}
+		a, b = pa, pb
+	case "udp":
+		pa, pb, err := benchkit.ConnectedUDP()
+		if err != nil {
+			return err
+		}
+		a, b = pa, pb
+	default:
+		return fmt.Errorf("-path %q: want mmsg or udp", *path)
+	}
+	var lossy *drop.Path
+	if *dropPct > 0 {
+		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano())}, 64, cast.DefaultMaxFrame)
+		b = lossy
+	}
+
+	var w *wal.Writer
+	walNote := "off"
+	if *walDir != "off" {
+		dir := *walDir
+		if dir == "" {
+			if dir, err = os.MkdirTemp("", "walcast-demo-"); err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+		}
+		if w, err = wal.Open(wal.DefaultConfig(dir)); err != nil {
+			return err
+		}
+		defer w.Close()
+		walNote = dir
+	}
+
+	frame := *size + wal.HeaderSize
+	sc := cast.DefaultSenderConfig()
+	var log cast.Log
+	var cold cast.ColdReader
+	if w != nil {
+		log, cold = w, w
+	}
+	snd, err := cast.NewSender(sc, log)
+	if err != nil {
+		return err
+	}
+	// The reorder window must outlast a lost retransmit plus the stalls
+	// of a busy machine (we saw 100+ ms on a loaded 2-vCPU VM): at 100 k
+	// rec/s a 20 ms debounce lets 2 000 records pass; 131 072 slots of
+	// 192 bytes (25 MB) hold 1.3 s.
+	rc := cast.DefaultReceiverConfig()
+	rc.MaxFrame = (frame + 63) &^ 63
+	rc.ReorderSlots = *reorder
+	rc.NakDebounce = *debounce
+	rc.MaxNakRetries = 16
+	rcv, err := cast.NewReceiver(rc)
+	if err != nil {
+		return err
+	}
+
+	var delivered, outOfOrder, latSum atomic.Int64
+	lat := benchkit.NewSamples(*n)
+	var next uint64 = 0
+	rl := cast.DefaultLoopConfig()
+	rl.Path, rl.Receiver, rl.Thread = b, rcv, affinity.Config{CPU: cpus[1]}
+	rl.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
+		seq := wal.Seq(p)
+		if next != 0 && seq != next {
+			outOfOrder.Add(1)
+		}
+		next = seq + 1
+		if d := l.Now() - int64(binary.LittleEndian.Uint64(p[8:])); d > 0 {
+			lat.Record(d)
+			latSum.Add(d)
+		}
+		delivered.Add(1)
+	}
+	var faulted atomic.Value
+	rl.OnEvent = func(e cast.Event) {
+		if e.Kind == cast.EventFaulted || e.Kind == cast.EventReconnect || e.Kind == cast.EventSenderRestarted || e.Kind == cast.EventError {
+			faulted.Store(e)
+		}
+	}
+	rloop, err := cast.StartLoop(rl)
+	if err != nil {
+		return err
+	}
+
+	var sent atomic.Int64
+	done := make(chan struct{})
+	sl := cast.DefaultLoopConfig()
+	sl.Path, sl.Sender, sl.Cold, sl.Thread = a, snd, cold, affinity.Config{CPU: cpus[0]}
+	// Both loops share one clock origin (the receiver's), so send times
+	// stamped by the sender are comparable on delivery.
+	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate}, &sent, done)
+	sl.OnPoll = func(l *cast.Loop, now int64) { prod(l, rloop.Now()) }
+	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
+	start := time.Now()
+	sloop, err := cast.StartLoop(sl)
+	if err != nil {
+		rloop.Close()
+		return err
+	}
+
+	// Progress, 10 times a second, from counters the loops publish.
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var interrupted bool
+	finished := false
+	for !finished {
+		select {
+		case <-ctx.Done():
+			interrupted, finished = true, true
+		case <-tick.C:
+			d := delivered.Load()
+			if !*quiet {
+				progress(os.Stderr, d, int64(*n), time.Since(start), rloop.ReceiverStats(), lossy)
+			}
+			if d >= int64(*n) || faulted.Load() != nil || rloop.Err() != nil || sloop.Err() != nil {
+				finished = true
+			}
+		}
+	}
+	el := time.Since(start)
+	if !*quiet {
+		progress(os.Stderr, delivered.Load(), int64(*n), el, rloop.ReceiverStats(), lossy)
+	}
+	cerr1 := sloop.Close()
+	cerr2 := rloop.Close()
+	if cerr1 != nil || cerr2 != nil {
+		return fmt.Errorf("closing: %v %v", cerr1, cerr2)
+	}
+	ss, rs := sloop.SenderStats(), rloop.ReceiverStats()
+	d := delivered.Load()
+	var dropped uint64
+	if lossy != nil {
+		dropped, _ = lossy.Dropped()
+	}
+	order := "in order, each once"
+	if outOfOrder.Load() > 0 {
+		order = fmt.Sprintf("%d OUT OF ORDER", outOfOrder.Load())
+	}
+	if !*quiet {
+		fmt.Fprintln(os.Stderr)
+	}
+	fmt.Printf("delivered      %d / %d records, %s\n", d, *n, order)
+	fmt.Printf("loss injected  %d datagrams dropped at the receiver\n", dropped)
+	fmt.Printf("gaps recovered %d NAKs for %d records; duplicates discarded %d\n", rs.NaksSent, rs.NakSeqs, rs.Duplicates)
+	fmt.Printf("retransmits    %d (hot ring %d, WAL %d)\n", ss.RetxHot+ss.RetxCold, ss.RetxHot, ss.RetxCold)
+	if ss.ColdQueued+ss.ColdRejected > 0 {
+		ls := sloop.Stats()
+		fmt.Printf("cold reads     %d queued, %d served, %d rejected (in-flight cap), %d missing, %d failed\n", ss.ColdQueued, ls.ColdReads, ss.ColdRejected, ss.ColdMissing, ss.ColdErrors+ls.ColdErrors)
+	}
+	fmt.Printf("throughput     %.0f records/s, %.3f Gbit/s (%.2f s)\n", float64(d)/el.Seconds(), float64(d)*float64(frame)*8/el.Seconds()/1e9, el.Seconds())
+	if ls := lat.Summarize(); ls.N > 0 {
+		fmt.Printf("send→deliver   p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (one way, loss repairs included)\n", us(ls.P50), us(ls.P99), us(ls.P999))
+	}
+	if w != nil {
+		if err := w.Flush(); err == nil {
+			fmt.Printf("wal            durable through seq %d\n", w.Durable())
+		}
+	}
+	if e, ok := faulted.Load().(cast.Event); ok {
+		return &exitError{code: 3, msg: fmt.Sprintf("demo: receiver stopped: %v %v", e.Kind, e.Outcome.Err())}
+	}
+	if interrupted {
+		return &exitError{code: 130}
+	}
+	if *pings > 0 {
+		c := benchkit.DefaultRTTConfig()
+		c.N, c.Warmup, c.CPUs = *pings, min(*pings/10, 2000), cpus
+		r, err := benchkit.RTTCasting(c)
+		if err != nil {
+			return fmt.Errorf("ping-pong: %w", err)
+		}
+		l := r.Latency
+		fmt.Printf("RTT            p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (%d pings of %d B, casting over udp, pinned busy-poll)\n", us(l.P50), us(l.P99), us(l.P999), l.N, c.Size)
+	}
+	return nil
+}
+
+// progress draws one status line: a bar, the count, the rate and the repairs.
+func progress(w io.Writer, d, n int64, el time.Duration, rs cast.ReceiverStats, lossy *drop.Path) {
+	const width = 30
+	frac := float64(d) / float64(max(n, 1))
+	bar := strings.Repeat("=", int(frac*width))
+	if len(bar) < width {
+		bar += ">" + strings.Repeat(" ", width-len(bar)-1)
+	}
+	var dropped uint64
+	if lossy != nil {
+		dropped, _ = lossy.Dropped()
+	}
+	fmt.Fprintf(w, "\r[%s] %3.0f%% %d/%d  %.0fk rec/s  lost %d  NAKs %d   ", bar[:width], 100*frac, d, n, float64(d)/el.Seconds()/1e3, dropped, rs.NaksSent)
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath/drop"
+)
+
+func init() {
+	register(command{name: "recv", summary: "receive records from a `cast send`; -json prints one object per record and per event", run: runRecv})
+}
+
+func runRecv(args []string) error {
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order, NAKing gaps\nto -peer (the sender's -bind address; without -peer the source of the first\ndatagram is used). With -json, one JSON object per line for every delivered\nrecord ({\"seq\":…,\"type\":…,\"len\":…}) and every event ({\"event\":\"faulted\"|\n\"reconnect\"|\"sender_restarted\"|\"peer_silent\",…}). Exits after -n records, on a\nsticky outcome (status 3), or on Ctrl-C.")
+	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
+	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: learnt from the first datagram)")
+	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
+	jsonOut := fs.Bool("json", false, "print one JSON object per delivered record and per event")
+	var rf recvFlags
+	rf.add(fs)
+	var nf netFlags
+	nf.add(fs, "mmsg", true)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	local, err := parseAddr(*listen)
+	if err != nil {
+		return err
+	}
+	peer, err := parseAddr(*peerS)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	out := bufio.NewWriterSize(os.Stdout, 1<<16)
+	defer out.Flush()
+	res, err := receive(ctx, &nf, &rf, local, peer, *n, *jsonOut, out, nil)
+	if err != nil {
+		return err
+	}
+	if !*jsonOut {
+		res.print(out)
+	}
+	if res.outcome != cast.Live {
+		out.Flush()
+		return &exitError{code: 3, msg: "cast recv: " + res.outcomeErr.Error()}
+	}
+	if ctx.Err() != nil && (*n == 0 || res.delivered < *n) {
+		return &exitError{code: 130}
+	}
+	return nil
+}
+
+type recvResult struct {
+	delivered, first, last int64
+	inOrder                bool
+	elapsed                time.Duration
+	stats                  cast.ReceiverStats
+	outcome                cast.OutcomeKind
+	outcomeErr             error
+	dropped                uint64
+	path                   string
+}
+
+func (r recvResult) print(w io.Writer) {
+	rate := 0.0
+	if r.elapsed > 0 {
+		rate = float64(r.delivered) / r.elapsed.Seconds()
+	}
+	fmt.Fprintf(w, "received %d records (seq %d..%d, in order: %v) in %.3f s: %.0f rec/s over %s\n", r.delivered, r.first, r.last, r.inOrder, r.elapsed.Seconds(), rate, r.path)
+	fmt.Fprintf(w, "gaps NAKed %d (%d seqs), duplicates %d, heartbeats %d, bad %d, dropped by -drop %d\n",
+		r.stats.NaksSent, r.stats.NakSeqs, r.stats.Duplicates, r.stats.Heartbeats, r.stats.Bad.Total(), r.dropped)
+	fmt.Fprintf(w, "outcome: %v\n", r.outcome)
+}
+
+// receive runs a Receiver loop until n records, ctx's end or a sticky
+// outcome. Records and events go to w as JSON lines when asJSON; echo,
+// when not nil, runs inside the loop for every record (the classic
+// receiver echoes).
+func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip.AddrPort, n int64, asJSON bool, w *bufio.Writer, withSender func(lc *cast.LoopConfig, peer netip.AddrPort) error) (recvResult, error) {
+	res := recvResult{inOrder: true, outcome: cast.Live}
+	p, err := nf.open(local, peer)
+	if err != nil {
+		return res, err
+	}
+	res.path = features(p)
+	var first *batch.Vec
+	var from netip.AddrPort
+	if !peer.IsValid() {
+		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
+		if first, from, err = learnPeer(ctx, p); err != nil {
+			p.Close()
+			if ctx.Err() != nil {
+				return res, nil
+			}
+			return res, err
+		}
+		peer = from
+	}
+	rc := rf.config()
+	rc.Sender = peer
+	rcv, err := cast.NewReceiver(rc)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	lc, err := nf.loop(p)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	lc.Receiver = rcv
+	lc.RecvRing = 8192
+	if withSender != nil {
+		if err := withSender(&lc, peer); err != nil {
+			p.Close()
+			return res, err
+		}
+	}
+	l, err := cast.NewLoop(lc)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	if first != nil {
+		for i := 0; i < first.Len(); i++ {
+			l.Feed(first.Msg(i))
+		}
+	}
+	if err := l.Start(); err != nil {
+		p.Close()
+		return res, err
+	}
+	fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+	ring := l.Received()
+	var start time.Time
+	var buf []byte
+	idle := 0
+loop:
+	for ctx.Err() == nil && (n == 0 || res.delivered < n) {
+		got := false
+		for {
+			typ, seq, payload, ok := ring.Peek()
+			if !ok {
+				break
+			}
+			got = true
+			if res.delivered == 0 {
+				start = time.Now()
+				res.first = int64(seq)
+			} else if int64(seq) != res.last+1 {
+				res.inOrder = false
+			}
+			res.last = int64(seq)
+			res.delivered++
+			if asJSON {
+				buf = append(buf[:0], `{"seq":`...)
+				buf = strconv.AppendUint(buf, seq, 10)
+				buf = append(buf, `,"type":`...)
+				buf = strconv.AppendUint(buf, uint64(typ), 10)
+				buf = append(buf, `,"len":`...)
+				buf = strconv.AppendInt(buf, int64(len(payload)), 10)
+				buf = append(buf, "}\n"...)
+				w.Write(buf)
+			}
+			ring.Pop()
+			if n > 0 && res.delivered >= n {
+				break
+			}
+		}
+		select {
+		case e := <-l.Events():
+			if asJSON {
+				writeEvent(w, e)
+			}
+			switch e.Kind {
+			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
+				res.outcome, res.outcomeErr = e.Outcome.Kind, e.Outcome.Err()
+				break loop
+			case cast.EventError:
+				l.Close()
+				return res, e.Err
+			}
+			got = true
+		case <-l.Done():
+			break loop
+		default:
+		}
+		if got {
+			idle = 0
+			continue
+		}
+		idle++
+		if idle > 100 {
+			w.Flush()
+			time.Sleep(200 * time.Microsecond)
+		}
+	}
+	res.elapsed = time.Since(start)
+	if err := l.Close(); err != nil {
+		return res, err
+	}
+	res.stats = l.ReceiverStats()
+	if d, ok := p.(*drop.Path); ok {
+		res.dropped, _ = d.Dropped()
+	}
+	return res, nil
+}
+
+// recvFlags tune the Receiver for a sender's rate: a gap whose
+// retransmit is lost is asked for again after -debounce, and the stream
+// may run -reorder records ahead meanwhile, so rate × debounce must stay
+// well below reorder.
+type recvFlags struct {
+	reorder  int
+	debounce time.Duration
+	maxFrame int
+}
+
+func (rf *recvFlags) add(fs *flag.FlagSet) {
+	d := cast.DefaultReceiverConfig()
+	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
+	fs.DurationVar(&rf.debounce, "debounce", d.NakDebounce, "time between two NAKs of the same gap")
+	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
+}
+
+func (rf *recvFlags) config() cast.ReceiverConfig {
+	c := cast.DefaultReceiverConfig()
+	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, rf.debounce, rf.maxFrame
+	return c
+}
+
+// writeEvent prints one event as a JSON line.
+func writeEvent(w io.Writer, e cast.Event) {
+	o := e.Outcome
+	switch e.Kind {
+	case cast.EventFaulted:
+		cause := "retry_budget"
+		if o.Cause == cast.Silence {
+			cause = "silence"
+		}
+		fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)
+	case cast.EventReconnect:
+		fmt.Fprintf(w, `{"event":"reconnect","last_delivered":%d,"seq":%d}`+"\n", o.LastDelivered, o.Seq)
+	case cast.EventSenderRestarted:
+		fmt.Fprintf(w, `{"event":"sender_restarted","last_delivered":%d,"highest":%d}`+"\n", o.LastDelivered, o.Highest)
+	case cast.EventPeerSilent:
+		fmt.Fprintf(w, `{"event":"peer_silent","last_delivered":%d}`+"\n", o.LastDelivered)
+	case cast.EventError:
+		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", e.Err.Error())
+	}
+}

@@ -1,0 +1,317 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/drop"
+	"github.com/walcast/walcast/datapath/mmsg"
+	"github.com/walcast/walcast/datapath/udp"
+	"github.com/walcast/walcast/wal"
+)
+
+func init() {
+	register(command{name: "send", summary: "send records to a `cast recv` (casting over UDP, optional WAL)", run: runSend})
+}
+
+// netFlags are the datapath and thread flags every networked command takes.
+type netFlags struct {
+	path     string
+	pin      int
+	idle     string
+	batch    int
+	noGSO    bool
+	coalesce bool
+	drop     float64
+}
+
+func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
+	fs.StringVar(&nf.path, "path", defPath, "datapath: udp (one syscall per datagram) or mmsg (sendmmsg/recvmmsg with GSO/GRO)")
+	fs.IntVar(&nf.pin, "pin", -1, "pin the loop thread to this CPU (-1: no pin)")
+	fs.StringVar(&nf.idle, "idle", "spin", "idle strategy: spin, yield, backoff or park (netpoller)")
+	fs.IntVar(&nf.batch, "batch", 64, "datagrams per poll and per flush")
+	fs.BoolVar(&nf.noGSO, "nogso", false, "mmsg: never use UDP GSO")
+	fs.BoolVar(&nf.coalesce, "coalesce", false, "pack consecutive frames into one datagram of up to 1472 bytes")
+	if withDrop {
+		fs.Float64Var(&nf.drop, "drop", 0, "lose this percent of received datagrams (testing)")
+	}
+}
+
+// open opens the datapath bound to local and, when peer is valid,
+// connected to it; with -drop it loses received datagrams.
+func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
+	var p datapath.Path
+	switch nf.path {
+	case "udp":
+		c := udp.DefaultConfig()
+		c.Local, c.Peer = local, peer
+		u, err := udp.New(c)
+		if err != nil {
+			return nil, err
+		}
+		p = u
+	case "mmsg":
+		c := mmsg.DefaultConfig()
+		c.Local, c.Peer, c.Batch, c.GSO = local, peer, nf.batch, !nf.noGSO
+		m, err := mmsg.New(c)
+		if err != nil {
+			return nil, err
+		}
+		p = m
+	default:
+		return nil, fmt.Errorf("-path %q: want udp or mmsg", nf.path)
+	}
+	if nf.drop > 0 {
+		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano())}, nf.batch, cast.DefaultMaxFrame)
+	}
+	return p, nil
+}
+
+// loop returns a loop config for p with the thread and idle flags applied.
+func (nf *netFlags) loop(p datapath.Path) (cast.LoopConfig, error) {
+	c := cast.DefaultLoopConfig()
+	c.Path, c.Batch = p, nf.batch
+	c.Thread.CPU = nf.pin
+	s, err := affinity.ParseStrategy(nf.idle)
+	if err != nil {
+		return c, err
+	}
+	c.Idle.Strategy = s
+	return c, nil
+}
+
+// features describes the datapath for summaries.
+func features(p datapath.Path) string {
+	if d, ok := p.(*drop.Path); ok {
+		p = d.Inner()
+	}
+	switch v := p.(type) {
+	case *mmsg.Path:
+		f := v.Features()
+		return fmt.Sprintf("mmsg (GSO %s, GRO %s, NAPI id %d)", onOff(f.GSO), onOff(f.GRO), v.NAPIID())
+	case *udp.Path:
+		return fmt.Sprintf("udp (NAPI id %d)", v.NAPIID())
+	}
+	return "?"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// parseAddr resolves HOST:PORT (HOST may be empty: all addresses, or a
+// name) to an address.
+func parseAddr(s string) (netip.AddrPort, error) {
+	if s == "" {
+		return netip.AddrPort{}, nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap, nil
+	}
+	ua, err := net.ResolveUDPAddr("udp", s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("address %q: %w", s, err)
+	}
+	ap := ua.AddrPort()
+	if !ap.Addr().IsValid() {
+		ap = netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port())
+	}
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
+}
+
+// learnPeer waits for the first datagrams on p and returns them (copies)
+// and the first one's source: the CLI's way to find a sender that was not
+// named with -peer. The core itself never learns addresses from traffic.
+func learnPeer(ctx context.Context, p datapath.Path) (*batch.Vec, netip.AddrPort, error) {
+	v := batch.New(64, 65535)
+	w, _ := p.(cast.Waiter)
+	for ctx.Err() == nil {
+		var n int
+		var err error
+		if w != nil {
+			n, err = w.RecvWait(v, time.Now().Add(100*time.Millisecond))
+		} else {
+			n, err = p.Recv(v)
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err != nil {
+			return nil, netip.AddrPort{}, err
+		}
+		if n > 0 {
+			_, from := v.Msg(0)
+			return v, from, nil
+		}
+	}
+	return nil, netip.AddrPort{}, ctx.Err()
+}
+
+// sendOpts are the knobs of one sending run, shared by send, bandwidth and demo.
+type sendOpts struct {
+	n       int
+	payload int
+	rate    float64
+}
+
+// producer returns an OnPoll callback that sends o.n records of
+// o.payload bytes, paced at o.rate records/s (0: as fast as the loop
+// takes them). sent counts records sent; done is closed after the last.
+func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.Loop, now int64) {
+	payload := make([]byte, o.payload)
+	var start int64
+	produced := 0
+	var fin bool
+	return func(l *cast.Loop, now int64) {
+		if fin {
+			return
+		}
+		if start == 0 {
+			start = now
+		}
+		for k := 0; k < 256 && produced < o.n; k++ {
+			if o.rate > 0 && float64(produced) >= float64(now-start)/1e9*o.rate {
+				break
+			}
+			if len(payload) >= 16 {
+				binary.LittleEndian.PutUint64(payload[8:], uint64(now)) // send time, for latency
+			}
+			if _, err := l.Send(1, payload); err != nil {
+				break // batch full or WAL backpressure: next iteration
+			}
+			produced++
+			sent.Store(int64(produced))
+		}
+		if produced == o.n {
+			fin = true
+			close(done)
+		}
+	}
+}
+
+// waitQuiet returns once the sender has served no NAK for quiet (the
+// receiver has everything it asked for), or ctx ends, or max passes.
+func waitQuiet(ctx context.Context, l *cast.Loop, quiet, max time.Duration) {
+	end := time.Now().Add(max)
+	last, since := l.SenderStats().Naks, time.Now()
+	for ctx.Err() == nil && time.Now().Before(end) && time.Since(since) < quiet {
+		time.Sleep(10 * time.Millisecond)
+		if n := l.SenderStats().Naks; n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
+func runSend(args []string) error {
+	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind.")
+	to := fs.String("to", "", "receiver address HOST:PORT (required)")
+	bind := fs.String("bind", "0.0.0.0:0", "local address HOST:PORT; NAKs arrive here")
+	var o sendOpts
+	fs.IntVar(&o.n, "n", 100000, "records to send")
+	fs.IntVar(&o.payload, "size", 128, "payload bytes per record (first 8 are the seq); the frame adds 16")
+	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them)")
+	walDir := fs.String("wal", "", "append every record to a WAL in this directory")
+	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
+	var nf netFlags
+	nf.add(fs, "mmsg", false)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *to == "" {
+		fs.Usage()
+		return &exitError{code: 2, msg: "cast send: -to is required"}
+	}
+	if o.payload < 8 || o.payload+wal.HeaderSize > cast.DefaultMaxFrame {
+		return fmt.Errorf("-size %d: want 8..%d", o.payload, cast.DefaultMaxFrame-wal.HeaderSize)
+	}
+	peer, err := parseAddr(*to)
+	if err != nil {
+		return err
+	}
+	local, err := parseAddr(*bind)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+
+	p, err := nf.open(local, peer)
+	if err != nil {
+		return err
+	}
+	sc := cast.DefaultSenderConfig()
+	sc.Coalesce = nf.coalesce
+	var w *wal.Writer
+	var log cast.Log
+	if *walDir != "" {
+		if w, err = wal.Open(wal.DefaultConfig(*walDir)); err != nil {
+			p.Close()
+			return err
+		}
+		defer w.Close()
+		log = w
+	}
+	snd, err := cast.NewSender(sc, log)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	lc, err := nf.loop(p)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	lc.Sender = snd
+	if w != nil {
+		lc.Cold = w
+	}
+	var sent atomic.Int64
+	done := make(chan struct{})
+	lc.OnPoll = producer(o, &sent, done)
+	start := time.Now()
+	l, err := cast.StartLoop(lc)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, p.LocalAddr(), features(p))
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-l.Done():
+	}
+	el := time.Since(start)
+	waitQuiet(ctx, l, 500*time.Millisecond, *linger)
+	if err := l.Close(); err != nil {
+		return err
+	}
+	st := l.SenderStats()
+	n := sent.Load()
+	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
+		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
+	fmt.Printf("naks %d, retransmits %d (hot ring %d, WAL %d), heartbeats %d\n", st.Naks, st.RetxHot+st.RetxCold, st.RetxHot, st.RetxCold, st.Heartbeats)
+	if w != nil {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		fmt.Printf("wal %s: durable through seq %d\n", *walDir, w.Durable())
+	}
+	if ctx.Err() != nil {
+		return &exitError{code: 130}
+	}
+	return nil
+}

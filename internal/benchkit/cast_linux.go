@@ -1,0 +1,353 @@
+package benchkit
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/mmsg"
+	"github.com/walcast/walcast/datapath/udp"
+	"github.com/walcast/walcast/wal"
+)
+
+// ConnectedUDP opens two datapath/udp sockets on loopback connected to
+// each other.
+func ConnectedUDP() (a, b *udp.Path, err error) {
+	if b, err = udp.New(udp.DefaultConfig()); err != nil {
+		return nil, nil, err
+	}
+	ca := udp.DefaultConfig()
+	ca.Peer = b.LocalAddr()
+	if a, err = udp.New(ca); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	bl := b.LocalAddr()
+	b.Close()
+	cb := udp.DefaultConfig()
+	cb.Local, cb.Peer = bl, a.LocalAddr()
+	if b, err = udp.New(cb); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// ConnectedMmsg opens two datapath/mmsg sockets on loopback connected to
+// each other; a sends with GSO when gso is true, b receives with GRO when
+// gro is true.
+func ConnectedMmsg(gso, gro bool, batch int) (a, b *mmsg.Path, err error) {
+	cb := mmsg.DefaultConfig()
+	cb.GRO, cb.Batch = gro, batch
+	if b, err = mmsg.New(cb); err != nil {
+		return nil, nil, err
+	}
+	ca := mmsg.DefaultConfig()
+	ca.GSO, ca.Batch, ca.Peer = gso, batch, b.LocalAddr()
+	if a, err = mmsg.New(ca); err != nil {
+		b.Close()
+		return nil, nil, err
+	}
+	bl := b.LocalAddr()
+	b.Close()
+	cb.Local, cb.Peer = bl, a.LocalAddr()
+	if b, err = mmsg.New(cb); err != nil {
+		a.Close()
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// RTTCasting is ping-pong through the casting protocol over datapath/udp:
+// a client loop (Sender + Receiver) sends one record, an echo loop
+// (Receiver + Sender) sends it back on its own stream, and the client
+// times the round trip. Same threads, pins and idle mode as RTTRawUDP.
+func RTTCasting(c RTTConfig) (Row, error) {
+	if err := c.Validate(); err != nil {
+		return Row{}, err
+	}
+	if c.Size < wal.HeaderSize+16 {
+		return Row{}, fmt.Errorf("benchkit: casting rtt needs size >= %d", wal.HeaderSize+16)
+	}
+	a, b, err := ConnectedUDP()
+	if err != nil {
+		return Row{}, err
+	}
+	echo, err := newEchoLoop(b, affinity.Config{CPU: c.CPUs[1]}, c.Mode)
+	if err != nil {
+		a.Close()
+		b.Close()
+		return Row{}, err
+	}
+	defer echo.Close()
+
+	total := c.Warmup + c.N
+	s := NewSamples(c.N)
+	payload := make([]byte, c.Size-wal.HeaderSize)
+	var i int
+	var t0 int64
+	var outstanding bool
+	done := make(chan struct{})
+	var sendErr error
+	var l *cast.Loop
+	ping := func(l *cast.Loop) {
+		if i >= total {
+			return
+		}
+		binary.LittleEndian.PutUint64(payload[8:], uint64(i))
+		t0 = l.Now()
+		if _, err := l.Send(1, payload); err != nil {
+			if !errors.Is(err, cast.ErrBatchFull) {
+				sendErr = err
+				close(done)
+				i = total
+			}
+			return
+		}
+		outstanding = true
+	}
+	var start time.Time
+	cfg, err := loopConfig(a, affinity.Config{CPU: c.CPUs[0]}, c.Mode, true, true)
+	if err != nil {
+		return Row{}, err
+	}
+	cfg.OnPoll = func(l *cast.Loop, now int64) {
+		if !outstanding {
+			ping(l)
+		}
+	}
+	cfg.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
+		if len(p) < 16 || binary.LittleEndian.Uint64(p[8:]) != uint64(i) {
+			return
+		}
+		rtt := l.Now() - t0
+		if i >= c.Warmup {
+			s.Record(rtt)
+		}
+		if i == c.Warmup {
+			start = time.Now()
+		}
+		outstanding = false
+		i++
+		if i == total {
+			close(done)
+			return
+		}
+		ping(l)
+	}
+	if l, err = cast.NewLoop(cfg); err != nil {
+		a.Close()
+		return Row{}, err
+	}
+	if err := l.Start(); err != nil {
+		a.Close()
+		return Row{}, err
+	}
+	deadline := time.Duration(total) * c.Timeout / 100
+	if deadline < 30*time.Second {
+		deadline = 30 * time.Second
+	}
+	var timedOut bool
+	select {
+	case <-done:
+	case <-l.Done():
+	case <-time.After(deadline):
+		timedOut = true
+	}
+	el := time.Since(start)
+	cerr := l.Close()
+	if sendErr != nil {
+		return Row{}, sendErr
+	}
+	if cerr != nil {
+		return Row{}, cerr
+	}
+	if timedOut {
+		return Row{}, fmt.Errorf("benchkit: casting rtt timed out after %d of %d pings", i, total)
+	}
+	st := l.ReceiverStats()
+	row := Row{Workload: "rtt", Name: "casting-udp", Path: "udp", Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
+	row.RecPerS = float64(s.Len()) / el.Seconds()
+	if st.NaksSent > 0 {
+		row.Note = fmt.Sprintf("naks=%d", st.NaksSent)
+	}
+	return row, nil
+}
+
+// loopConfig is the loop setup the runners share.
+func loopConfig(p datapath.Path, pin affinity.Config, mode affinity.Strategy, sender, receiver bool) (cast.LoopConfig, error) {
+	cfg := cast.DefaultLoopConfig()
+	cfg.Path, cfg.Thread = p, pin
+	cfg.Idle.Strategy = mode
+	if sender {
+		s, err := cast.NewSender(cast.DefaultSenderConfig(), nil)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Sender = s
+	}
+	if receiver {
+		r, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Receiver = r
+	}
+	return cfg, nil
+}
+
+// newEchoLoop starts a loop that sends every record it receives back on
+// its own stream.
+func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy) (*cast.Loop, error) {
+	cfg, err := loopConfig(p, pin, mode, true, true)
+	if err != nil {
+		return nil, err
+	}
+	cfg.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) { _, _ = l.Send(h.Type, payload) }
+	l, err := cast.NewLoop(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return l, l.Start()
+}
+
+// ThroughputCasting blasts Size-byte frames through the casting protocol
+// over datapath/mmsg (GSO/GRO per c) for c.Duration and counts the records
+// delivered in order. withWAL appends every record to a WAL in a
+// temporary directory first (O_DIRECT where the filesystem allows);
+// coalesce packs consecutive frames into 1472-byte datagrams. The sender
+// is not paced: what the receiver loses is recovered by NAKs, and the
+// counts are in Note.
+func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) {
+	if err := c.Validate(); err != nil {
+		return Row{}, err
+	}
+	if c.Size < wal.HeaderSize+8 {
+		return Row{}, fmt.Errorf("benchkit: casting frames need size >= %d", wal.HeaderSize+8)
+	}
+	a, b, err := ConnectedMmsg(c.GSO, c.GRO, c.Batch)
+	if err != nil {
+		return Row{}, err
+	}
+	var w *wal.Writer
+	if withWAL {
+		dir, err := os.MkdirTemp("", "walcast-bench-")
+		if err != nil {
+			return Row{}, err
+		}
+		defer os.RemoveAll(dir)
+		if w, err = wal.Open(wal.DefaultConfig(dir)); err != nil {
+			return Row{}, err
+		}
+		defer w.Close()
+	}
+	sc := cast.DefaultSenderConfig()
+	sc.Coalesce = coalesce
+	var log cast.Log
+	var cold cast.ColdReader
+	if w != nil {
+		log, cold = w, w
+	}
+	snd, err := cast.NewSender(sc, log)
+	if err != nil {
+		return Row{}, err
+	}
+	rc := cast.DefaultReceiverConfig()
+	rc.ReorderSlots = 1 << 16
+	rcv, err := cast.NewReceiver(rc)
+	if err != nil {
+		return Row{}, err
+	}
+	var delivered atomic.Int64
+	rl := cast.DefaultLoopConfig()
+	rl.Path, rl.Receiver, rl.Batch, rl.Thread = b, rcv, c.Batch, affinity.Config{CPU: c.CPUs[1]}
+	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { delivered.Add(1) }
+	rloop, err := cast.StartLoop(rl)
+	if err != nil {
+		return Row{}, err
+	}
+	defer rloop.Close()
+
+	payload := make([]byte, c.Size-wal.HeaderSize)
+	var produced atomic.Int64
+	var stop atomic.Bool
+	sl := cast.DefaultLoopConfig()
+	sl.Path, sl.Sender, sl.Cold, sl.Batch, sl.Thread = a, snd, cold, c.Batch, affinity.Config{CPU: c.CPUs[0]}
+	var sendErr error
+	sl.OnPoll = func(l *cast.Loop, now int64) {
+		if stop.Load() {
+			return
+		}
+		for k := 0; k < c.Batch; k++ {
+			if _, err := l.Send(1, payload); err != nil {
+				if !errors.Is(err, cast.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
+					sendErr = err
+					stop.Store(true)
+				}
+				return
+			}
+			produced.Add(1)
+		}
+	}
+	sloop, err := cast.StartLoop(sl)
+	if err != nil {
+		return Row{}, err
+	}
+	start := time.Now()
+	time.Sleep(c.Duration)
+	stop.Store(true)
+	sent := produced.Load()
+	// Wait for the receiver to catch up (repairs included), or give up
+	// after 3 s of no progress.
+	last, lastChange := delivered.Load(), time.Now()
+	for delivered.Load() < sent && time.Since(lastChange) < 3*time.Second && rloop.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		if d := delivered.Load(); d != last {
+			last, lastChange = d, time.Now()
+		}
+	}
+	got := delivered.Load()
+	// Measured until the last delivery seen (not the 3 s of waiting).
+	el := lastChange.Sub(start)
+	if el < c.Duration {
+		el = c.Duration
+	}
+	if err := sloop.Close(); err != nil {
+		return Row{}, err
+	}
+	if sendErr != nil {
+		return Row{}, sendErr
+	}
+	sent = produced.Load()
+	ss := sloop.SenderStats()
+	_ = rloop.Close()
+	rs := rloop.ReceiverStats()
+	name := "casting-mmsg"
+	if withWAL {
+		name += "+wal"
+	}
+	if coalesce {
+		name += "+coalesce"
+	}
+	row := Row{Workload: "throughput", Name: name, Path: "mmsg"}
+	row.fill(got, c.Size, el.Seconds())
+	f := a.Features()
+	row.Note = fmt.Sprintf("size=%d sent=%d delivered=%d gso=%v gro=%v naks=%d retx_hot=%d retx_cold=%d outcome=%v",
+		c.Size, sent, got, f.GSO, b.Features().GRO, rs.NaksSent, ss.RetxHot, ss.RetxCold, rloopOutcome(rloop))
+	return row, nil
+}
+
+func rloopOutcome(l *cast.Loop) string {
+	select {
+	case e := <-l.Events():
+		return e.Kind.String()
+	default:
+		return "live"
+	}
+}
