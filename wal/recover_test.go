@@ -353,3 +353,40 @@ func TestCorruptRecordInTheMiddle(t *testing.T) {
 		t.Fatalf("verify: %v, bad %v; want %s offset %d", err, rep.Bad, px, ox)
 	}
 }
+
+// TestFlushWritesOnlyWhenThereIsData: the active file exists right after
+// Open, Append alone does not touch the disk, an empty Flush writes
+// nothing, a Flush after an Append does.
+func TestFlushWritesOnlyWhenThereIsData(t *testing.T) {
+	var writes atomic.Int64
+	withSys(t, func(s *sysOps) {
+		pw := s.pwrite
+		s.pwrite = func(fd int, p []byte, off int64) (int, error) {
+			writes.Add(1)
+			return pw(fd, p, off)
+		}
+	})
+	c := testConfig(t)
+	c.FlushInterval = time.Hour
+	w := openT(t, c)
+	if _, err := os.Stat(activePath(c)); err != nil {
+		t.Fatalf("no active file after Open: %v", err)
+	}
+	if err := w.Flush(); err != nil || writes.Load() != 0 {
+		t.Fatalf("empty flush: %v, %d writes", err, writes.Load())
+	}
+	if _, err := w.Append(100, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if writes.Load() != 0 {
+		t.Fatal("Append wrote to disk")
+	}
+	if err := w.Flush(); err != nil || writes.Load() == 0 || w.Durable() != 1 {
+		t.Fatalf("flush: %v, %d writes, durable %d", err, writes.Load(), w.Durable())
+	}
+	n := writes.Load()
+	if err := w.Flush(); err != nil || writes.Load() != n {
+		t.Fatalf("second empty flush wrote: %d → %d", n, writes.Load())
+	}
+}
