@@ -239,6 +239,42 @@ func TestScenarios(t *testing.T) {
 					t.Fatalf("%d datagrams for 500 coalesced records", sent)
 				}
 			}},
+		{name: "blackout shorter than the window is repaired by one NAK", run: func(t *testing.T, h *harness) {
+			h.send(1)
+			h.step()
+			from := h.now() + int64(10*ms)
+			h.impairData(mem.Impairment{Blackouts: []mem.Window{{From: from, To: from + int64(300*ms)}}})
+			for i := 0; i < 400; i++ { // one record per ms: 300 lost in the blackout
+				h.send(1)
+				h.step()
+				h.p.Clock.Advance(ms)
+			}
+			h.run(10*ms, ms)
+			h.expectDelivered(1, 401)
+			if st := h.r.Stats(); st.NaksSent != 1 || st.NakSeqs != 300 {
+				t.Fatalf("NAKs %d for %d seqs, want one NAK for 300", st.NaksSent, st.NakSeqs)
+			}
+		}},
+		{name: "blackout longer than the window reconnects, replay resumes",
+			setup: func(o *harnessOpt) { o.r.ReorderSlots = 256 },
+			run: func(t *testing.T, h *harness) {
+				h.send(1)
+				h.step()
+				from := h.now() + int64(10*ms)
+				h.impairData(mem.Impairment{Blackouts: []mem.Window{{From: from, To: from + int64(300*ms)}}})
+				for i := 0; i < 400; i++ {
+					h.send(1)
+					h.step()
+					h.p.Clock.Advance(ms)
+				}
+				if o := h.r.Outcome(); o.Kind != Reconnect || o.LastDelivered != 11 || o.Seq != 312 { // 12..311 lost; 312 − 12 = 300 ≥ 256
+					t.Fatalf("outcome %+v", o)
+				}
+				h.replay()
+				h.send(5)
+				h.run(10*ms, ms)
+				h.expectDelivered(1, 406)
+			}},
 		{name: "WAL-less sender",
 			setup: func(o *harnessOpt) { o.noLog = true },
 			run: func(t *testing.T, h *harness) {
