@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // withSys swaps the syscall seam for the writers opened inside the test.
@@ -389,4 +392,51 @@ func TestFlushWritesOnlyWhenThereIsData(t *testing.T) {
 	if err := w.Flush(); err != nil || writes.Load() != n {
 		t.Fatalf("second empty flush wrote: %d → %d", n, writes.Load())
 	}
+}
+
+// TestDirectIOFallback: a filesystem that refuses an O_DIRECT write
+// (EINVAL) makes the writer reopen the segment buffered and say so in
+// Stats; DisableDirectIO does the same from the start. Data is intact
+// either way.
+func TestDirectIOFallback(t *testing.T) {
+	var refused atomic.Bool
+	withSys(t, func(s *sysOps) {
+		pw := s.pwrite
+		s.pwrite = func(fd int, p []byte, off int64) (int, error) {
+			if !refused.Load() {
+				refused.Store(true)
+				return 0, unix.EINVAL
+			}
+			return pw(fd, p, off)
+		}
+	})
+	c := testConfig(t)
+	w := openT(t, c)
+	if !w.Stats().Direct {
+		t.Skipf("O_DIRECT not available here: %s", w.Stats().DirectNote)
+	}
+	appendN(t, w, 100)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if st.Direct || !strings.Contains(st.DirectNote, "refused") {
+		t.Fatalf("after EINVAL: direct %v note %q", st.Direct, st.DirectNote)
+	}
+	appendN(t, w, 2000) // across rotations, buffered
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	verifyDir(t, c, 2100)
+
+	c2 := testConfig(t)
+	c2.DisableDirectIO = true
+	w2 := openT(t, c2)
+	if st := w2.Stats(); st.Direct || !strings.Contains(st.DirectNote, "disabled") {
+		t.Fatalf("DisableDirectIO: %+v", st)
+	}
+	appendN(t, w2, 500)
+	w2.Close()
+	verifyDir(t, c2, 500)
 }
