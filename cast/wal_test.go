@@ -150,9 +150,8 @@ func BenchmarkSendRealWAL(b *testing.B) {
 
 // TestLargeColdPathLoss: 100 000 records at 10 % loss both ways, one per
 // ms, with a 16-slot hot ring, so every re-NAK (50 ms later) is served by
-// a cold read from
-// the real WAL (index lookup, O_DIRECT read) — every record delivered
-// exactly once, in order.
+// a cold read from the real WAL (index lookup, O_DIRECT read) — every
+// record delivered exactly once, in order.
 func TestLargeColdPathLoss(t *testing.T) {
 	o := defaultOpt()
 	o.s.RingSlots = 16
