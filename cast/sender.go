@@ -103,8 +103,9 @@ type Sender struct {
 	coal      struct {
 		vec  *batch.Vec
 		idx  int
-		n    int
-		next uint64
+		n    int    // bytes in the message
+		last int    // bytes of its last frame
+		next uint64 // seq that may be appended
 	}
 	stats SenderStats
 }
@@ -274,7 +275,15 @@ func (s *Sender) coalesceWith(out *batch.Vec, n int, seq uint64) bool {
 		return false
 	}
 	m, _ := out.Msg(s.coal.idx)
-	return len(m) == s.coal.n && s.coal.n+n <= s.cfg.MaxFrame && s.coal.n+n <= out.SlotSize()
+	if len(m) != s.coal.n || s.coal.n+n > s.cfg.MaxFrame || s.coal.n+n > out.SlotSize() {
+		return false
+	}
+	// The message must still be ours: its last frame is the data record
+	// seq−1 (the caller may have reset out and appended something else,
+	// e.g. a NAK, at the same index).
+	last := m[len(m)-s.coal.last:]
+	typ := le.Uint16(last[2:])
+	return !wal.IsControl(typ) && le.Uint64(last[wal.HeaderSize:]) == seq-1
 }
 
 // emit appends a data frame to out, coalescing it with the previous data
@@ -284,6 +293,7 @@ func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
 		buf := out.Buf(s.coal.idx)
 		copy(buf[s.coal.n:], frame)
 		s.coal.n += len(frame)
+		s.coal.last = len(frame)
 		out.Set(s.coal.idx, s.coal.n, s.cfg.Dest)
 		s.coal.next = seq + 1
 		return true
@@ -292,7 +302,7 @@ func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
 		return false
 	}
 	if s.cfg.Coalesce {
-		s.coal.vec, s.coal.idx, s.coal.n, s.coal.next = out, out.Len()-1, len(frame), seq+1
+		s.coal.vec, s.coal.idx, s.coal.n, s.coal.last, s.coal.next = out, out.Len()-1, len(frame), len(frame), seq+1
 	}
 	return true
 }

@@ -405,3 +405,30 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// A batch reset and refilled with a control frame of the same length at
+// the same index must not be mistaken for the sender's last datagram.
+func TestCoalesceNeverJoinsForeignMessages(t *testing.T) {
+	cfg := senderCfg()
+	cfg.Coalesce = true
+	s, out := newTestSender(t, cfg, nil)
+	p := make([]byte, wal.ControlPayloadSize) // data frame of 80 bytes, like a NAK
+	if _, err := s.Send(100, p, 0, out); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	nak := nakFrame(1, 1)
+	out.Append(nak, rogue)
+	if _, err := s.Send(100, p, 0, out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 2 {
+		t.Fatalf("%d messages, want the NAK and a new data datagram", out.Len())
+	}
+	if b, to := out.Msg(0); to != rogue || len(b) != len(nak) {
+		t.Fatalf("NAK changed: %d bytes to %v", len(b), to)
+	}
+	if _, err := s.Send(100, p, 0, out); err != nil || out.Len() != 2 {
+		t.Fatalf("consecutive data not coalesced: %v, %d messages", err, out.Len())
+	}
+}
