@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -375,4 +376,172 @@ func startConsumer(o castStream, path datapath.Path, w *wal.Writer, dir string, 
 		return err
 	}
 	return c, stop, nil
+}
+
+// castingTput runs casting unpaced over path for o.Harness.Budget and
+// reports what the receiver delivered in order.
+func castingTput(o Options, workload, name, path string, payload int, withWAL bool) harness.Result {
+	cs := castStream{Path: path, Payload: payload, SendFor: min(o.Harness.Budget, 2*time.Second), DrainFor: 2 * time.Second,
+		WAL: withWAL, Consumer: withWAL, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU}
+	size := payload + wal.HeaderSize
+	res := harness.Result{Row: benchkit.Row{Workload: workload, Name: name, Path: path, Mode: "spin"}, Size: size, Pinned: true}
+	out, err := cs.run()
+	if err != nil {
+		res.Skipped, res.Note = err.Error(), "failed: "+err.Error()
+		return res
+	}
+	res.Sent, res.Delivered, res.Records = out.produced, out.delivered, out.delivered
+	if out.produced > 0 {
+		res.DeliveredPct = 100 * float64(out.delivered) / float64(out.produced)
+	}
+	if el := out.last.Sub(out.first); out.delivered > 0 && el > 0 {
+		res.Seconds = el.Seconds()
+		res.RecPerS = float64(out.delivered) / el.Seconds()
+		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
+	}
+	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
+	w := "WAL off, bare Receiver loop"
+	if withWAL {
+		w = fmt.Sprintf("WAL on, Consumer: %d over UDP, %d by TCP catch-up after %d escalations", out.udp, out.tcp, out.escalations)
+	}
+	res.Note = fmt.Sprintf("%s, %d-byte frames, %.0f Mbit/s; retx hot %d cold %d", w, size, res.Gbps*1000, out.s.RetxHot, out.s.RetxCold)
+	if !out.inOrder {
+		res.Note += "; OUT OF ORDER"
+	}
+	if len(out.events) > 0 {
+		res.Note += fmt.Sprintf("; events %v", out.events[:min(len(out.events), 3)])
+	}
+	return res
+}
+
+// castingPing is ping-pong over casting: the client loop (Sender and
+// Receiver on one datapath, core A) sends one record and waits for the
+// echo loop (Sender and Receiver on the other, core B) to send one back;
+// the RTT is taken on the client's loop thread. dropPct is lost at the
+// echo's socket (the classic receiver-side drop: data in and NAKs in).
+// No WAL: retransmits come from the hot ring.
+func castingPing(o Options, workload string, cfg harness.Config, dropPct float64) harness.Result {
+	res := harness.Result{Row: benchkit.Row{Workload: workload, Name: "casting-udp", Path: "udp", Mode: "spin"}, Size: cfg.Payload, Drop: dropPct / 100, Pinned: true}
+	fail := func(err error) harness.Result {
+		res.Skipped, res.Note = err.Error(), "failed: "+err.Error()
+		return res
+	}
+	pa, pb, err := castPaths("udp")
+	if err != nil {
+		return fail(err)
+	}
+	var ep = pb
+	if dropPct > 0 {
+		ep = drop.New(pb, drop.Config{RecvPct: dropPct, Seed: 3}, 64, cast.DefaultMaxFrame)
+	}
+	mk := func() (*cast.Sender, *cast.Receiver, error) {
+		s, err := cast.NewSender(cast.DefaultSenderConfig(), nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+		return s, r, err
+	}
+	// Echo: every record received is sent back from the next poll.
+	es, er, err := mk()
+	if err != nil {
+		pa.Close()
+		ep.Close()
+		return fail(err)
+	}
+	echoBuf := make([]byte, cfg.Payload)
+	var echoPending bool
+	el := cast.DefaultLoopConfig()
+	el.Path, el.Sender, el.Receiver = ep, es, er
+	el.Thread = affinity.Config{CPU: cfg.ServerCPU}
+	el.OnRecord = func(h wal.Header, p []byte) {
+		copy(echoBuf, p)
+		echoPending = true
+	}
+	el.OnPoll = func(l *cast.Loop, now int64) {
+		if echoPending {
+			if _, err := l.Send(1, echoBuf); err == nil {
+				echoPending = false
+			}
+		}
+	}
+	eloop, err := cast.StartLoop(el)
+	if err != nil {
+		pa.Close()
+		return fail(err)
+	}
+	cs, cr, err := mk()
+	if err != nil {
+		eloop.Close()
+		pa.Close()
+		return fail(err)
+	}
+	h := harness.NewHist()
+	series := make([]int64, 0, cfg.N)
+	msg := make([]byte, cfg.Payload)
+	var inflight bool
+	var t0, start time.Time
+	var count, measured int
+	var finished atomic.Bool
+	total := cfg.Warmup + cfg.N
+	cl := cast.DefaultLoopConfig()
+	cl.Path, cl.Sender, cl.Receiver = pa, cs, cr
+	cl.Thread = affinity.Config{CPU: cfg.ClientCPU}
+	cl.OnPoll = func(l *cast.Loop, now int64) {
+		if inflight || finished.Load() {
+			return
+		}
+		if count >= total || (count > cfg.Warmup && time.Since(start) > cfg.Budget) {
+			finished.Store(true)
+			return
+		}
+		if count == cfg.Warmup {
+			start = time.Now()
+		}
+		binary.LittleEndian.PutUint64(msg[8:], uint64(count))
+		t0 = time.Now()
+		if _, err := l.Send(1, msg); err == nil {
+			inflight = true
+		}
+	}
+	cl.OnRecord = func(hd wal.Header, p []byte) {
+		if !inflight || binary.LittleEndian.Uint64(p[8:]) != uint64(count) {
+			return
+		}
+		dt := time.Since(t0).Nanoseconds()
+		if count >= cfg.Warmup {
+			h.Record(dt)
+			series = append(series, dt)
+			measured++
+		}
+		count++
+		inflight = false
+	}
+	cloop, err := cast.StartLoop(cl)
+	if err != nil {
+		eloop.Close()
+		return fail(err)
+	}
+	deadline := time.Now().Add(cfg.Timeout)
+	for !finished.Load() && time.Now().Before(deadline) && cloop.Err() == nil && eloop.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !finished.Load() {
+		res.Note = "stopped by the watchdog"
+	}
+	cerr, eerr := cloop.Close(), eloop.Close()
+	if cerr != nil || eerr != nil {
+		res.Note = strings.TrimSpace(fmt.Sprintf("%s loops: %v / %v", res.Note, cerr, eerr))
+	}
+	st := cloop.SenderStats()
+	est := eloop.SenderStats()
+	res.Latency, res.Curve, res.Series = h.Summary(), h.Curve(), series
+	res.Records, res.Sent, res.Delivered = int64(measured), int64(measured), int64(measured)
+	res.DeliveredPct = 100
+	if !start.IsZero() {
+		res.Seconds = time.Since(start).Seconds()
+	}
+	res.Retransmits(int64(st.RetxHot + st.RetxCold + est.RetxHot + est.RetxCold))
+	res.Note = strings.TrimSpace(res.Note + fmt.Sprintf(" retx %d (client) + %d (echo), heartbeats %d+%d", st.RetxHot+st.RetxCold, est.RetxHot+est.RetxCold, st.Heartbeats, est.Heartbeats))
+	return res
 }

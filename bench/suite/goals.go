@@ -23,17 +23,14 @@ func Goals(r *report.Report) []report.Goal {
 
 	g1 := "casting-udp p50 RTT ≤ 1.05× raw UDP and below every peer except raw UDP"
 	if c, ok := r.Find("rtt", "casting-udp", 0, 0); ok {
-		floor, fok := r.Find("rtt", "raw-udp/datapath", 0, 0)
-		if !fok {
-			floor, fok = r.Find("rtt", "raw-udp", 0, 0)
-		}
+		floor, fok := r.Find("rtt", "raw-udp", 0, 0)
 		if !fok {
 			notMeasured(g1, "no raw-udp floor row")
 		} else {
 			ratio := float64(c.Latency.P50) / float64(floor.Latency.P50)
 			beaten := ""
 			for _, x := range r.Workload("rtt") {
-				if x.Skipped != "" || x.Name == "casting-udp" || x.Name == "raw-udp" || x.Name == "raw-udp/datapath" {
+				if x.Skipped != "" || x.Name == "casting-udp" || strings.HasPrefix(x.Name, "raw-udp") {
 					continue
 				}
 				if x.Latency.P50 <= c.Latency.P50 {
@@ -41,7 +38,10 @@ func Goals(r *report.Report) []report.Goal {
 				}
 			}
 			ok := ratio <= 1.05 && beaten == ""
-			d := fmt.Sprintf("p50 %.2f× %s", ratio, floor.Name)
+			d := fmt.Sprintf("p50 %.1f µs = %.2f× raw-udp (%.1f µs)", float64(c.Latency.P50)/1e3, ratio, float64(floor.Latency.P50)/1e3)
+			if dp, ok := r.Find("rtt", "raw-udp/datapath", 0, 0); ok && dp.Latency.P50 > 0 {
+				d += fmt.Sprintf(", %.2f× the datapath package's raw floor", float64(c.Latency.P50)/float64(dp.Latency.P50))
+			}
 			if beaten != "" {
 				d += "; peers at or below casting:" + beaten
 			}

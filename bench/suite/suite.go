@@ -161,16 +161,21 @@ func finite(v float64) float64 {
 // so slow drift of the machine hits every peer alike, and keeps the run
 // with the median p50; the note gives the p50 range over the runs.
 func runRTT(o Options, r *report.Report) {
-	ps := append(LatencyPeers(), castingLatencyPeers()...)
-	runs := make([][]harness.Result, len(ps))
+	ps := LatencyPeers()
+	runs := make([][]harness.Result, len(ps)+1)
 	for k := 0; k < max(1, o.Repeat); k++ {
-		for i, p := range ps {
-			res := harness.RTT(p, o.cfg(), 0)
+		for i := 0; i <= len(ps); i++ {
+			var res harness.Result
+			if i == len(ps) {
+				res = castingPing(o, "rtt", o.cfg(), 0) // casting over udp, cast.Loop on both ends
+			} else {
+				res = harness.RTT(ps[i], o.cfg(), 0)
+			}
 			runs[i] = append(runs[i], res)
 			if res.Skipped != "" {
 				continue
 			}
-			o.logf("rtt %-16s run %d p50 %6.1f µs p99 %7.1f µs\n", p.Name, k+1, float64(res.Latency.P50)/1e3, float64(res.Latency.P99)/1e3)
+			o.logf("rtt %-16s run %d p50 %6.1f µs p99 %7.1f µs\n", res.Name, k+1, float64(res.Latency.P50)/1e3, float64(res.Latency.P99)/1e3)
 		}
 	}
 	var rows []harness.Result
