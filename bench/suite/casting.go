@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"strings"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
@@ -12,10 +13,12 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
-// The casting rows come from the runners the datapath, wal and replay
-// packages export in internal/benchkit; this file only calls them and
-// converts their rows. A runner that is not on main yet is reported as
-// not available, with the reason.
+// The casting rows of rtt and throughput come from the runners the
+// datapath package exports in internal/benchkit (RTTRawUDP, RTTCasting,
+// ThroughputRaw, ThroughputCasting); this file only calls them and
+// converts their rows. The rows of loss-degradation, classic and the rtt
+// row "casting-udp" are wired in castrun_linux.go from cast.Loop,
+// cast.Consumer, datapath/drop and wal.Writer.
 
 func classicPeers() []peers.Peer { return []peers.Peer{saw.Peer()} }
 
@@ -42,44 +45,59 @@ func rttConfig(o Options) benchkit.RTTConfig {
 	return c
 }
 
-// castingRTT runs the datapath package's own raw-UDP floor (its loop,
-// its threads) and, once it is on main, casting over udp in the same
-// loop.
+// castingRTT runs the datapath package's own pair — raw UDP and casting
+// over datapath/udp in the same loop, threads and pins — next to the
+// suite's rows.
 func castingRTT(o Options, r *report.Report) []harness.Result {
 	var out []harness.Result
+	size := o.Harness.Payload + wal.HeaderSize
 	row, err := benchkit.RTTRawUDP(rttConfig(o))
 	if err != nil {
-		out = append(out, failed("rtt", "raw-udp/datapath", o.Harness.Payload+16, err))
+		out = append(out, failed("rtt", "raw-udp/datapath", size, err))
 	} else {
 		row.Name = "raw-udp/datapath"
-		out = append(out, fromRow(row, o.Harness.Payload+16))
+		out = append(out, fromRow(row, size))
+	}
+	row, err = benchkit.RTTCasting(rttConfig(o))
+	if err != nil {
+		out = append(out, failed("rtt", "casting-udp/datapath", size, err))
+	} else {
+		row.Name = "casting-udp/datapath"
+		row.Note = strings.TrimSpace(row.Note + " (the datapath package's runner; its floor is raw-udp/datapath)")
+		out = append(out, fromRow(row, size))
 	}
 	return out
 }
 
 func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 	var out []harness.Result
-	for _, gso := range []bool{false, true} {
+	tc := func(gso bool) benchkit.ThroughputConfig {
 		c := benchkit.DefaultThroughputConfig()
 		c.Size, c.GSO, c.GRO = size, gso, gso
 		c.Duration = min(o.Harness.Budget, 2*time.Second)
 		c.CPUs = [2]int{o.Harness.ClientCPU, o.Harness.ServerCPU}
-		row, err := benchkit.ThroughputRaw(c)
-		name := map[bool]string{false: "raw-sendmmsg/datapath", true: "raw-gso-gro/datapath"}[gso]
+		return c
+	}
+	add := func(name string, row benchkit.Row, err error) {
 		if err != nil {
 			out = append(out, failed("throughput", name, size, err))
-			continue
+			return
 		}
 		row.Name = name
 		res := fromRow(row, size)
 		res.Sent, res.Delivered, res.DeliveredPct = row.Records, row.Records, 100
 		out = append(out, res)
 	}
-	// casting over mmsg with this suite's cast.Loop wiring (the datapath
-	// package exports no casting throughput runner yet).
-	out = append(out,
-		castingTput(o, "throughput", "casting-mmsg", "mmsg", size-wal.HeaderSize, true),
-		castingTput(o, "throughput", "casting-mmsg-nowal", "mmsg", size-wal.HeaderSize, false))
+	row, err := benchkit.ThroughputRaw(tc(false))
+	add("raw-sendmmsg/datapath", row, err)
+	row, err = benchkit.ThroughputRaw(tc(true))
+	add("raw-gso-gro/datapath", row, err)
+	// casting over mmsg (GSO/GRO as the path offers), WAL on and off: the
+	// datapath package's runner, the same loop as its raw floors.
+	row, err = benchkit.ThroughputCasting(tc(true), true, false)
+	add("casting-mmsg+wal/datapath", row, err)
+	row, err = benchkit.ThroughputCasting(tc(true), false, false)
+	add("casting-mmsg/datapath", row, err)
 	return out
 }
 

@@ -180,7 +180,7 @@ func (o castStream) run() (castOutcome, error) {
 		rl := cast.DefaultLoopConfig()
 		rl.Path, rl.Receiver = rp, rcv
 		rl.Thread = affinity.Config{CPU: o.CPUB}
-		rl.OnRecord = onRecord
+		rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { onRecord(h, p) }
 		rl.OnEvent = func(e cast.Event) {
 			evMu.Lock()
 			out.events = append(out.events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind))
@@ -454,7 +454,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	el := cast.DefaultLoopConfig()
 	el.Path, el.Sender, el.Receiver = ep, es, er
 	el.Thread = affinity.Config{CPU: cfg.ServerCPU}
-	el.OnRecord = func(h wal.Header, p []byte) {
+	el.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
 		copy(echoBuf, p)
 		echoPending = true
 	}
@@ -504,7 +504,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 			inflight = true
 		}
 	}
-	cl.OnRecord = func(hd wal.Header, p []byte) {
+	cl.OnRecord = func(_ *cast.Loop, hd wal.Header, p []byte) {
 		if !inflight || binary.LittleEndian.Uint64(p[8:]) != uint64(count) {
 			return
 		}

@@ -22,40 +22,51 @@ func Goals(r *report.Report) []report.Goal {
 	}
 
 	g1 := "casting-udp p50 RTT ≤ 1.05× raw UDP and below every peer except raw UDP"
-	if c, ok := r.Find("rtt", "casting-udp", 0, 0); ok {
-		floor, fok := r.Find("rtt", "raw-udp", 0, 0)
-		if !fok {
-			notMeasured(g1, "no raw-udp floor row")
-		} else {
-			ratio := float64(c.Latency.P50) / float64(floor.Latency.P50)
-			beaten := ""
-			for _, x := range r.Workload("rtt") {
-				if x.Skipped != "" || x.Name == "casting-udp" || strings.HasPrefix(x.Name, "raw-udp") {
-					continue
-				}
-				if x.Latency.P50 <= c.Latency.P50 {
-					beaten += " " + x.Name
-				}
+	c, cok := r.Find("rtt", "casting-udp/datapath", 0, 0)
+	floor, fok := r.Find("rtt", "raw-udp/datapath", 0, 0)
+	if !cok || !fok {
+		c, cok = r.Find("rtt", "casting-udp", 0, 0)
+		floor, fok = r.Find("rtt", "raw-udp", 0, 0)
+	}
+	if cok && fok && floor.Latency.P50 > 0 {
+		ratio := float64(c.Latency.P50) / float64(floor.Latency.P50)
+		beaten := ""
+		for _, x := range r.Workload("rtt") {
+			if x.Skipped != "" || strings.HasPrefix(x.Name, "casting") || strings.HasPrefix(x.Name, "raw-udp") {
+				continue
 			}
-			ok := ratio <= 1.05 && beaten == ""
-			d := fmt.Sprintf("p50 %.1f µs = %.2f× raw-udp (%.1f µs)", float64(c.Latency.P50)/1e3, ratio, float64(floor.Latency.P50)/1e3)
-			if dp, ok := r.Find("rtt", "raw-udp/datapath", 0, 0); ok && dp.Latency.P50 > 0 {
-				d += fmt.Sprintf(", %.2f× the datapath package's raw floor", float64(c.Latency.P50)/float64(dp.Latency.P50))
+			if x.Latency.P50 <= c.Latency.P50 {
+				beaten += " " + x.Name
 			}
-			if beaten != "" {
-				d += "; peers at or below casting:" + beaten
-			}
-			gs = append(gs, report.Goal{Text: g1, Status: status(ok), Detail: d})
 		}
+		d := fmt.Sprintf("%s p50 %.1f µs = %.2f× %s (%.1f µs, same loop)", c.Name, float64(c.Latency.P50)/1e3, ratio, floor.Name, float64(floor.Latency.P50)/1e3)
+		if s, ok := r.Find("rtt", "casting-udp", 0, 0); ok && c.Name != "casting-udp" {
+			if f, ok := r.Find("rtt", "raw-udp", 0, 0); ok && f.Latency.P50 > 0 {
+				d += fmt.Sprintf("; the suite's casting-udp row: %.2f× its raw-udp", float64(s.Latency.P50)/float64(f.Latency.P50))
+			}
+		}
+		if beaten != "" {
+			d += "; peers at or below casting:" + beaten
+		}
+		gs = append(gs, report.Goal{Text: g1, Status: status(ratio <= 1.05 && beaten == ""), Detail: d})
 	} else {
-		notMeasured(g1, "casting-udp rtt row not available")
+		notMeasured(g1, "no casting-udp and raw-udp rtt rows from the same loop")
 	}
 
 	g2 := "casting-mmsg throughput ≥ 0.75× raw GSO/GRO (WAL on)"
-	if c, ok := r.Find("throughput", "casting-mmsg", 144, 0); ok {
+	if c, ok := r.Find("throughput", "casting-mmsg+wal/datapath", 144, 0); ok {
 		if f, fok := r.Find("throughput", "raw-gso-gro/datapath", 144, 0); fok && f.RecPerS > 0 {
 			ratio := c.RecPerS / f.RecPerS
-			gs = append(gs, report.Goal{Text: g2, Status: status(ratio >= 0.75), Detail: fmt.Sprintf("%.2f× at 144 B", ratio)})
+			d := fmt.Sprintf("%.2f× at 144 B (%.0f vs %.0f rec/s)", ratio, c.RecPerS, f.RecPerS)
+			ok := ratio >= 0.75
+			if c2, ok2 := r.Find("throughput", "casting-mmsg+wal/datapath", 1443, 0); ok2 {
+				if f2, fok2 := r.Find("throughput", "raw-gso-gro/datapath", 1443, 0); fok2 && f2.RecPerS > 0 {
+					r2 := c2.RecPerS / f2.RecPerS
+					d += fmt.Sprintf(", %.2f× at 1443 B", r2)
+					ok = ok && r2 >= 0.75
+				}
+			}
+			gs = append(gs, report.Goal{Text: g2, Status: status(ok), Detail: d})
 		} else {
 			notMeasured(g2, "no raw GSO/GRO floor row")
 		}
