@@ -66,7 +66,7 @@ type Writer struct {
 	bpCount     atomic.Uint64
 	coldReads   atomic.Uint64
 	bufReads    atomic.Uint64
-	readScratch sync.Pool
+	readScratch chan []byte // free aligned read buffers (a channel, not a sync.Pool: deterministic, allocation-free reuse)
 
 	mu   sync.RWMutex // segs, active index growth, release, close
 	segs []*segment   // sealed by first seq, then the active segment last
@@ -207,7 +207,7 @@ func Open(cfg Config) (*Writer, error) {
 	w.smask = ns - 1
 	stageSize := min(int64(c), 4<<20) + 2*w.align
 	w.stage = alignedBuf(int(stageSize), int(w.align))
-	w.readScratch.New = func() any { b := alignedBuf(readScratchSize, int(w.align)); return &b }
+	w.readScratch = make(chan []byte, 8)
 	last := w.committed
 	w.seq = last + 1
 	w.published.Store(last)
@@ -982,10 +982,20 @@ func (w *Writer) readDisk(seq uint64, maxFrames int, dst []byte) (frames, bytes 
 		endOff = e
 		k++
 	}
-	bp := w.readScratch.Get().(*[]byte)
-	defer w.readScratch.Put(bp)
+	var scratch []byte
+	select {
+	case scratch = <-w.readScratch:
+	default:
+		scratch = alignedBuf(readScratchSize, int(w.align))
+	}
+	defer func() {
+		select {
+		case w.readScratch <- scratch:
+		default:
+		}
+	}()
 	span := alignUp(endOff, w.align) - base
-	buf := (*bp)[:span]
+	buf := scratch[:span]
 	got, err := preadFull(w.sys.pread, s.fd, buf, base)
 	if err != nil {
 		return 0, 0, fmt.Errorf("wal: read %s at %d: %w", s.path, base, err)

@@ -478,3 +478,37 @@ func TestConcurrentReadsWhileAppending(t *testing.T) {
 		t.Fatal("no rotation happened")
 	}
 }
+
+// TestReadAtAllocs: the NAK service's cold path allocates nothing, from
+// the buffer or from disk.
+func TestReadAtAllocs(t *testing.T) {
+	c := testConfig(t)
+	c.FlushInterval = time.Hour
+	c.FlushRecords = 1 << 30
+	c.FlushBytes = 1 << 30
+	w := openT(t, c)
+	appendN(t, w, 100)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, w, 100) // 101…200 stay in the buffer
+	buf := make([]byte, 1<<17)
+	for _, tc := range []struct {
+		name string
+		seq  uint64
+	}{{"disk", 50}, {"buffer", 150}} {
+		if _, err := w.ReadAt(tc.seq, buf); err != nil {
+			t.Fatal(err)
+		}
+		if n := testing.AllocsPerRun(200, func() {
+			if _, err := w.ReadAt(tc.seq, buf); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := w.ReadRange(tc.seq, 20, buf); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("%s: ReadAt+ReadRange allocate %v per call", tc.name, n)
+		}
+	}
+}
