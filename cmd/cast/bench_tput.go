@@ -32,6 +32,7 @@ func benchThroughput(args []string) error {
 	sizes := fs.String("sizes", "144,1443", "frame sizes in bytes, comma-separated")
 	fs.DurationVar(&c.Duration, "d", c.Duration, "sending time per row")
 	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per sendmmsg/recvmmsg")
+	fs.IntVar(&c.Window, "window", c.Window, "records in flight at most (the sender waits for the receiver; 0: unpaced)")
 	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +70,6 @@ func benchThroughput(args []string) error {
 			rows = append(rows, rs...)
 		}
 	}
-	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, pins %s, %s", c.Duration, c.Batch, *pin, time.Now().UTC().Format(time.RFC3339)))
+	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, %s", c.Duration, c.Batch, c.Window, *pin, time.Now().UTC().Format(time.RFC3339)))
 	return nil
 }

@@ -285,6 +285,9 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 			return
 		}
 		for k := 0; k < c.Batch; k++ {
+			if c.Window > 0 && produced.Load()-delivered.Load() > int64(c.Window) {
+				return // the receiver is behind: wait for it
+			}
 			if _, err := l.Send(1, payload); err != nil {
 				if !errors.Is(err, cast.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
 					sendErr = err

@@ -12,11 +12,17 @@ type ThroughputConfig struct {
 	Batch    int           // datagrams per sendmmsg/recvmmsg (default 64)
 	GSO, GRO bool          // use UDP GSO on send and GRO on receive where the kernel has them
 	CPUs     [2]int        // sender and receiver CPUs; -1 = unpinned (default 0, 1)
+	// Window caps the records in flight (sent, not yet received): the
+	// sender waits for the in-process receiver, standing in for the flow
+	// control UDP lacks, so rows measure lossless throughput rather than
+	// how much an overrun receiver drops (default 4096, the Sender's hot
+	// ring; 0 = unpaced).
+	Window int
 }
 
 // DefaultThroughputConfig is 2 s of 144-byte frames, batches of 64, GSO and GRO on, pinned to CPUs 0 and 1.
 func DefaultThroughputConfig() ThroughputConfig {
-	return ThroughputConfig{Size: 144, Duration: 2 * time.Second, Batch: 64, GSO: true, GRO: true, CPUs: [2]int{0, 1}}
+	return ThroughputConfig{Size: 144, Duration: 2 * time.Second, Batch: 64, GSO: true, GRO: true, CPUs: [2]int{0, 1}, Window: 4096}
 }
 
 // Validate reports a config that cannot run.

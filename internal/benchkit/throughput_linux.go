@@ -55,8 +55,8 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 					b64++
 				}
 			}
-			n64 += int64(n)
-			if n > 0 && n64&0xff < int64(n) {
+			if n > 0 {
+				n64 += int64(n)
 				got.Store(n64)
 			}
 		}
@@ -82,6 +82,9 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 		for i := 0; ; i++ {
 			if i&63 == 0 && !time.Now().Before(end) {
 				break
+			}
+			if c.Window > 0 && sent-got.Load() > int64(c.Window) {
+				continue // the receiver is behind: wait for it
 			}
 			for j := 0; j < v.Len(); j++ {
 				b := v.Buf(j)
