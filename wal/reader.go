@@ -185,6 +185,15 @@ func (r *Reader) Next() (frame []byte, err error) {
 			r.next = seq + 1
 			return fr, nil
 		}
+		var fe *FrameError
+		if r.seeked && errors.As(err, &fe) {
+			// The index pointed at something that is not a frame (a stale
+			// sidecar): scan this file from its start instead.
+			r.seeked = false
+			r.sc.discard()
+			r.sc.seek(0)
+			continue
+		}
 		if !r.active {
 			if err == io.EOF {
 				r.f.Close()
@@ -210,7 +219,6 @@ func (r *Reader) Next() (frame []byte, err error) {
 			if err == io.EOF || err == errPartial {
 				return nil, io.EOF
 			}
-			var fe *FrameError
 			if errors.As(err, &fe) {
 				return nil, io.EOF // possibly a block being rewritten; retry later
 			}

@@ -440,3 +440,38 @@ func TestDirectIOFallback(t *testing.T) {
 	w2.Close()
 	verifyDir(t, c2, 500)
 }
+
+// TestReaderSurvivesAStaleSidecar: a sidecar whose entries point into the
+// middle of frames makes the Reader scan the file instead of failing.
+func TestReaderSurvivesAStaleSidecar(t *testing.T) {
+	c := testConfig(t)
+	c.SegmentSize = 1 << 20
+	w := openT(t, c)
+	appendN(t, w, 300)
+	w.Close()
+	ip := filepath.Join(StreamDir(c.Dir, c.Stream), idxName(ActiveName(c.Stream)))
+	b, err := os.ReadFile(ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := idxHeaderSize; i+idxEntrySize <= len(b); i += idxEntrySize {
+		b[i] += 3 // every offset now lands inside a frame
+	}
+	if err := os.WriteFile(ip, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []uint64{1, 150, 300} {
+		r, err := OpenReader(c.Dir, c.Stream, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := from; seq <= 300; seq++ {
+			fr, err := r.Next()
+			if err != nil {
+				t.Fatalf("from %d at %d: %v", from, seq, err)
+			}
+			checkFrame(t, seq, fr)
+		}
+		r.Close()
+	}
+}
