@@ -684,6 +684,7 @@ func (w *Writer) commit(last uint64, end int64) {
 	w.mu.Unlock()
 	w.committed = last
 	w.actEnd = end
+	w.broadcast() // wake WaitDurable/Flush now, before the sidecar write
 	if w.actIdxFd >= 0 {
 		if err := pwriteFull(unix.Pwrite, w.actIdxFd, w.ents, idxHeaderSize+int64(prev)*idxEntrySize); err != nil {
 			// The sidecar is a hint: Open rebuilds it. Stop writing it.
