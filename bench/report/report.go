@@ -36,6 +36,7 @@ type Report struct {
 	Machine     string           `json:"machine"`
 	Command     string           `json:"command"`
 	Seconds     float64          `json:"seconds"`
+	Load        string           `json:"load"` // /proc/loadavg (1/5/15 min) at the start and the end of the run
 	Config      harness.Config   `json:"config"`
 	Probes      []benchkit.Probe `json:"probes"`
 	Results     []harness.Result `json:"results"`
@@ -222,6 +223,15 @@ func (r *Report) Sections(w io.Writer, md bool) {
 	}
 }
 
+func containsF(s []float64, x float64) bool {
+	for _, y := range s {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
 func contains(s []string, x string) bool {
 	for _, y := range s {
 		if y == x {
@@ -274,8 +284,8 @@ func (r *Report) Text(w io.Writer) {
 // Markdown is report.md.
 func (r *Report) Markdown() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# walcast bench report\n\n- date: %s\n- machine: %s\n- command: `%s`\n- wall time: %.0f s\n- shape: %d B payload, %d warm-up + up to %d measured messages or %v per row, A pinned to core %d, B to core %d\n\n",
-		r.Date, r.Machine, r.Command, r.Seconds, r.Config.Payload, r.Config.Warmup, r.Config.N, r.Config.Budget, r.Config.ClientCPU, r.Config.ServerCPU)
+	fmt.Fprintf(&b, "# walcast bench report\n\n- date: %s\n- machine: %s\n- command: `%s`\n- wall time: %.0f s\n- load average (1/5/15 min) at start → end: %s\n- shape: %d B payload, %d warm-up + up to %d measured messages or %v per row, A pinned to core %d, B to core %d\n\n",
+		r.Date, r.Machine, r.Command, r.Seconds, r.Load, r.Config.Payload, r.Config.Warmup, r.Config.N, r.Config.Budget, r.Config.ClientCPU, r.Config.ServerCPU)
 	b.WriteString("## Probe matrix\n\n")
 	b.WriteString(benchkit.ProbeTable(r.Probes))
 	b.WriteString("\n## Results\n\n")
@@ -353,7 +363,7 @@ func ReplaceBlock(doc []byte, block string) ([]byte, error) {
 // workload with ratios to the same-run floor, and the goals.
 func (r *Report) Figures() string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Measured %s on %s with `%s` (spreads, perf counters and plots: docs/bench.md; `make bench` rewrites bench/out/report.md).\n\n", r.Date, r.Machine, r.Command)
+	fmt.Fprintf(&b, "Measured %s on %s with `%s`, load average %s (spreads, perf counters and plots: docs/bench.md; `make bench` rewrites bench/out/report.md).\n\n", r.Date, r.Machine, r.Command, r.Load)
 	if rs := r.Workload("rtt"); len(rs) > 0 {
 		b.WriteString("RTT, 128 B ping-pong, pinned, loopback:\n\n")
 		var rows [][]string
@@ -376,6 +386,48 @@ func (r *Report) Figures() string {
 			rows = append(rows, []string{x.Name, fmt.Sprint(x.Size), rate(x.RecPerS), fmt.Sprintf("%.3f", x.Gbps), ratio(x.RatioTput), pct(x.DeliveredPct)})
 		}
 		table(&b, true, []string{"protocol", "bytes", "rec/s", "Gbit/s", "×raw-udp", "delivered %"}, rows)
+	}
+	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
+		b.WriteString("Loss both ways (144 B, no application window): delivered in order % / records per s:\n\n")
+		var drops []float64
+		var names []string
+		cell := map[string]map[float64]string{}
+		for _, x := range rs {
+			if !containsF(drops, x.Drop) {
+				drops = append(drops, x.Drop)
+			}
+			if !contains(names, x.Name) {
+				names = append(names, x.Name)
+				cell[x.Name] = map[float64]string{}
+			}
+			if x.Skipped == "" {
+				cell[x.Name][x.Drop] = fmt.Sprintf("%.1f / %s", x.DeliveredPct, rate(x.RecPerS))
+			}
+		}
+		head := []string{"protocol"}
+		for _, d := range drops {
+			head = append(head, dropStr(d)+" %")
+		}
+		var rows [][]string
+		for _, n := range names {
+			row := []string{n}
+			for _, d := range drops {
+				row = append(row, cell[n][d])
+			}
+			rows = append(rows, row)
+		}
+		table(&b, true, head, rows)
+	}
+	if rs := r.Workload("classic-rtt"); len(rs) > 0 {
+		b.WriteString("Classic sender RTT under receiver-side drop, p50 / p99 µs (n):\n\n")
+		var rows [][]string
+		for _, x := range rs {
+			if x.Skipped != "" {
+				continue
+			}
+			rows = append(rows, []string{x.Name, dropStr(x.Drop), fmt.Sprintf("%s / %s (%d)", us(x.Latency.P50), us(x.Latency.P99), x.Latency.N)})
+		}
+		table(&b, true, []string{"protocol", "drop %", "p50 / p99 µs (n)"}, rows)
 	}
 	if len(r.Goals) > 0 {
 		b.WriteString("Goals:\n\n")

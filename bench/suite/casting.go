@@ -121,7 +121,3 @@ func castingClassic(o Options, r *report.Report, drop float64) []harness.Result 
 func castingBandwidth(o Options, r *report.Report) []harness.Result {
 	return []harness.Result{castingTput(o, "classic-bw", "casting-udp", "udp", 1427, true)}
 }
-
-func runLossRecovery(o Options, r *report.Report) {
-	unavailable(r, "loss-recovery", "needs a casting runner that injects one gap and times detect→deliver (hot ring vs cold WAL); not on main yet")
-}

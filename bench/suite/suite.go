@@ -90,6 +90,7 @@ func Run(o Options) (*report.Report, error) {
 		return nil, err
 	}
 	start := time.Now()
+	load0 := loadavg()
 	r := &report.Report{
 		Date: start.UTC().Format("2006-01-02 15:04 UTC"), Machine: Machine(), Command: o.Command,
 		Config: o.Harness, Probes: benchkit.Probes(o.Dir),
@@ -120,6 +121,7 @@ func Run(o Options) (*report.Report, error) {
 	}
 	r.Goals = Goals(r)
 	r.Seconds = time.Since(start).Seconds()
+	r.Load = load0 + " → " + loadavg()
 	return r, nil
 }
 
@@ -297,6 +299,19 @@ func lossDrain(o Options) time.Duration { return max(o.LossTime, 2*time.Second) 
 
 func unavailable(r *report.Report, w, why string) {
 	r.Unavailable = append(r.Unavailable, report.Unavailable{Workload: w, Why: why})
+}
+
+// loadavg is the first three fields of /proc/loadavg.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // Machine describes the host: CPU model and count, kernel, Go.

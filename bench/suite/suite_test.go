@@ -159,14 +159,24 @@ func TestClassic(t *testing.T) {
 	}
 }
 
-// Workloads whose runner is not on main are listed as not available,
-// never as rows with made-up figures.
-func TestUnavailableSaysWhy(t *testing.T) {
+func TestLossRecovery(t *testing.T) {
 	r := quick(t, "loss-recovery")
-	if len(r.Results) != 0 {
-		for _, x := range r.Results {
-			sane(t, x)
+	rs := byName(r, "loss-recovery")
+	for _, n := range []string{"casting-udp-hot", "casting-udp-cold"} {
+		x, ok := rs[n]
+		if !ok {
+			// A loaded machine can stall the cold path past the reorder
+			// window (Reconnect); the workload then says so instead.
+			t.Logf("no %s row: %+v", n, r.Unavailable)
+			continue
 		}
+		sane(t, x)
+		if x.Latency.N == 0 || x.Delivered > x.Sent {
+			t.Errorf("%s: %+v", n, x.Row)
+		}
+	}
+	if len(rs)+len(r.Unavailable) < 2 {
+		t.Fatalf("rows %v, unavailable %v", rs, r.Unavailable)
 	}
 	for _, u := range r.Unavailable {
 		if u.Why == "" {

@@ -1,0 +1,196 @@
+package suite
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/bench/harness"
+	"github.com/walcast/walcast/bench/report"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/wal"
+)
+
+// gapPath loses the first arrival of the first record of every burst
+// (seq ≡ 1 mod burst) at the receiver and notes, per burst, when the gap
+// became detectable: the arrival of the first later record of the burst.
+type gapPath struct {
+	datapath.Path
+	burst  uint64
+	detect []int64 // ns since base, per burst; 0 = not yet
+	lost   []bool  // the burst's first record was dropped once
+	base   time.Time
+}
+
+func (g *gapPath) Recv(v *batch.Vec) (int, error) {
+	n, err := g.Path.Recv(v)
+	if n == 0 {
+		return n, err
+	}
+	k := 0
+	for i := 0; i < n; i++ {
+		m, a := v.Msg(i)
+		if h, perr := wal.ParseHeader(m); perr == nil && h.Type == 1 && len(m) >= wal.HeaderSize+8 {
+			seq := wal.Seq(m[wal.HeaderSize:])
+			b := int((seq - 1) / g.burst)
+			if b < len(g.lost) {
+				if (seq-1)%g.burst == 0 && !g.lost[b] {
+					g.lost[b] = true
+					continue // lost on the wire
+				}
+				if (seq-1)%g.burst != 0 && g.detect[b] == 0 {
+					g.detect[b] = int64(time.Since(g.base))
+				}
+			}
+		}
+		if k != i {
+			c := copy(v.Buf(k), m)
+			v.Set(k, c, a)
+		}
+		k++
+	}
+	v.SetLen(k)
+	return k, err
+}
+
+// runLossRecovery injects one gap per burst and times detect → deliver:
+// the gap is detectable when the next record of the burst arrives and
+// repaired when the lost record is delivered. "hot" serves the NAK from
+// the send ring (4096 slots); "cold" shrinks the ring to 16 slots so the
+// 63 records sent behind the lost one evict it and the NAK must be served
+// from the WAL (its unflushed buffer or disk, on the WAL's I/O
+// goroutine). Sender and receiver are cast.Loops on datapath/udp pinned
+// to cores A and B; bursts of 64 records every 5 ms (12 800 rec/s).
+func runLossRecovery(o Options, r *report.Report) {
+	trials := 200
+	if o.Quick {
+		trials = 20
+	}
+	for _, mode := range []string{"hot", "cold"} {
+		res, err := recovery(o, mode, trials)
+		if err != nil {
+			unavailable(r, "loss-recovery "+mode, err.Error())
+			continue
+		}
+		o.logf("loss-recovery %-4s n %d p50 %.1f µs p99 %.1f µs\n", mode, res.Latency.N, float64(res.Latency.P50)/1e3, float64(res.Latency.P99)/1e3)
+		r.Results = append(r.Results, res)
+	}
+}
+
+// burstEvery spaces the bursts of the loss-recovery workload.
+const burstEvery = 5 * time.Millisecond
+
+func recovery(o Options, mode string, trials int) (harness.Result, error) {
+	const burst = 64
+	res := harness.Result{Row: benchkit.Row{Workload: "loss-recovery", Name: "casting-udp-" + mode, Path: "udp", Mode: "spin"}, Size: 144, Pinned: true}
+	pa, pb, err := castPaths("udp")
+	if err != nil {
+		return res, err
+	}
+	base := time.Now()
+	gp := &gapPath{Path: pb, burst: burst, detect: make([]int64, trials), lost: make([]bool, trials), base: base}
+	dir, err := os.MkdirTemp(o.Dir, "recovery-wal-")
+	if err != nil {
+		return res, err
+	}
+	defer os.RemoveAll(dir)
+	w, err := wal.Open(wal.DefaultConfig(dir))
+	if err != nil {
+		return res, err
+	}
+	defer w.Close()
+	sc := cast.DefaultSenderConfig()
+	if mode == "cold" {
+		sc.RingSlots = 16
+	}
+	snd, err := cast.NewSender(sc, w)
+	if err != nil {
+		return res, err
+	}
+	rcv, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+	if err != nil {
+		return res, err
+	}
+	delivered := make([]int64, trials)
+	var lastSeq atomic.Uint64
+	rl := cast.DefaultLoopConfig()
+	rl.Path, rl.Receiver = gp, rcv
+	rl.Thread = affinity.Config{CPU: o.Harness.ServerCPU}
+	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
+		seq := wal.Seq(p)
+		if (seq-1)%burst == 0 {
+			if b := int((seq - 1) / burst); b < trials {
+				delivered[b] = int64(time.Since(base))
+			}
+		}
+		lastSeq.Store(seq)
+	}
+	var events []string
+	rl.OnEvent = func(e cast.Event) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }
+	rloop, err := cast.StartLoop(rl)
+	if err != nil {
+		pa.Close()
+		return res, err
+	}
+	payload := make([]byte, 128)
+	sent := 0
+	var next int64
+	sl := cast.DefaultLoopConfig()
+	sl.Path, sl.Sender, sl.Cold = pa, snd, w
+	sl.Thread = affinity.Config{CPU: o.Harness.ClientCPU}
+	sl.OnPoll = func(l *cast.Loop, now int64) {
+		if sent >= trials*burst || now < next {
+			return
+		}
+		for sent%burst != 0 || now >= next {
+			binary.LittleEndian.PutUint64(payload[8:], uint64(sent))
+			if _, err := l.Send(1, payload); err != nil {
+				return // batch full: the rest of the burst next poll
+			}
+			sent++
+			if sent%burst == 0 {
+				next = now + int64(burstEvery)
+				return
+			}
+		}
+	}
+	sloop, err := cast.StartLoop(sl)
+	if err != nil {
+		rloop.Close()
+		return res, err
+	}
+	deadline := time.Now().Add(time.Duration(trials)*burstEvery + 10*time.Second)
+	for lastSeq.Load() < uint64(trials*burst) && time.Now().Before(deadline) && sloop.Err() == nil && rloop.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	serr, rerr := sloop.Close(), rloop.Close()
+	if serr != nil || rerr != nil {
+		return res, fmt.Errorf("loops: %v / %v", serr, rerr)
+	}
+	h := harness.NewHist()
+	for b := range trials {
+		if gp.lost[b] && gp.detect[b] > 0 && delivered[b] >= gp.detect[b] {
+			h.Record(delivered[b] - gp.detect[b])
+		}
+	}
+	st := sloop.SenderStats()
+	rs := rloop.ReceiverStats()
+	res.Latency, res.Curve = h.Summary(), h.Curve()
+	res.Records, res.Sent, res.Delivered = int64(res.Latency.N), int64(trials), int64(res.Latency.N)
+	res.DeliveredPct = 100 * float64(res.Latency.N) / float64(trials)
+	res.Note = fmt.Sprintf("gap detectable (next record arrives) → lost record delivered; %d gaps, retx hot %d cold %d, NAKs %d, last seq %d of %d",
+		trials, st.RetxHot, st.RetxCold, rs.NaksSent, lastSeq.Load(), trials*burst)
+	if len(events) > 0 {
+		res.Note += fmt.Sprintf("; receiver events %v", events[:min(len(events), 4)])
+	}
+	if res.Latency.N == 0 {
+		return res, fmt.Errorf("no gap was repaired (%s)", res.Note)
+	}
+	return res, nil
+}
