@@ -42,6 +42,14 @@ func TestCrashChild(t *testing.T) {
 		os.Exit(3)
 	}
 	fmt.Printf("start %d\n", w.NextSeq())
+	// Safety net: never outlive a parent that failed before killing us.
+	parent := os.Getppid()
+	go func() {
+		for start := time.Now(); time.Since(start) < time.Minute && os.Getppid() == parent; {
+			time.Sleep(50 * time.Millisecond)
+		}
+		os.Exit(4)
+	}()
 	go func() {
 		var d uint64
 		for {
@@ -90,6 +98,7 @@ func runCrashes(t *testing.T, rounds int) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() }) // never leave a child behind on failure
 		lines := make(chan string, 1024)
 		go func() {
 			sc := bufio.NewScanner(out)
