@@ -24,7 +24,7 @@ type Config struct {
 	N         int           // measured messages (20 000)
 	ClientCPU int           // core of A's loop (0); -1 leaves it unpinned
 	ServerCPU int           // core of B's loop (1); -1 leaves it unpinned
-	Budget    time.Duration // wall-time cap of one measured phase (3 s)
+	Budget    time.Duration // wall-time cap of one measured phase (2 s)
 	Timeout   time.Duration // watchdog: the pair is closed after this (30 s)
 	// Drain is how long Throughput waits after the last send for a
 	// reliable peer to finish repairing; 0 means Budget.
@@ -36,7 +36,7 @@ type Config struct {
 
 // DefaultConfig is the suite's default shape.
 func DefaultConfig() Config {
-	return Config{Payload: 128, Warmup: 2000, N: 20000, ClientCPU: 0, ServerCPU: 1, Budget: 3 * time.Second, Timeout: 30 * time.Second}
+	return Config{Payload: 128, Warmup: 2000, N: 20000, ClientCPU: 0, ServerCPU: 1, Budget: 2 * time.Second, Timeout: 30 * time.Second}
 }
 
 // Validate checks the ranges.

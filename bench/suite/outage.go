@@ -37,15 +37,12 @@ func runOutage(o Options, r *report.Report) {
 		sizes, gap, repeat = []int{3000, 6000}, 2000, 1
 	}
 	for _, size := range sizes {
-		var runs []harness.Result
-		for range repeat {
-			res, err := catchUp(base, size, gap, o.Harness.Payload)
-			if err != nil {
-				unavailable(r, fmt.Sprintf("outage catch-up (%d-record WAL)", size), err.Error())
-				break
-			}
-			runs = append(runs, res)
+		runs, err := catchUps(base, size, gap, o.Harness.Payload, repeat)
+		for _, res := range runs {
 			o.logf("outage catch-up %d of %d records: %.3f s\n", gap, size, res.Seconds)
+		}
+		if err != nil {
+			unavailable(r, fmt.Sprintf("outage catch-up (%d-record WAL)", size), err.Error())
 		}
 		if len(runs) > 0 {
 			r.Results = append(r.Results, medianSeconds(runs))
@@ -69,89 +66,101 @@ func medianSeconds(rs []harness.Result) harness.Result {
 	return m
 }
 
-// catchUp builds a WAL of size records, serves it, and times a client
-// starting gap records before the end until the server says CaughtUp.
-func catchUp(base string, size, gap, payloadSize int) (harness.Result, error) {
+// catchUps builds a WAL of size records, serves it, and times repeat
+// clients, each starting gap records before the end, until the server
+// says CaughtUp.
+func catchUps(base string, size, gap, payloadSize, repeat int) ([]harness.Result, error) {
 	dir, err := os.MkdirTemp(base, "outage-")
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	defer os.RemoveAll(dir)
 	cfg := wal.DefaultConfig(dir)
 	cfg.BlockOnBackpressure = true
 	w, err := wal.Open(cfg)
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	defer w.Close()
 	payload := make([]byte, payloadSize)
 	for range size {
 		if _, err := w.Append(1, payload); err != nil {
-			return harness.Result{}, err
+			return nil, err
 		}
 	}
 	if err := w.Flush(); err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	pki, err := replay.NewDevPKI(nil, time.Hour)
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	stls, err := pki.ServerTLS(false)
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	ctls, err := pki.ClientTLS()
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	sc := replay.DefaultServerConfig()
 	sc.TLS = stls
 	srv, err := replay.NewServer(sc, replay.NewWriterSource(w, dir, cfg.Stream))
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return harness.Result{}, err
+		return nil, err
 	}
 	go srv.Serve(ln)
 	defer srv.Close()
-	cc := replay.DefaultClientConfig()
-	cc.Endpoints = []string{ln.Addr().String()}
-	cc.TLS = ctls
-	cc.TLS.ServerName = "localhost"
-	cc.StartTip = uint64(size - gap)
-	cc.RetryBudget = 0
-	cl, err := replay.NewClient(cc)
-	if err != nil {
-		return harness.Result{}, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	var got, bytes int64
-	next := uint64(size-gap) + 1
-	var order error
-	t0 := time.Now()
-	tip, err := cl.CatchUp(ctx, func(h wal.Header, p []byte) error {
-		if s := wal.Seq(p); s != next && order == nil {
-			order = fmt.Errorf("seq %d where %d was due", s, next)
+	var out []harness.Result
+	for range repeat {
+		res, err := func() (harness.Result, error) {
+			cc := replay.DefaultClientConfig()
+			cc.Endpoints = []string{ln.Addr().String()}
+			cc.TLS = ctls
+			cc.TLS.ServerName = "localhost"
+			cc.StartTip = uint64(size - gap)
+			cc.RetryBudget = 0
+			cl, err := replay.NewClient(cc)
+			if err != nil {
+				return harness.Result{}, err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var got, bytes int64
+			next := uint64(size-gap) + 1
+			var order error
+			t0 := time.Now()
+			tip, err := cl.CatchUp(ctx, func(h wal.Header, p []byte) error {
+				if s := wal.Seq(p); s != next && order == nil {
+					order = fmt.Errorf("seq %d where %d was due", s, next)
+				}
+				next++
+				got++
+				bytes += int64(wal.HeaderSize + len(p))
+				return nil
+			})
+			el := time.Since(t0)
+			if err != nil {
+				return harness.Result{}, fmt.Errorf("catch-up: %w", err)
+			}
+			if order != nil || got != int64(gap) || tip != uint64(size) {
+				return harness.Result{}, fmt.Errorf("catch-up delivered %d of %d, tip %d of %d (%v)", got, gap, tip, size, order)
+			}
+			res := harness.Result{Row: benchkit.Row{Workload: "outage", Name: fmt.Sprintf("catch-up-%s-of-%s", short(gap), short(size)), Path: "tcp+tls",
+				Records: got, Seconds: el.Seconds(), RecPerS: float64(got) / el.Seconds(), Gbps: float64(bytes) * 8 / el.Seconds() / 1e9}, Size: wal.HeaderSize + payloadSize,
+				Sent: got, Delivered: got, DeliveredPct: 100, Pinned: false}
+			res.Note = fmt.Sprintf("%d-record gap in a %d-record WAL over TLS 1.3 on loopback: %.3f s, %.0f MB/s", gap, size, el.Seconds(), float64(bytes)/el.Seconds()/1e6)
+
+			return res, nil
+		}()
+		if err != nil {
+			return out, err
 		}
-		next++
-		got++
-		bytes += int64(wal.HeaderSize + len(p))
-		return nil
-	})
-	el := time.Since(t0)
-	if err != nil {
-		return harness.Result{}, fmt.Errorf("catch-up: %w", err)
+		out = append(out, res)
 	}
-	if order != nil || got != int64(gap) || tip != uint64(size) {
-		return harness.Result{}, fmt.Errorf("catch-up delivered %d of %d, tip %d of %d (%v)", got, gap, tip, size, order)
-	}
-	res := harness.Result{Row: benchkit.Row{Workload: "outage", Name: fmt.Sprintf("catch-up-%s-of-%s", short(gap), short(size)), Path: "tcp+tls",
-		Records: got, Seconds: el.Seconds(), RecPerS: float64(got) / el.Seconds(), Gbps: float64(bytes) * 8 / el.Seconds() / 1e9}, Size: wal.HeaderSize + payloadSize,
-		Sent: got, Delivered: got, DeliveredPct: 100, Pinned: false}
-	res.Note = fmt.Sprintf("%d-record gap in a %d-record WAL over TLS 1.3 on loopback: %.3f s, %.0f MB/s", gap, size, el.Seconds(), float64(bytes)/el.Seconds()/1e6)
-	return res, nil
+	return out, nil
 }

@@ -295,7 +295,7 @@ func runClassic(o Options, r *report.Report) {
 
 // lossDrain is how long every reliable row of loss-degradation may take
 // after its last send to finish repairing (it ends early when done).
-func lossDrain(o Options) time.Duration { return max(o.LossTime, 2*time.Second) }
+func lossDrain(o Options) time.Duration { return max(o.LossTime, 1500*time.Millisecond) }
 
 func unavailable(r *report.Report, w, why string) {
 	r.Unavailable = append(r.Unavailable, report.Unavailable{Workload: w, Why: why})
