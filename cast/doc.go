@@ -57,7 +57,8 @@
 // NakDebounce, on Tick or on traffic, until repaired; the NAK that takes
 // a run past MaxNakRetries raises Faulted. A record or heartbeat at a
 // distance of ReorderSlots or more ahead raises Reconnect. A heartbeat
-// below the last delivered seq raises SenderRestarted. No data and no
+// below the last seq the Receiver delivered itself raises
+// SenderRestarted (one below a replay tip only is stale and ignored). No data and no
 // heartbeat for SilenceIntervals heartbeat intervals raises Faulted when
 // a gap is open, else the non-sticky PeerSilent event. Sticky outcomes
 // drop all input until ResetAfterReplay (or Resync).

@@ -23,7 +23,8 @@ const (
 	// more ahead of the next expected seq. Catch up over TCP replay.
 	Reconnect
 	// SenderRestarted: a heartbeat announced a highest seq below the last
-	// delivered one. The stream's seqs restarted.
+	// seq this Receiver delivered. The stream's seqs restarted (or the
+	// heartbeat was reordered behind later data).
 	SenderRestarted
 )
 
@@ -120,6 +121,10 @@ type ReceiverStats struct {
 	Faults       uint64
 	Reconnects   uint64
 	Restarts     uint64 // SenderRestarted outcomes
+	// StaleHeartbeats counts heartbeats below the next expected seq but
+	// not below the last seq this Receiver delivered itself: sent before a
+	// catch-up moved the tip, read after ResetAfterReplay. Ignored.
+	StaleHeartbeats uint64
 }
 
 // Receiver is the receiving half of a stream: a sans-I/O state machine
@@ -137,6 +142,7 @@ type Receiver struct {
 	nakAt    []int64  // per missing seq: time of its last NAK
 	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
 	expected uint64   // next seq to deliver; 0 = not synced
+	live     uint64   // highest seq this Receiver delivered (not replay); 0 = none
 	highest  uint64   // highest seq known to exist
 	nextDue  int64    // earliest time a NAKed run may be re-NAKed
 	debounce int64
@@ -244,6 +250,14 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 		return // not synced: the first data record defines the start
 	}
 	if hb.Highest < r.expected-1 {
+		if hb.Highest >= r.live {
+			// Below the replay tip but not below anything this Receiver
+			// delivered: a heartbeat queued before a TCP catch-up moved the
+			// tip (records served by replay are durable, so a sender with a
+			// WAL cannot have lost them). Not a restart.
+			r.stats.StaleHeartbeats++
+			return
+		}
 		r.stats.Restarts++
 		r.out = Outcome{Kind: SenderRestarted, LastDelivered: r.expected - 1, Highest: hb.Highest}
 		return
@@ -318,6 +332,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.stats.Delivered++
 		r.clear(seq & r.mask)
 		r.expected++
+		r.live = seq
 		deliver(h, p)
 		r.drain(deliver)
 		if now >= r.nextDue {
@@ -365,6 +380,7 @@ func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
 		frame := r.ring[off : off+int(r.slotLen[i])]
 		h, _ := wal.ParseHeader(frame)
 		r.clear(i)
+		r.live = r.expected
 		r.expected++
 		r.stats.Delivered++
 		deliver(h, frame[wal.HeaderSize:])
@@ -514,6 +530,7 @@ func (r *Receiver) Resync() {
 	r.clearAll()
 	r.expected = 0
 	r.highest = 0
+	r.live = 0
 	r.nextDue = noDue
 }
 

@@ -557,3 +557,32 @@ func TestBadDatagrams(t *testing.T) {
 		}
 	})
 }
+
+// A heartbeat queued before a catch-up (highest below the replay tip) is
+// stale, not a restart: records served by replay are durable and a sender
+// with a WAL cannot have lost them. Below what the Receiver delivered
+// itself, it is a restart.
+func TestStaleHeartbeatAfterReplay(t *testing.T) {
+	d := newRecvDirect(t, DefaultReceiverConfig())
+	for s := uint64(1); s <= 100; s++ {
+		d.feed(0, frame(s, 64))
+	}
+	d.r.ResetAfterReplay(500) // caught up to 500 over TCP
+	d.feed(0, hbFrame(300))   // queued before the catch-up
+	if o := d.r.Outcome(); o.Kind != Live || d.r.Stats().StaleHeartbeats != 1 {
+		t.Fatalf("outcome %+v stats %+v", o, d.r.Stats())
+	}
+	d.feed(0, hbFrame(99)) // below what this Receiver delivered: restart
+	want := Outcome{Kind: SenderRestarted, LastDelivered: 500, Highest: 99}
+	if o := d.r.Outcome(); o != want {
+		t.Fatalf("outcome %+v, want %+v", o, want)
+	}
+	d.r.ResetAfterReplay(500)
+	for s := uint64(501); s <= 510; s++ {
+		d.feed(0, frame(s, 64))
+	}
+	d.feed(0, hbFrame(505))
+	if o := d.r.Outcome(); o.Kind != SenderRestarted || o.LastDelivered != 510 {
+		t.Fatalf("outcome %+v", o)
+	}
+}
