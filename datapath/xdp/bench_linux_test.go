@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
@@ -16,6 +17,7 @@ import (
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
+	"golang.org/x/sys/unix"
 )
 
 // benchPath opens one kind of path on h (port 0 for kernel paths means
@@ -58,6 +60,52 @@ func xdpOpen(busyPoll int) func(tb testing.TB, h netns.Host, port uint16, peer n
 	}
 }
 
+// swCounters counts, for the calling thread, software perf events (task
+// clock in ns, context switches, page faults; an event the kernel refuses
+// reads as -1) and the user and system time from getrusage(RUSAGE_THREAD)
+// (the task clock ignores exclude_kernel, so it cannot split the two).
+type swCounters struct {
+	fds [3]int
+	ru0 unix.Rusage
+}
+
+func openSW() *swCounters {
+	c := &swCounters{}
+	for i, config := range []uint64{unix.PERF_COUNT_SW_TASK_CLOCK, unix.PERF_COUNT_SW_CONTEXT_SWITCHES, unix.PERF_COUNT_SW_PAGE_FAULTS} {
+		attr := unix.PerfEventAttr{Type: unix.PERF_TYPE_SOFTWARE, Config: config, Bits: unix.PerfBitExcludeHv}
+		attr.Size = uint32(unsafe.Sizeof(attr))
+		fd, err := unix.PerfEventOpen(&attr, 0, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+		if err != nil {
+			fd = -1
+		}
+		c.fds[i] = fd
+	}
+	unix.Getrusage(unix.RUSAGE_THREAD, &c.ru0)
+	return c
+}
+
+// read returns task clock (ns), context switches, page faults, user ns and
+// system ns since openSW, and closes the counters.
+func (c *swCounters) read() [5]int64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	var out [5]int64
+	out[3] = unix.TimevalToNsec(ru.Utime) - unix.TimevalToNsec(c.ru0.Utime)
+	out[4] = unix.TimevalToNsec(ru.Stime) - unix.TimevalToNsec(c.ru0.Stime)
+	for i, fd := range c.fds {
+		out[i] = -1
+		if fd < 0 {
+			continue
+		}
+		var b [8]byte
+		if n, err := unix.Read(fd, b[:]); err == nil && n == 8 {
+			out[i] = int64(binary.NativeEndian.Uint64(b[:]))
+		}
+		unix.Close(fd)
+	}
+	return out
+}
+
 func must(tb testing.TB, err error) {
 	tb.Helper()
 	if err != nil {
@@ -65,8 +113,9 @@ func must(tb testing.TB, err error) {
 	}
 }
 
-// echo returns every datagram to its source until stop.
-func echo(p datapath.Path, stop *atomic.Bool, errc chan<- error) {
+// echo returns every datagram to its source until stop, recording how long
+// each Send took (ns).
+func echo(p datapath.Path, stop *atomic.Bool, errc chan<- error, send *benchkit.Samples) {
 	v := batch.New(64, 2048)
 	for i := 0; ; i++ {
 		n, err := p.Recv(v)
@@ -80,6 +129,7 @@ func echo(p datapath.Path, stop *atomic.Bool, errc chan<- error) {
 			}
 			continue
 		}
+		t0 := time.Now()
 		for sent := 0; sent < n; {
 			k, err := p.Send(v)
 			if err != nil {
@@ -89,6 +139,7 @@ func echo(p datapath.Path, stop *atomic.Bool, errc chan<- error) {
 			sent += k
 			v.Drop(k)
 		}
+		send.Record(int64(time.Since(t0)))
 	}
 }
 
@@ -110,17 +161,26 @@ func BenchmarkRTT(b *testing.B) {
 			defer cli.Close()
 			var stop atomic.Bool
 			errc := make(chan error, 2)
-			e, err := affinity.Go(affinity.Config{CPU: 1}, func() { echo(srv, &stop, errc) })
+			// Stopped and joined before the deferred Closes run.
+			esend := benchkit.NewSamples(b.N + 2000)
+			e, err := affinity.Go(affinity.Config{CPU: 1}, func() { echo(srv, &stop, errc, esend) })
 			must(b, err)
 			defer func() { stop.Store(true); e.Wait() }()
 			rtt, send := benchkit.NewSamples(b.N), benchkit.NewSamples(b.N)
 			var lost int
 			var runErr error
 			b.ResetTimer()
-			c, err := affinity.Go(affinity.Config{CPU: 0}, func() { lost, runErr = ping(cli, b.N, 1000, rtt, send) })
+			var sw [5]int64
+			c, err := affinity.Go(affinity.Config{CPU: 0}, func() {
+				ctr := openSW()
+				lost, runErr = ping(cli, b.N, 1000, rtt, send)
+				sw = ctr.read()
+			})
 			must(b, err)
 			c.Wait()
 			b.StopTimer()
+			stop.Store(true)
+			e.Wait()
 			must(b, runErr)
 			select {
 			case err := <-errc:
@@ -132,7 +192,21 @@ func BenchmarkRTT(b *testing.B) {
 			b.ReportMetric(float64(r.P99), "p99-ns")
 			b.ReportMetric(float64(r.P999), "p99.9-ns")
 			b.ReportMetric(float64(s.P50), "send-p50-ns")
+			b.ReportMetric(float64(esend.Summarize().P50), "echo-send-p50-ns")
 			b.ReportMetric(float64(lost), "lost")
+			// Client thread: CPU time per ping, the share of it spent in
+			// the kernel (syscalls, and on veth the peer's receive path
+			// run inside them), and context switches per ping.
+			pings := float64(b.N + 1000)
+			if sw[0] > 0 {
+				b.ReportMetric(float64(sw[0])/pings, "cpu-ns/ping")
+			}
+			if sw[3]+sw[4] > 0 {
+				b.ReportMetric(100*float64(sw[4])/float64(sw[3]+sw[4]), "sys-%")
+			}
+			if sw[1] >= 0 {
+				b.ReportMetric(float64(sw[1])/pings, "ctxsw/ping")
+			}
 			if x, ok := cli.(*Path); ok {
 				b.Logf("xdp mode %v zero-copy %v; client stats %+v", x.Mode(), x.ZeroCopy(), x.Stats())
 			}
@@ -188,7 +262,9 @@ func ping(p datapath.Path, n, warmup int, rtt, send *benchkit.Samples) (lost int
 
 // BenchmarkThroughput streams 144-byte datagrams in batches of 64 from A
 // (CPU 0) to B (CPU 1) for b.N datagrams with no flow control, and reports
-// what arrived per second and the fraction lost.
+// how fast the sender handed them over (on veth that includes the
+// receiver's softirq work, run inside the sender's syscalls), what arrived
+// per second, and the fraction lost (receive buffers full).
 //
 //	flock /tmp/walcast-bench.lock go test -run '^$' -bench Throughput -benchtime 2000000x ./datapath/xdp
 func BenchmarkThroughput(b *testing.B) {
@@ -241,6 +317,7 @@ func BenchmarkThroughput(b *testing.B) {
 			})
 			must(b, err)
 			s.Wait()
+			sendSec := time.Since(start).Seconds()
 			must(b, sendErr)
 			// Let the receiver drain: stop after 200 ms without arrivals.
 			for time.Since(time.Unix(0, last.Load())) < 200*time.Millisecond {
@@ -249,6 +326,7 @@ func BenchmarkThroughput(b *testing.B) {
 			stop.Store(true)
 			r.Wait()
 			el := time.Unix(0, last.Load()).Sub(start).Seconds()
+			b.ReportMetric(float64(b.N)/sendSec, "sent/s")
 			b.ReportMetric(float64(got.Load())/el, "delivered/s")
 			b.ReportMetric(100*(1-float64(got.Load())/float64(b.N)), "lost-%")
 			b.ReportMetric(0, "ns/op")
