@@ -38,6 +38,11 @@ type ConsumerConfig struct {
 	// A record not yet durable on a live sender appears within a flush
 	// interval; a lost one never does.
 	VerifyWait time.Duration
+	// CatchUpGrace: a catch-up continues past the server's CaughtUp, on
+	// the live tail, until the tip reaches the highest seq the receiver
+	// knows of (so records the producer had not yet made durable do not
+	// cause a second escalation), for at most this long.
+	CatchUpGrace time.Duration
 	// Clock returns monotonic ns; nil uses the process's monotonic clock.
 	// Tests on datapath/mem pass the network's clock.
 	Clock func() int64
@@ -50,12 +55,13 @@ type ConsumerConfig struct {
 // bootstrap on, batches of 64 datagrams and a 50 µs idle sleep.
 func DefaultConsumerConfig() ConsumerConfig {
 	return ConsumerConfig{
-		Receiver:   DefaultReceiverConfig(),
-		Replay:     replay.DefaultClientConfig(),
-		Bootstrap:  true,
-		Batch:      64,
-		IdleSleep:  50 * time.Microsecond,
-		VerifyWait: time.Second,
+		Receiver:     DefaultReceiverConfig(),
+		Replay:       replay.DefaultClientConfig(),
+		Bootstrap:    true,
+		Batch:        64,
+		IdleSleep:    50 * time.Microsecond,
+		VerifyWait:   time.Second,
+		CatchUpGrace: 200 * time.Millisecond,
 	}
 }
 
@@ -69,6 +75,9 @@ func (c ConsumerConfig) Validate() error {
 	}
 	if c.Batch < 1 {
 		return fmt.Errorf("%w: Batch %d must be ≥ 1", ErrConfig, c.Batch)
+	}
+	if c.CatchUpGrace < 0 {
+		return fmt.Errorf("%w: CatchUpGrace %v must be ≥ 0", ErrConfig, c.CatchUpGrace)
 	}
 	if c.VerifyWait <= 0 {
 		return fmt.Errorf("%w: VerifyWait %v must be > 0", ErrConfig, c.VerifyWait)
@@ -401,7 +410,8 @@ func (c *Consumer) escalate(ctx context.Context, o Outcome, since int64) error {
 	from := c.tip + 1
 	tcp0 := c.tcpRecords.Load()
 	c.cl.SetTip(c.tip)
-	if _, err := c.cl.CatchUp(ctx, c.tcpRecord); err != nil {
+	target := max(c.r.HighestSeen(), o.Seq, o.GapEnd)
+	if _, err := c.cl.CatchUpTo(ctx, target, c.cfg.CatchUpGrace, c.tcpRecord); err != nil {
 		return fmt.Errorf("cast: consumer catch-up after %v: %w", o.Kind, err)
 	}
 	d := time.Duration(c.clock() - since)

@@ -42,15 +42,19 @@ type consRig struct {
 	done   chan struct{}
 	toSend chan int
 	sent   atomic.Uint64 // highest seq sent
+
+	prefill int // records written to a fresh WAL before the sender starts
 }
 
-func newConsRig(t testing.TB) *consRig {
+func newConsRig(t testing.TB) *consRig { return newConsRigPrefill(t, 0) }
+
+func newConsRigPrefill(t testing.TB, prefill int) *consRig {
 	t.Helper()
 	pki, err := replay.NewDevPKI(nil, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &consRig{t: t, clock: monoClock{time.Now()}, dir: t.TempDir(), pki: pki}
+	r := &consRig{t: t, clock: monoClock{time.Now()}, dir: t.TempDir(), pki: pki, prefill: prefill}
 	r.net = mem.NewNetwork(r.clock)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,6 +78,17 @@ func (r *consRig) startProducer() {
 	w, err := wal.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.prefill > 0 && w.NextSeq() == 1 {
+		p := make([]byte, 64)
+		for range r.prefill {
+			if _, err := w.Append(100, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	scfg := replay.DefaultServerConfig()
 	scfg.TLS, _ = r.pki.ServerTLS(false)
@@ -234,7 +249,14 @@ type orderCheck struct {
 	n     atomic.Uint64
 	err   error
 	diag  func() string
+
+	mark   atomic.Uint64 // seq whose delivery time is recorded
+	markNs atomic.Int64
 }
+
+func (o *orderCheck) markAt(seq uint64) { o.markNs.Store(0); o.mark.Store(seq) }
+
+func (o *orderCheck) marked() time.Time { return time.Unix(0, o.markNs.Load()) }
 
 func (o *orderCheck) deliver(h wal.Header, p []byte) error {
 	seq := wal.Seq(p)
@@ -251,6 +273,9 @@ func (o *orderCheck) deliver(h wal.Header, p []byte) error {
 	}
 	o.last.Store(seq)
 	o.n.Add(1)
+	if seq == o.mark.Load() {
+		o.markNs.Store(time.Now().UnixNano())
+	}
 	return nil
 }
 

@@ -271,15 +271,34 @@ var errCaughtUp = errors.New("replay: caught up")
 // (returns an error wrapping ErrBlocked and the last failure). A clean
 // end of stream reconnects at once; a failure backs off.
 func (c *Client) Run(ctx context.Context, h Handler) error {
-	return c.loop(ctx, h, false)
+	return c.loop(ctx, h, nil)
 }
 
 // CatchUp streams from tip+1 until the server's first CaughtUp, retrying
 // with backoff like Run, and returns the tip then: every record up to the
 // durable end of the source when the server answered has been delivered.
 func (c *Client) CatchUp(ctx context.Context, h Handler) (uint64, error) {
-	err := c.loop(ctx, h, true)
+	err := c.loop(ctx, h, &catchGoal{})
 	return c.tip.Load(), err
+}
+
+// CatchUpTo is CatchUp that keeps following the live tail past CaughtUp
+// until the tip reaches target, for at most grace after the first
+// CaughtUp (records the source has not made durable yet arrive within a
+// flush interval; a target that never becomes durable ends at grace).
+// It returns early once the tip reaches target, even before CaughtUp.
+func (c *Client) CatchUpTo(ctx context.Context, target uint64, grace time.Duration, h Handler) (uint64, error) {
+	err := c.loop(ctx, h, &catchGoal{target: target, grace: grace})
+	return c.tip.Load(), err
+}
+
+// catchGoal says when a catch-up pass ends: at the first CaughtUp once
+// the tip is ≥ target, when the tip reaches target (target > 0), or grace
+// after the first CaughtUp.
+type catchGoal struct {
+	target   uint64
+	grace    time.Duration
+	caughtAt time.Time
 }
 
 // CatchUpOnce is CatchUp without retries: one pass over the endpoints,
@@ -287,7 +306,7 @@ func (c *Client) CatchUp(ctx context.Context, h Handler) (uint64, error) {
 func (c *Client) CatchUpOnce(ctx context.Context, h Handler) (uint64, error) {
 	stop := c.startPersister()
 	defer stop()
-	_, err := c.pass(ctx, h, true)
+	_, err := c.pass(ctx, h, &catchGoal{})
 	if errors.Is(err, errCaughtUp) {
 		err = nil
 	}
@@ -300,16 +319,16 @@ func (c *Client) CatchUpOnce(ctx context.Context, h Handler) (uint64, error) {
 func (c *Client) RunOnce(ctx context.Context, h Handler) error {
 	stop := c.startPersister()
 	defer stop()
-	_, err := c.pass(ctx, h, false)
+	_, err := c.pass(ctx, h, nil)
 	return err
 }
 
-func (c *Client) loop(ctx context.Context, h Handler, untilCaughtUp bool) error {
+func (c *Client) loop(ctx context.Context, h Handler, goal *catchGoal) error {
 	stop := c.startPersister()
 	defer stop()
 	fails := 0
 	for {
-		progressed, err := c.pass(ctx, h, untilCaughtUp)
+		progressed, err := c.pass(ctx, h, goal)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -386,7 +405,7 @@ func (c *Client) startPersister() (stop func()) {
 // answer moves on to the next endpoint; a connection that was served
 // ends the pass with its result. progressed reports that some connection
 // delivered a record or a CaughtUp.
-func (c *Client) pass(ctx context.Context, h Handler, untilCaughtUp bool) (progressed bool, err error) {
+func (c *Client) pass(ctx context.Context, h Handler, goal *catchGoal) (progressed bool, err error) {
 	var lastErr error
 	for _, ep := range c.cfg.Endpoints {
 		if ctx.Err() != nil {
@@ -401,7 +420,7 @@ func (c *Client) pass(ctx context.Context, h Handler, untilCaughtUp bool) (progr
 		}
 		c.connects.Add(1)
 		c.event(Event{Kind: EventConnected, Endpoint: ep})
-		p, err := c.session(ctx, conn, raw, ep, h, untilCaughtUp)
+		p, err := c.session(ctx, conn, raw, ep, h, goal)
 		progressed = progressed || p
 		if errors.Is(err, ErrNotAvailable) {
 			lastErr = err
@@ -491,7 +510,7 @@ func (r *timeoutReader) Read(p []byte) (int, error) {
 // length and CRC are checked before anything in it is used; a bad frame
 // drops the connection, and the next one resumes at tip+1 (the last good
 // record).
-func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h Handler, untilCaughtUp bool) (progressed bool, err error) {
+func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h Handler, goal *catchGoal) (progressed bool, err error) {
 	defer raw.Close()
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
 	defer stop()
@@ -548,9 +567,15 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 				caughtUp, progressed = true, true
 				tr.d = c.cfg.IdleTimeout
 				c.event(Event{Kind: EventCaughtUp, Endpoint: ep, CaughtUp: cu})
-				if untilCaughtUp {
-					return progressed, errCaughtUp
+				if goal != nil {
+					if c.tip.Load() >= goal.target {
+						return progressed, errCaughtUp
+					}
+					goal.caughtAt = time.Now()
 				}
+			}
+			if goal != nil && !goal.caughtAt.IsZero() && time.Since(goal.caughtAt) >= goal.grace {
+				return progressed, errCaughtUp
 			}
 		case wal.TypeNak, wal.TypeHeartbeat, wal.TypeReplicationRequest:
 			return progressed, fmt.Errorf("%w: control record %#x on the replay stream from %s", ErrProtocol, hd.Type, ep)
@@ -575,6 +600,11 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 				progressed = true
 				if herr != nil {
 					return progressed, herr
+				}
+				if goal != nil && goal.target > 0 {
+					if seq >= goal.target || (!goal.caughtAt.IsZero() && seq&1023 == 0 && time.Since(goal.caughtAt) >= goal.grace) {
+						return progressed, errCaughtUp
+					}
 				}
 			}
 		}

@@ -41,7 +41,7 @@ func FuzzClientStream(f *testing.F) {
 				t.Fatalf("delivered seq %d after tip %d", wal.Seq(p), cl.Tip())
 			}
 			return nil
-		}, false)
+		}, nil)
 	})
 }
 

@@ -659,3 +659,27 @@ func TestVerify(t *testing.T) {
 		t.Errorf("Verify moved the tip to %d", cl.Tip())
 	}
 }
+
+// CatchUpTo follows the live tail past CaughtUp until the target seq,
+// and gives up after the grace when the target never becomes durable.
+func TestCatchUpTo(t *testing.T) {
+	src := newMemSource(1, 1, 64)
+	src.AppendFlush(100)
+	_, addr := startServer(t, nil, src)
+	cl, _ := NewClient(testClientConfig(t, addr))
+	col := newCollector(t)
+	time.AfterFunc(50*time.Millisecond, func() { src.AppendFlush(50) })
+	tip, err := cl.CatchUpTo(context.Background(), 140, 5*time.Second, col.handle)
+	if err != nil || tip < 140 || tip > 150 {
+		t.Fatalf("CatchUpTo(140) = %d, %v", tip, err)
+	}
+	start := time.Now()
+	tip, err = cl.CatchUpTo(context.Background(), 1000, 100*time.Millisecond, col.handle)
+	if err != nil || tip != 150 {
+		t.Fatalf("CatchUpTo(1000) = %d, %v", tip, err)
+	}
+	if el := time.Since(start); el > 3*time.Second {
+		t.Errorf("gave up after %v with a 100 ms grace", el)
+	}
+	checkRange(t, col.snapshot(), 1, 150)
+}
