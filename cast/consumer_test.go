@@ -455,7 +455,9 @@ func TestConsumerSenderAndConsumerRestart(t *testing.T) {
 func TestConsumerStaleHeartbeat(t *testing.T) {
 	r := newConsRig(t)
 	app := &orderCheck{t: t, first: 1}
-	c, stop := startConsumer(t, r, r.consumerConfig(""), app)
+	cfg := r.consumerConfig("")
+	cfg.VerifyWait = 10 * time.Second // a loaded machine may flush late
+	c, stop := startConsumer(t, r, cfg, app)
 	app.waitFor(t, r.send(1000), 20*time.Second)
 	time.Sleep(50 * time.Millisecond) // records durable
 	inj, err := r.net.Listen(netip.MustParseAddrPort("10.0.0.9:9"), mem.AddrB)

@@ -440,9 +440,9 @@ func TestIdleStreamKeepsAlive(t *testing.T) {
 	src.AppendFlush(3)
 	srv, addr := startServer(t, func(c *ServerConfig) { c.KeepaliveInterval = 50 * time.Millisecond }, src)
 	cfg := testClientConfig(t, addr)
-	cfg.IdleTimeout = 300 * time.Millisecond
+	cfg.IdleTimeout = time.Second // 20 keepalive intervals: survives a loaded machine
 	cl, _ := NewClient(cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 1200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
 	col := newCollector(t)
 	err := cl.Run(ctx, col.handle)

@@ -13,14 +13,11 @@ import (
 )
 
 // WriterSource serves a stream from a [wal.Writer] in the same process:
-// history and live records through [wal.Writer.ReadRange] (one index
-// lookup, then large O_DIRECT reads of whole runs of frames, or the
-// writer's buffer for records not yet written), and the live tail woken
-// by [wal.Writer.WaitDurable] on every flush.
-//
-// Why not the sequential wal.Reader: the writer's O_DIRECT writes leave
-// nothing in the page cache, so a buffered reader pays a small disk read
-// per chunk right when an outage needs the freshest records fastest.
+// history through [wal.OpenReader] (which seeks by the seq index and then
+// reads sequentially through the page cache) and the live tail woken by
+// [wal.Writer.WaitDurable] on every flush. (A cursor over
+// wal.Writer.ReadRange — O_DIRECT runs — was measured too: it was 1.5–3×
+// slower for full catch-ups on this VM, as every read goes to the disk.)
 type WriterSource struct {
 	w      *wal.Writer
 	dir    string
@@ -45,54 +42,14 @@ func (s *WriterSource) Bounds() (oldest, durable uint64) {
 	return o, d
 }
 
-// rangeBuf is the bytes one WriterSource cursor reads at a time.
-const rangeBuf = 256 << 10
-
 // Open implements [Source].
 func (s *WriterSource) Open(from uint64) (Cursor, error) {
-	if from == 0 {
-		o, _ := s.w.Bounds()
-		from = max(o, 1)
+	r, err := wal.OpenReader(s.dir, s.stream, from)
+	if err != nil {
+		return nil, err
 	}
-	return &rangeCursor{w: s.w, next: from, buf: make([]byte, rangeBuf)}, nil
+	return r, nil
 }
-
-// rangeCursor reads a writer's records in runs with ReadRange.
-type rangeCursor struct {
-	w    *wal.Writer
-	next uint64 // seq of the first frame after data
-	buf  []byte
-	data []byte // frames read and not yet returned
-}
-
-func (c *rangeCursor) Next() ([]byte, error) {
-	if c.buf == nil {
-		return nil, wal.ErrClosed
-	}
-	if len(c.data) == 0 {
-		_, n, err := c.w.ReadRange(c.next, len(c.buf)/wal.HeaderSize, c.buf)
-		if err != nil {
-			if errors.Is(err, wal.ErrNotFound) {
-				if _, h := c.w.Bounds(); c.next > h {
-					return nil, io.EOF // not written yet
-				}
-			}
-			return nil, fmt.Errorf("replay: read seq %d: %w", c.next, err)
-		}
-		c.data = c.buf[:n]
-	}
-	h, err := wal.ParseHeader(c.data)
-	n := wal.HeaderSize + int(h.Len)
-	if err != nil || n > len(c.data) {
-		return nil, fmt.Errorf("replay: read seq %d: %w", c.next, wal.ErrCorrupt)
-	}
-	f := c.data[:n]
-	c.data = c.data[n:]
-	c.next = wal.Seq(f[wal.HeaderSize:]) + 1
-	return f, nil
-}
-
-func (c *rangeCursor) Close() error { c.buf, c.data = nil, nil; return nil }
 
 // WaitDurable implements [Source].
 func (s *WriterSource) WaitDurable(ctx context.Context, after uint64) (uint64, error) {
