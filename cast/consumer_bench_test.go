@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 )
@@ -49,8 +48,8 @@ func BenchmarkOutageRecovery(b *testing.B) {
 			app := &orderCheck{t: b, first: uint64(prefill) + 1}
 			_, stop := startConsumer(b, r, cfg, app)
 			app.waitFor(b, r.send(1000), 30*time.Second)
-			rec := benchkit.NewSamples(b.N)
-			floor := benchkit.NewSamples(b.N)
+			rec := newSamples(b.N)
+			floor := newSamples(b.N)
 			var nCatch, nEsc int
 			b.ResetTimer()
 			for range b.N {

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/wal"
 )
 
@@ -42,7 +41,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		_, plainAddr := startServer(b, func(c *ServerConfig) { c.TLS = nil; c.Plaintext = true }, src)
 		for _, mode := range []string{"floor", "plaintext", "tls"} {
 			b.Run(fmt.Sprintf("%s/records=%d/payload=%d", mode, sz.n, sz.payload), func(b *testing.B) {
-				samples := benchkit.NewSamples(b.N)
+				samples := newSamples(b.N)
 				for range b.N {
 					t0 := time.Now()
 					var got int
