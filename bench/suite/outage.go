@@ -37,7 +37,23 @@ func runOutage(o Options, r *report.Report) {
 		sizes, gap, repeat = []int{3000, 6000}, 2000, 1
 	}
 	for _, size := range sizes {
-		runs, err := catchUps(base, size, gap, o.Harness.Payload, repeat)
+		type result struct {
+			runs []harness.Result
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			runs, err := catchUps(base, size, gap, o.Harness.Payload, repeat)
+			done <- result{runs, err}
+		}()
+		var runs []harness.Result
+		var err error
+		select {
+		case res := <-done:
+			runs, err = res.runs, res.err
+		case <-time.After(walWatchdog):
+			err = fmt.Errorf("no result within %v (wal.Writer or replay stalled)", walWatchdog)
+		}
 		for _, res := range runs {
 			o.logf("outage catch-up %d of %d records: %.3f s\n", gap, size, res.Seconds)
 		}
