@@ -475,3 +475,45 @@ func TestReaderSurvivesAStaleSidecar(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestBlockingBackpressureOnSlowDisk: with fdatasync slower than
+// MaxFlushLag, a blocking Append waits for flushes and always wakes up
+// again (regression: a wake-up could be lost when the flush finished
+// between the refusal and the wait).
+func TestBlockingBackpressureOnSlowDisk(t *testing.T) {
+	withSys(t, func(s *sysOps) {
+		ds := s.datasync
+		s.datasync = func(fd int) error {
+			time.Sleep(5 * time.Millisecond)
+			return ds(fd)
+		}
+	})
+	c := testConfig(t)
+	c.BlockOnBackpressure = true
+	c.MaxFlushLag = time.Millisecond
+	c.FlushInterval = time.Millisecond
+	c.FlushRecords = 10
+	w := openT(t, c)
+	done := make(chan error, 1)
+	go func() {
+		p := make([]byte, 64)
+		for i := 0; i < 30000; i++ {
+			if _, err := w.Append(100, p); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- w.Flush()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("blocking Append hung: durable %d, next %d, %+v", w.Durable(), w.NextSeq(), w.Stats())
+	}
+	if w.Durable() != 30000 || w.Stats().Backpressure == 0 {
+		t.Fatalf("durable %d, backpressure %d", w.Durable(), w.Stats().Backpressure)
+	}
+}

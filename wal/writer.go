@@ -290,8 +290,23 @@ func (w *Writer) Append(typ uint16, payload []byte) (frame []byte, err error) {
 			}
 			return nil, ErrBackpressure
 		}
-		if err := w.waitProgress(); err != nil {
-			return nil, err
+		// Take the notification channel first, then look again: a flush
+		// that finished between the first look and now has already closed
+		// an older channel, and an idle I/O goroutine sends no further
+		// wake-up (lost wake-up, found by cast bench wal).
+		w.notifyMu.Lock()
+		ch := w.notify
+		w.notifyMu.Unlock()
+		if pos, ok = w.reserve(n); ok {
+			break
+		}
+		if w.closed.Load() {
+			return nil, ErrClosed
+		}
+		select {
+		case <-ch:
+		case <-w.done:
+			return nil, ErrClosed
 		}
 	}
 	seq := w.seq
@@ -344,23 +359,6 @@ func (w *Writer) kickIO() {
 	case w.kick <- struct{}{}:
 	default:
 	}
-}
-
-// waitProgress blocks until the I/O goroutine finishes a flush attempt.
-func (w *Writer) waitProgress() error {
-	w.notifyMu.Lock()
-	ch := w.notify
-	w.notifyMu.Unlock()
-	if w.closed.Load() {
-		return ErrClosed
-	}
-	w.kickIO()
-	select {
-	case <-ch:
-	case <-w.done:
-		return ErrClosed
-	}
-	return nil
 }
 
 func (w *Writer) broadcast() {
