@@ -31,6 +31,7 @@ func runClassicSender(args []string) error {
 	n := fs.Int("n", 1000, "messages")
 	size := fs.Int("size", 128, "message bytes (payload; ≥ 16)")
 	quiet := fs.Bool("q", false, "do not print one line per message")
+	timeout := fs.Duration("timeout", 200*time.Millisecond, "send a message again when its echo has not come back after this long")
 	var nf netFlags
 	nf.add(fs, "udp", false)
 	if err := fs.Parse(args); err != nil {
@@ -82,10 +83,35 @@ func runClassicSender(args []string) error {
 		}
 		outstanding = true
 	}
+	// Like the stop-and-wait tools, a ping without an echo after
+	// -timeout is sent again (as a new record with the same id): casting
+	// repairs a lost record only once a later one (or a heartbeat, every
+	// 100 ms when idle) shows the gap, and a receiver never asks for
+	// records before the first one it saw.
+	var resent, lost, tries, lostRun int
 	lc.OnPoll = func(l *cast.Loop, now int64) {
-		if !outstanding && i < *n {
-			ping(l)
+		if i >= *n || (outstanding && l.Now()-t0 <= int64(*timeout)) {
+			return
 		}
+		if outstanding {
+			if tries++; tries > 10 { // give this message up, as a stop-and-wait tool would
+				lost++
+				lostRun++
+				tries = 0
+				if lostRun == 3 {
+					sendErr = errors.New("no echo for 3 messages in a row: is the receiver running?")
+				}
+				if i++; i == *n || sendErr != nil {
+					outstanding = false
+					i = *n
+					close(done)
+					return
+				}
+			} else {
+				resent++
+			}
+		}
+		ping(l)
 	}
 	lc.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
 		if !outstanding || len(p) < 16 || binary.LittleEndian.Uint64(p[8:]) != uint64(i) {
@@ -93,6 +119,7 @@ func runClassicSender(args []string) error {
 		}
 		rtts.Record(l.Now() - t0)
 		outstanding = false
+		tries, lostRun = 0, 0
 		if i++; i == *n {
 			close(done)
 			return
@@ -127,7 +154,7 @@ func runClassicSender(args []string) error {
 	}
 	s := rtts.Summarize()
 	fmt.Fprintf(out, "\n--- %s casting statistics (%s) ---\n", peer, features(p))
-	fmt.Fprintf(out, "%d messages sent, %d received, %d lost\n", *n, len(vals), *n-len(vals))
+	fmt.Fprintf(out, "%d messages sent, %d received, %d lost, %d sent again after -timeout\n", *n, len(vals), lost, resent)
 	fmt.Fprintf(out, "rtt min/avg/max = %.1f/%.1f/%.1f µs\n", us(s.Min), s.Mean/1e3, us(s.Max))
 	fmt.Fprintf(out, "rtt p50/p99 = %.1f/%.1f µs\n", us(s.P50), us(s.P99))
 	fmt.Fprintf(out, "stddev = %.1f µs\n", s.StdDev/1e3)

@@ -35,6 +35,7 @@ func runDemo(args []string) error {
 	quiet := fs.Bool("q", false, "no progress line")
 	reorder := fs.Int("reorder", 1<<17, "receiver reorder window, records (power of two)")
 	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
+	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func runDemo(args []string) error {
 	}
 	var lossy *drop.Path
 	if *dropPct > 0 {
-		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano())}, 64, cast.DefaultMaxFrame)
+		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano()), Spare: 1}, 64, cast.DefaultMaxFrame)
 		b = lossy
 	}
 
@@ -171,12 +172,15 @@ func runDemo(args []string) error {
 	// Progress, 10 times a second, from counters the loops publish.
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var interrupted bool
+	var interrupted, timedOut bool
 	finished := false
+	giveUp := time.After(*limit)
 	for !finished {
 		select {
 		case <-ctx.Done():
 			interrupted, finished = true, true
+		case <-giveUp:
+			timedOut, finished = true, true
 		case <-tick.C:
 			d := delivered.Load()
 			if !*quiet {
@@ -231,6 +235,9 @@ func runDemo(args []string) error {
 	}
 	if interrupted {
 		return &exitError{code: 130}
+	}
+	if timedOut {
+		return &exitError{code: 4, msg: fmt.Sprintf("demo: gave up after %v with %d of %d records delivered", *limit, d, *n)}
 	}
 	if *pings > 0 {
 		c := benchkit.DefaultRTTConfig()

@@ -73,7 +73,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 		return nil, fmt.Errorf("-path %q: want udp or mmsg", nf.path)
 	}
 	if nf.drop > 0 {
-		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano())}, nf.batch, cast.DefaultMaxFrame)
+		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano()), Spare: 1}, nf.batch, cast.DefaultMaxFrame)
 	}
 	return p, nil
 }

@@ -19,6 +19,11 @@ type Config struct {
 	SendPct float64 // percent of sent datagrams lost, 0..100
 	DupPct  float64 // percent of sent datagrams sent twice, 0..100
 	Seed    uint64  // PRNG seed (0 picks a fixed one)
+	// Spare is the number of received datagrams passed before receive
+	// loss starts. A receiver syncs on the first record it sees, so
+	// losing that one would silently move the stream's start (the
+	// protocol never asks for records before it); Spare 1 avoids that.
+	Spare int
 }
 
 // Path is a lossy view of another Path.
@@ -31,6 +36,7 @@ type Path struct {
 	sendThr uint64
 	dupThr  uint64
 	state   uint64
+	spare   int
 	kept    *batch.Vec
 	idx     []int // kept[i] is original message idx[i]
 
@@ -47,6 +53,7 @@ func New(inner datapath.Path, c Config, batchCap, slot int) *Path {
 		recvThr: threshold(c.RecvPct),
 		sendThr: threshold(c.SendPct),
 		dupThr:  threshold(c.DupPct),
+		spare:   c.Spare,
 		state:   c.Seed,
 		kept:    batch.New(2*batchCap, slot),
 		idx:     make([]int, 2*batchCap),
@@ -137,7 +144,9 @@ func (p *Path) filter(v *batch.Vec, n int) int {
 	}
 	k := 0
 	for i := 0; i < n; i++ {
-		if p.lose(p.recvThr) {
+		if p.spare > 0 {
+			p.spare--
+		} else if p.lose(p.recvThr) {
 			p.recvDropped.Add(1)
 			continue
 		}
