@@ -38,13 +38,15 @@ lint:
 	@if [ -f bench/go.mod ]; then cd bench && $(GOBIN)/staticcheck ./...; fi
 
 # Tests named TestLarge* run at full scale without the race detector (which
-# slows them 5-20x); everything else runs under -race.
+# slows them 5-20x), one package at a time (-p 1: two packages' spinning
+# sender and receiver loops would otherwise share 2 cores four ways);
+# everything else runs under -race.
 # Each pass pipes `go test -json` through internal/testsum, which keeps the
 # usual ok/FAIL lines, lists every skipped test with its reason, and closes
 # with "tests: N passed, N failed, N skipped".
 TESTSUM := $(GO) run ./internal/testsum
 unit:
-	$(GO) test -json -timeout 30m -run '^TestLarge' $(PKGS) | $(TESTSUM)
+	$(GO) test -json -p 1 -timeout 30m -run '^TestLarge' $(PKGS) | $(TESTSUM)
 	$(GO) test -json $(TESTFLAGS) -skip '^TestLarge' $(PKGS) | $(TESTSUM)
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -json $(TESTFLAGS) ./... | $(GO) run ../internal/testsum; fi
 

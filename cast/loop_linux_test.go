@@ -71,6 +71,7 @@ type rigOpts struct {
 	n          int     // records to send
 	payload    int     // payload bytes (≥ 8)
 	rate       float64 // records/s, 0 = as fast as the path takes them
+	window     int     // records produced but not yet delivered, at most (0 = unbounded)
 	recvDrop   float64 // percent lost at the receiver
 	sendDrop   float64 // percent lost at the sender
 	dup        float64 // percent duplicated by the sender
@@ -196,6 +197,9 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 				if o.rate > 0 && float64(produced) > float64(now-start)/1e9*o.rate {
 					return
 				}
+				if o.window > 0 && int64(produced)-got.Load() >= int64(o.window) {
+					return // the application's own window: casting has no flow control
+				}
 				binary.LittleEndian.PutUint64(payload[8:], uint64(produced))
 				if _, err := l.Send(1, payload); err != nil {
 					return // ErrBatchFull or backpressure: next iteration
@@ -219,6 +223,9 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		for got.Load() < int64(o.n) && time.Now().Before(deadline) {
 			for pub < o.n {
 				if o.rate > 0 && float64(pub) > time.Since(t0).Seconds()*o.rate {
+					break
+				}
+				if o.window > 0 && int64(pub)-got.Load() >= int64(o.window) {
 					break
 				}
 				binary.LittleEndian.PutUint64(payload[8:], uint64(pub))
@@ -564,7 +571,13 @@ func TestLarge1M(t *testing.T) {
 			if noGSO {
 				rate = 80_000
 			}
-			r := runRig(t, rigOpts{path: "mmsg", n: n, noGSO: noGSO, withWAL: true, rate: rate, timeout: 90 * time.Second})
+			// Casting has no flow control: a receiver descheduled for longer
+			// than its reorder window lasts at the sender's rate ends in
+			// Reconnect, as the protocol says. On a shared 2-vCPU machine
+			// that happens, so the test application keeps at most half the
+			// reorder window in flight, like any producer that wants every
+			// record over UDP alone (without TCP catch-up) must.
+			r := runRig(t, rigOpts{path: "mmsg", n: n, noGSO: noGSO, withWAL: true, rate: rate, window: 4096, timeout: 120 * time.Second})
 			r.complete(t, n)
 			t.Logf("naks %d retx hot %d cold %d; kernel datagrams %d", r.rStats.NaksSent, r.sStats.RetxHot, r.sStats.RetxCold, r.rLoop.Datagrams)
 		})
