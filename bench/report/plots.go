@@ -17,10 +17,24 @@ import (
 
 // Plots draws every PNG the run has data for into dir and returns their
 // file names (relative to dir).
-func Plots(r *Report, dir string) ([]string, error) {
+func Plots(r *Report, dir string) (names []string, err error) {
+	// gonum/plot panics on some degenerate data (a log axis meeting 0):
+	// a plot that cannot be drawn is reported, never fatal.
+	defer func() {
+		if p := recover(); p != nil {
+			err = errors.Join(err, fmt.Errorf("plot: %v", p))
+		}
+	}()
+	return plots(r, dir)
+}
+
+func plots(r *Report, dir string) ([]string, error) {
 	var names []string
 	var errs []error
 	add := func(name string, err error) {
+		if name == "" && err == nil {
+			return
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			return
@@ -193,8 +207,7 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 	sort.Ints(ss)
 	p := plot.New()
 	p.Title.Text = "throughput per datapath (loopback, pinned)"
-	p.Y.Label.Text = "records/s"
-	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	p.Y.Label.Text = "M records/s"
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
 	w := vg.Points(12)
@@ -204,12 +217,9 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 		for k, n := range order {
 			for _, x := range rs {
 				if x.Name == n && x.Size == s && x.Skipped == "" {
-					vals[k] = x.RecPerS
+					vals[k] = x.RecPerS / 1e6
 				}
 			}
-		}
-		for k := range vals {
-			vals[k] = max(vals[k], 1) // the log axis cannot hold 0
 		}
 		bc, err := plotter.NewBarChart(vals, w)
 		if err != nil {
