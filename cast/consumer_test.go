@@ -74,7 +74,6 @@ func (r *consRig) startProducer() {
 	cfg := wal.DefaultConfig(r.dir)
 	cfg.Stream = 1
 	cfg.SegmentSize = 4 << 20
-	cfg.BlockOnBackpressure = true
 	w, err := wal.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +81,7 @@ func (r *consRig) startProducer() {
 	if r.prefill > 0 && w.NextSeq() == 1 {
 		p := make([]byte, 64)
 		for range r.prefill {
-			if _, err := w.Append(100, p); err != nil {
-				t.Fatal(err)
-			}
+			appendRetry(t, w, 100, p)
 		}
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
@@ -180,6 +177,12 @@ func (r *consRig) senderLoop(ctx context.Context, s *Sender, w *wal.Writer, end 
 			seq, err := s.Send(100, payload, now, out)
 			if errors.Is(err, ErrBatchFull) {
 				flush()
+				i--
+				continue
+			}
+			if errors.Is(err, wal.ErrBackpressure) {
+				flush()
+				time.Sleep(100 * time.Microsecond)
 				i--
 				continue
 			}
@@ -457,28 +460,44 @@ func TestConsumerStaleHeartbeat(t *testing.T) {
 	app := &orderCheck{t: t, first: 1}
 	cfg := r.consumerConfig("")
 	cfg.VerifyWait = 10 * time.Second // a loaded machine may flush late
+	resumed := make(chan struct{}, 8)
+	cfg.OnEvent = func(e ConsumerEvent) {
+		if e.Kind == EventResumed {
+			resumed <- struct{}{}
+		}
+	}
 	c, stop := startConsumer(t, r, cfg, app)
+	<-resumed // live on the empty stream, so the records below arrive over UDP
 	app.waitFor(t, r.send(1000), 20*time.Second)
+	if c.Stats().UDPRecords == 0 {
+		t.Fatal("no record arrived over UDP")
+	}
 	time.Sleep(50 * time.Millisecond) // records durable
 	inj, err := r.net.Listen(netip.MustParseAddrPort("10.0.0.9:9"), mem.AddrB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := batch.New(1, 128)
-	wal.PutHeartbeatFrame(out.Next(), wal.Heartbeat{Highest: 400})
-	out.Commit(wal.ControlFrameSize, mem.AddrB)
-	inj.Send(out)
-	deadline := time.Now().Add(10 * time.Second)
+	// Re-inject until it is seen: a heartbeat that lands while the
+	// receiver holds another sticky outcome (a loaded machine can stall
+	// the loop past the NAK budget) is dropped with everything else.
+	deadline := time.Now().Add(20 * time.Second)
 	for c.Stats().StaleRestarts == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+		out.Reset()
+		wal.PutHeartbeatFrame(out.Next(), wal.Heartbeat{Highest: 400})
+		out.Commit(wal.ControlFrameSize, mem.AddrB)
+		inj.Send(out)
+		for end := time.Now().Add(200 * time.Millisecond); c.Stats().StaleRestarts == 0 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	last := r.send(500)
 	app.waitFor(t, last, 20*time.Second)
 	if err := stop(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Run = %v", err)
 	}
-	if st := c.Stats(); st.StaleRestarts != 1 || st.Receiver.Restarts != 1 {
-		t.Errorf("stale restarts %d, receiver restarts %d; want 1, 1", st.StaleRestarts, st.Receiver.Restarts)
+	if st := c.Stats(); st.StaleRestarts < 1 || st.Receiver.Restarts != st.StaleRestarts {
+		t.Errorf("stale restarts %d, receiver restarts %d; want equal and ≥ 1", st.StaleRestarts, st.Receiver.Restarts)
 	}
 	if app.err != nil || app.n.Load() != last {
 		t.Fatalf("delivered %d (want %d): %v", app.n.Load(), last, app.err)
@@ -513,5 +532,23 @@ func TestConsumerCallbackError(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not stop")
+	}
+}
+
+// appendRetry appends one record, retrying while the writer applies
+// backpressure. (Not BlockOnBackpressure: with it, an Append can wait for
+// a wake-up that never comes — a lost wake-up in wal.Writer seen under
+// -race with small segments, reported to the wal owner.)
+func appendRetry(t testing.TB, w *wal.Writer, typ uint16, p []byte) []byte {
+	for {
+		f, err := w.Append(typ, p)
+		if errors.Is(err, wal.ErrBackpressure) {
+			time.Sleep(100 * time.Microsecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
 	}
 }

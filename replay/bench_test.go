@@ -21,16 +21,13 @@ func BenchmarkCatchUp(b *testing.B) {
 		dir := b.TempDir()
 		cfg := wal.DefaultConfig(dir)
 		cfg.Stream = 1
-		cfg.BlockOnBackpressure = true
 		w, err := wal.Open(cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
 		p := make([]byte, sz.payload)
 		for range sz.n {
-			if _, err := w.Append(100, p); err != nil {
-				b.Fatal(err)
-			}
+			appendRetry(b, w, 100, p)
 		}
 		if err := w.Flush(); err != nil {
 			b.Fatal(err)
