@@ -34,6 +34,7 @@ func runDemo(args []string) error {
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
 	quiet := fs.Bool("q", false, "no progress line")
 	reorder := fs.Int("reorder", 1<<17, "receiver reorder window, records (power of two)")
+	window := fs.Int("window", cast.DefaultSenderConfig().RingSlots, "records sent but not yet delivered, at most (0: unbounded; the default, the sender's hot ring, keeps repairs off the disk — set 0 to watch NAKs served from the WAL)")
 	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
@@ -159,7 +160,7 @@ func runDemo(args []string) error {
 	sl.Path, sl.Sender, sl.Cold, sl.Thread = a, snd, cold, affinity.Config{CPU: cpus[0]}
 	// Both loops share one clock origin (the receiver's), so send times
 	// stamped by the sender are comparable on delivery.
-	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate}, &sent, done)
+	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, window: *window, delivered: &delivered}, &sent, done)
 	sl.OnPoll = func(l *cast.Loop, now int64) { prod(l, rloop.Now()) }
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
 	start := time.Now()

@@ -166,6 +166,13 @@ type sendOpts struct {
 	n       int
 	payload int
 	rate    float64
+	// window, when > 0, bounds records sent but not yet delivered
+	// (delivered counts deliveries, read from the receiving side in the
+	// same process). Casting has no flow control of its own; an
+	// in-process producer that wants every record over UDP alone keeps
+	// its lead within the sender's hot ring so repairs never wait on disk.
+	window    int
+	delivered *atomic.Int64
 }
 
 // producer returns an OnPoll callback that sends o.n records of
@@ -185,6 +192,9 @@ func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.L
 		}
 		for k := 0; k < 256 && produced < o.n; k++ {
 			if o.rate > 0 && float64(produced) >= float64(now-start)/1e9*o.rate {
+				break
+			}
+			if o.window > 0 && int64(produced)-o.delivered.Load() >= int64(o.window) {
 				break
 			}
 			if len(payload) >= 16 {
