@@ -102,13 +102,24 @@ func TestTipPersistedPeriodically(t *testing.T) {
 	}
 }
 
-// TestConsumerProcess is not a test: it is the consumer process that
-// TestConsumerKilledAndRestarted runs and kills. It prints each delivered
-// seq on stdout.
-func TestConsumerProcess(t *testing.T) {
-	addr, tip, ca := os.Getenv("REPLAY_CHILD_ADDR"), os.Getenv("REPLAY_CHILD_TIP"), os.Getenv("REPLAY_CHILD_CA")
-	if addr == "" {
-		t.Skip("helper process for TestConsumerKilledAndRestarted")
+// TestMain runs consumerProcess instead of the tests when the binary is
+// started as TestConsumerKilledAndRestarted's child, so the child is not a
+// skipped test.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("REPLAY_CHILD_ADDR"); addr != "" {
+		consumerProcess(addr)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// consumerProcess is the consumer process that TestConsumerKilledAndRestarted
+// runs and kills. It prints each delivered seq on stdout.
+func consumerProcess(addr string) {
+	tip, ca := os.Getenv("REPLAY_CHILD_TIP"), os.Getenv("REPLAY_CHILD_CA")
+	fatal := func(err error) {
+		fmt.Fprintln(os.Stderr, "consumer process:", err)
+		os.Exit(3)
 	}
 	cfg := DefaultClientConfig()
 	cfg.Endpoints = []string{addr}
@@ -116,12 +127,12 @@ func TestConsumerProcess(t *testing.T) {
 	var err error
 	cfg.TLS, err = ClientTLS(ca, "", "")
 	if err != nil {
-		t.Fatal(err)
+		fatal(err)
 	}
 	cfg.TipPath = tip
 	cl, err := NewClient(cfg)
 	if err != nil {
-		t.Fatal(err)
+		fatal(err)
 	}
 	w := bufio.NewWriter(os.Stdout)
 	cl.Run(context.Background(), func(_ wal.Header, p []byte) error {
@@ -148,7 +159,7 @@ func TestConsumerKilledAndRestarted(t *testing.T) {
 	tip := filepath.Join(dir, "consumer.tip")
 
 	start := func() (*exec.Cmd, *bufio.Scanner) {
-		cmd := exec.Command(os.Args[0], "-test.run", "^TestConsumerProcess$", "-test.v")
+		cmd := exec.Command(os.Args[0], "-test.run", "^$")
 		cmd.Env = append(os.Environ(), "REPLAY_CHILD_ADDR="+addr, "REPLAY_CHILD_TIP="+tip, "REPLAY_CHILD_CA="+ca)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
