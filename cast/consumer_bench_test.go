@@ -1,6 +1,8 @@
 package cast
 
 import (
+	"github.com/walcast/walcast/internal/latency"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -48,8 +50,8 @@ func BenchmarkOutageRecovery(b *testing.B) {
 			app := &orderCheck{t: b, first: uint64(prefill) + 1}
 			_, stop := startConsumer(b, r, cfg, app)
 			app.waitFor(b, r.send(1000), 30*time.Second)
-			rec := newSamples(b.N)
-			floor := newSamples(b.N)
+			rec := latency.NewSamples(b.N)
+			floor := latency.NewSamples(b.N)
 			var nCatch, nEsc int
 			b.ResetTimer()
 			for range b.N {

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"github.com/walcast/walcast/internal/latency"
+
 	"context"
 	"fmt"
 	"os"
@@ -38,7 +40,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		_, plainAddr := startServer(b, func(c *ServerConfig) { c.TLS = nil; c.Plaintext = true }, src)
 		for _, mode := range []string{"floor", "plaintext", "tls"} {
 			b.Run(fmt.Sprintf("%s/records=%d/payload=%d", mode, sz.n, sz.payload), func(b *testing.B) {
-				samples := newSamples(b.N)
+				samples := latency.NewSamples(b.N)
 				for range b.N {
 					t0 := time.Now()
 					var got int
