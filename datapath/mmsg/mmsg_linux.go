@@ -1,7 +1,6 @@
 package mmsg
 
 import (
-	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -173,15 +172,10 @@ func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	p.wv = v
 	err := p.s.Wait(deadline, p.waitFn)
 	p.wv = nil
-	switch {
-	case err == nil:
-		return p.wn, p.werr
-	case errors.Is(err, os.ErrDeadlineExceeded):
-		return 0, nil
-	case p.closed.Load(), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
-		return 0, datapath.ErrClosed
+	if ready, err := sock.WaitResult(err, p.closed.Load()); !ready {
+		return 0, err
 	}
-	return 0, err
+	return p.wn, p.werr
 }
 
 // LocalAddr is the bound address.

@@ -2,7 +2,11 @@ package sock
 
 import (
 	"errors"
+	"net"
 	"net/netip"
+	"os"
+
+	"github.com/walcast/walcast/datapath"
 )
 
 // Config says how to open a socket.
@@ -16,3 +20,20 @@ type Config struct {
 
 // ErrNotSupported is returned on platforms without raw UDP sockets.
 var ErrNotSupported = errors.New("sock: raw UDP sockets are Linux-only")
+
+// WaitResult maps the error of a netpoller wait to the RecvWait contract
+// shared by the udp and mmsg paths: ready means the wait callback ran and
+// its result stands; otherwise err is what RecvWait returns with no
+// datagram — nil at the deadline, datapath.ErrClosed when the path was
+// closed (closed, or the fd reported closed) during the wait.
+func WaitResult(err error, closed bool) (ready bool, out error) {
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return false, nil
+	case closed, errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrClosed):
+		return false, datapath.ErrClosed
+	}
+	return false, err
+}
