@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
@@ -19,7 +20,7 @@ import (
 // [DefaultConsumerConfig] and fill in Replay's endpoints, stream and TLS.
 type ConsumerConfig struct {
 	// Receiver configures the UDP receiver (NAK target, windows, budgets).
-	Receiver ReceiverConfig
+	Receiver protocol.ReceiverConfig
 	// Replay configures the TCP catch-up client: endpoints in order, the
 	// stream id, TLS, and the tip file (TipPath) that makes a restarted
 	// consumer resume at tip+1.
@@ -55,7 +56,7 @@ type ConsumerConfig struct {
 // bootstrap on, batches of 64 datagrams and a 50 µs idle sleep.
 func DefaultConsumerConfig() ConsumerConfig {
 	return ConsumerConfig{
-		Receiver:     DefaultReceiverConfig(),
+		Receiver:     protocol.DefaultReceiverConfig(),
 		Replay:       replay.DefaultClientConfig(),
 		Bootstrap:    true,
 		Batch:        64,
@@ -71,19 +72,19 @@ func (c ConsumerConfig) Validate() error {
 		return err
 	}
 	if err := c.Replay.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: %w", protocol.ErrConfig, err)
 	}
 	if c.Batch < 1 {
-		return fmt.Errorf("%w: Batch %d must be ≥ 1", ErrConfig, c.Batch)
+		return fmt.Errorf("%w: Batch %d must be ≥ 1", protocol.ErrConfig, c.Batch)
 	}
 	if c.CatchUpGrace < 0 {
-		return fmt.Errorf("%w: CatchUpGrace %v must be ≥ 0", ErrConfig, c.CatchUpGrace)
+		return fmt.Errorf("%w: CatchUpGrace %v must be ≥ 0", protocol.ErrConfig, c.CatchUpGrace)
 	}
 	if c.VerifyWait <= 0 {
-		return fmt.Errorf("%w: VerifyWait %v must be > 0", ErrConfig, c.VerifyWait)
+		return fmt.Errorf("%w: VerifyWait %v must be > 0", protocol.ErrConfig, c.VerifyWait)
 	}
 	if c.IdleSleep < 0 {
-		return fmt.Errorf("%w: IdleSleep %v must be ≥ 0", ErrConfig, c.IdleSleep)
+		return fmt.Errorf("%w: IdleSleep %v must be ≥ 0", protocol.ErrConfig, c.IdleSleep)
 	}
 	return nil
 }
@@ -119,7 +120,7 @@ func (k ConsumerEventKind) String() string {
 // ConsumerEvent is one consumer event.
 type ConsumerEvent struct {
 	Kind      ConsumerEventKind
-	Outcome   Outcome // for EventEscalated
+	Outcome   protocol.Outcome // for EventEscalated
 	Bootstrap bool
 	Tip       uint64
 	From, To  uint64        // seqs delivered by the catch-up (From > To: none)
@@ -141,7 +142,7 @@ type ConsumerStats struct {
 	// catch-up, read after ResetAfterReplay.
 	StaleRestarts uint64
 	LastRecovery  time.Duration
-	Receiver      ReceiverStats // as of the last Stats call on the loop
+	Receiver      protocol.ReceiverStats // as of the last Stats call on the loop
 	Replay        replay.ClientStats
 }
 
@@ -171,7 +172,7 @@ var errOrder = errors.New("cast: consumer got a record out of order")
 type Consumer struct {
 	cfg   ConsumerConfig
 	path  datapath.Path
-	r     *Receiver
+	r     *protocol.Receiver
 	cl    *replay.Client
 	clock func() int64
 
@@ -184,7 +185,7 @@ type Consumer struct {
 	crcKnown  bool   // tipCRC is set (false for a tip loaded from the file)
 	appErr    error
 	statsMu   sync.Mutex
-	recvStats ReceiverStats
+	recvStats protocol.ReceiverStats
 
 	udpRecords, tcpRecords, escalations, faults, reconnects, catchUps, stale atomic.Uint64
 	lastRecovery                                                             atomic.Int64
@@ -197,7 +198,7 @@ func NewConsumer(cfg ConsumerConfig, path datapath.Path) (*Consumer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r, err := NewReceiver(cfg.Receiver)
+	r, err := protocol.NewReceiver(cfg.Receiver)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +324,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(h wal.Header, payload [
 		}
 		c.r.Tick(now, c.out)
 		c.flush()
-		if o := c.r.Outcome(); o.Kind != Live {
+		if o := c.r.Outcome(); o.Kind != protocol.Live {
 			if err := c.escalate(ctx, o, now); err != nil {
 				return err
 			}
@@ -381,16 +382,16 @@ func (c *Consumer) bootstrap(ctx context.Context) error {
 
 // escalate handles a sticky outcome: catch up over TCP from the tip,
 // reset the receiver to the new tip, resume.
-func (c *Consumer) escalate(ctx context.Context, o Outcome, since int64) error {
+func (c *Consumer) escalate(ctx context.Context, o protocol.Outcome, since int64) error {
 	c.snapshot()
 	c.escalations.Add(1)
 	c.event(ConsumerEvent{Kind: EventEscalated, Outcome: o})
 	switch o.Kind {
-	case Faulted:
+	case protocol.Faulted:
 		c.faults.Add(1)
-	case Reconnect:
+	case protocol.Reconnect:
 		c.reconnects.Add(1)
-	case SenderRestarted:
+	case protocol.SenderRestarted:
 		// A sender with a WAL continues its seqs after a restart (delta
 		// 7). A heartbeat below our tip is either stale (sent before a
 		// catch-up moved the tip, read after the reset) or a sender that

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
@@ -108,9 +109,9 @@ func (r *consRig) startProducer() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfgS := DefaultSenderConfig()
+	scfgS := protocol.DefaultSenderConfig()
 	scfgS.Dest = mem.AddrB
-	s, err := NewSender(scfgS, w)
+	s, err := protocol.NewSender(scfgS, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,13 +157,13 @@ func (r *consRig) send(n int) uint64 {
 
 // senderLoop is the producer's loop: sends requested records, serves NAKs
 // (hot ring, else WAL cold reads inline), heartbeats when idle.
-func (r *consRig) senderLoop(ctx context.Context, s *Sender, w *wal.Writer, end *mem.End, toSend <-chan int, done chan struct{}) {
+func (r *consRig) senderLoop(ctx context.Context, s *protocol.Sender, w *wal.Writer, end *mem.End, toSend <-chan int, done chan struct{}) {
 	defer close(done)
 	defer end.Close()
 	out := batch.New(64, 2048)
 	in := batch.New(64, 2048)
-	cold := make([]ColdRequest, 8)
-	coldBuf := make([]byte, DefaultMaxColdRecords*DefaultMaxFrame)
+	cold := make([]protocol.ColdRequest, 8)
+	coldBuf := make([]byte, protocol.DefaultMaxColdRecords*protocol.DefaultMaxFrame)
 	payload := make([]byte, 64)
 	flush := func() { end.Send(out); out.Reset() }
 	pending := 0
@@ -175,7 +176,7 @@ func (r *consRig) senderLoop(ctx context.Context, s *Sender, w *wal.Writer, end 
 		}
 		for i := 0; i < 256 && pending > 0; i++ {
 			seq, err := s.Send(100, payload, now, out)
-			if errors.Is(err, ErrBatchFull) {
+			if errors.Is(err, protocol.ErrBatchFull) {
 				flush()
 				i--
 				continue

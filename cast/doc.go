@@ -1,73 +1,11 @@
-// Package cast is the sans-I/O core of the casting protocol: the
-// [Sender] and [Receiver] state machines, their hot send ring and reorder
-// ring, NAK and heartbeat handling, and the sticky outcomes (Faulted,
-// Reconnect, SenderRestarted) that hand a consumer over to TCP replay.
+// Package cast is the runtime of the casting protocol: [Loop] binds a
+// sans-I/O core from package [protocol] (a Sender, a Receiver or both) to
+// a datapath on one locked, pinned OS thread, and [Consumer] runs a live
+// UDP Receiver with TCP catch-up from a replay server when the stream
+// faults.
 //
-// # What the core must not do
-//
-// Sender and Receiver never open a socket, read a clock, start a
-// goroutine, take a lock or touch the disk. Time comes in as now, an
-// int64 of monotonic nanoseconds; datagrams come in as byte slices and go
-// out appended to the caller's [batch.Vec] (with their destination: the
-// zero netip.AddrPort means the datapath's connected peer); records go
-// out through a callback. Send, Receiver.Handle, NAK service from the hot
-// ring and heartbeats allocate nothing. One goroutine owns each value.
-//
-// # Driving a Sender (one loop iteration)
-//
-//	s, _ := cast.NewSender(cfg, w)            // w: *wal.Writer, or nil for WAL-less
-//	seq, err := s.Send(typ, payload, now, out) // ErrBatchFull: flush out, retry
-//	for each received datagram d from addr:   // NAKs from the receiver
-//	    s.Handle(d, addr, now, out)
-//	n := s.ColdRequests(reqs)                 // NAKed seqs no longer in the hot ring
-//	    // on the I/O goroutine: nb := w.ReadRange(req.From, req.Count, buf)
-//	    // back on the loop:     rest := s.ColdDone(req, buf[:nb], now, out)
-//	    //                       (flush out and call again while rest is non-empty;
-//	    //                        ColdDone(req, nil, …) on wal.ErrNotFound;
-//	    //                        ColdFailed(req) if the read failed)
-//	s.Tick(now, out)                          // idle-only heartbeat; continues retransmits
-//	path.Send(out); out.Reset()               // that did not fit (again while s.RetxPending())
-//
-// With a WAL, Send appends the record to the WAL first (the WAL assigns
-// the seq and seals the frame once), copies the frame into the hot ring
-// (slot = seq mod RingSlots, slots hold whole frames) and appends it to
-// out. A NAK is verified (version, len, CRC, source), its count clamped
-// to RingSlots and to the seqs actually sent, served from the ring where
-// the slot still holds the seq (with a per-slot dedup window), and the
-// rest is queued as at most MaxColdInFlight cold requests of at most
-// MaxColdRecords records, which the loop serves off the hot thread.
-// Retransmits always go to Dest, never to the NAK's source.
-//
-// # Driving a Receiver
-//
-//	r, _ := cast.NewReceiver(cfg)
-//	for each received datagram d:
-//	    r.Handle(d, now, out, deliver) // deliver(h, payload) in seq order, exactly once
-//	r.Tick(now, out)                   // clock-driven re-NAKs and the silence rule
-//	if o := r.Outcome(); o.Kind != cast.Live {
-//	    // catch up over TCP replay from the persisted tip, then:
-//	    r.ResetAfterReplay(tip)
-//	}
-//	path.Send(out); out.Reset()
-//
-// The first data record seen defines the start (earlier seqs are never
-// requested) unless ResetAfterReplay set it. Records ahead of the next
-// expected seq are buffered in the reorder ring; every newly revealed
-// missing run is NAKed at once, and each run is re-NAKed after
-// NakDebounce, on Tick or on traffic, until repaired; the NAK that takes
-// a run past MaxNakRetries raises Faulted. A record or heartbeat at a
-// distance of ReorderSlots or more ahead raises Reconnect. A heartbeat
-// below the last seq the Receiver delivered itself raises
-// SenderRestarted (one below a replay tip only is stale and ignored). No data and no
-// heartbeat for SilenceIntervals heartbeat intervals raises Faulted when
-// a gap is open, else the non-sticky PeerSilent event. Sticky outcomes
-// drop all input until ResetAfterReplay (or Resync).
-//
-// Both sides accept datagrams holding several consecutive frames
-// (SenderConfig.Coalesce produces them). Bad datagrams are counted by
-// reason in Stats and dropped; nothing from the network can panic.
-//
-// The interfaces the loop and the WAL meet are [Log] (satisfied by
-// *wal.Writer) and [ColdRequest]. See docs/protocol.md for the design
-// choices and measured figures.
+// The state machines themselves, their configuration, outcomes and
+// statistics live in [github.com/walcast/walcast/cast/protocol], which
+// imports no sockets, clocks, goroutines or disk; this package supplies
+// them.
 package cast

@@ -11,6 +11,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/wal"
 )
@@ -37,8 +38,8 @@ type LoopConfig struct {
 	// Sender and Receiver are the cores the loop drives; at least one.
 	// With both (an echoer, or a ping client), NAK datagrams go to the
 	// Sender and everything else to the Receiver.
-	Sender   *Sender
-	Receiver *Receiver
+	Sender   *protocol.Sender
+	Receiver *protocol.Receiver
 	// Cold serves the Sender's cold reads (NAKed records no longer in the
 	// hot ring) on an I/O goroutine; usually the Sender's *wal.Writer.
 	// Nil: cold requests are reported failed and the receiver asks again.
@@ -90,9 +91,9 @@ func DefaultLoopConfig() LoopConfig {
 	return LoopConfig{
 		Thread:       affinity.DefaultConfig(),
 		Batch:        64,
-		Slot:         DefaultMaxFrame,
+		Slot:         protocol.DefaultMaxFrame,
 		TickInterval: time.Millisecond,
-		ColdBuffers:  DefaultMaxColdInFlight,
+		ColdBuffers:  protocol.DefaultMaxColdInFlight,
 	}
 }
 
@@ -100,25 +101,25 @@ func DefaultLoopConfig() LoopConfig {
 func (c LoopConfig) Validate() error {
 	switch {
 	case c.Path == nil:
-		return fmt.Errorf("%w: loop needs a Path", ErrConfig)
+		return fmt.Errorf("%w: loop needs a Path", protocol.ErrConfig)
 	case c.Sender == nil && c.Receiver == nil:
-		return fmt.Errorf("%w: loop needs a Sender or a Receiver", ErrConfig)
+		return fmt.Errorf("%w: loop needs a Sender or a Receiver", protocol.ErrConfig)
 	case c.Batch < 1 || c.Batch > 1024:
-		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
-	case c.Slot < minDataFrame || c.Slot > MaxDatagram:
-		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, minDataFrame, MaxDatagram)
+		return fmt.Errorf("%w: loop Batch %d outside 1..1024", protocol.ErrConfig, c.Batch)
+	case c.Slot < wal.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
+		return fmt.Errorf("%w: loop Slot %d outside %d..%d", protocol.ErrConfig, c.Slot, wal.HeaderSize+8, protocol.MaxDatagram)
 	case c.TickInterval <= 0:
-		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
+		return fmt.Errorf("%w: loop TickInterval %v must be > 0", protocol.ErrConfig, c.TickInterval)
 	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:
-		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", ErrConfig)
+		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", protocol.ErrConfig)
 	case c.SendRing > 0 && c.Sender == nil:
-		return fmt.Errorf("%w: SendRing without a Sender", ErrConfig)
+		return fmt.Errorf("%w: SendRing without a Sender", protocol.ErrConfig)
 	case c.RecvRing > 0 && c.Receiver == nil:
-		return fmt.Errorf("%w: RecvRing without a Receiver", ErrConfig)
+		return fmt.Errorf("%w: RecvRing without a Receiver", protocol.ErrConfig)
 	}
 	if c.Idle.Parks() {
 		if _, ok := c.Path.(Waiter); !ok {
-			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", ErrConfig)
+			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", protocol.ErrConfig)
 		}
 	}
 	return c.Thread.Validate()
@@ -149,9 +150,9 @@ func (k EventKind) String() string {
 // Event is something the application should know about.
 type Event struct {
 	Kind    EventKind
-	At      int64   // loop clock, ns
-	Outcome Outcome // the Receiver's outcome at the time
-	Err     error   // EventError only
+	At      int64            // loop clock, ns
+	Outcome protocol.Outcome // the Receiver's outcome at the time
+	Err     error            // EventError only
 }
 
 // LoopStats are the loop's own counters (safe to read from any goroutine).
@@ -170,7 +171,7 @@ type LoopStats struct {
 }
 
 type coldJob struct {
-	req   ColdRequest
+	req   protocol.ColdRequest
 	buf   int
 	bytes int
 	err   error
@@ -187,8 +188,8 @@ type Loop struct {
 	cfg    LoopConfig
 	path   datapath.Path
 	waiter Waiter
-	snd    *Sender
-	rcv    *Receiver
+	snd    *protocol.Sender
+	rcv    *protocol.Receiver
 	in     *batch.Vec
 	out    *batch.Vec
 	back   *batch.Vec // datagrams the path refused (EAGAIN), sent before out
@@ -203,7 +204,7 @@ type Loop struct {
 
 	coldBufs [][]byte
 	coldFree []int
-	coldReqs []ColdRequest
+	coldReqs []protocol.ColdRequest
 	coldReq  chan coldJob
 	coldDone chan coldJob
 	pend     coldJob
@@ -211,7 +212,7 @@ type Loop struct {
 	pendOn   bool
 	ioWG     sync.WaitGroup
 
-	lastKind   OutcomeKind
+	lastKind   protocol.OutcomeKind
 	lastSilent bool
 	events     chan Event
 
@@ -224,8 +225,8 @@ type Loop struct {
 	closeErr  error
 
 	statsMu sync.Mutex
-	sStats  SenderStats
-	rStats  ReceiverStats
+	sStats  protocol.SenderStats
+	rStats  protocol.ReceiverStats
 
 	iters, idlePolls, dgrams, delivered, flushes, backlogged, stalls, coldReads, coldErrs, published, publishErrs atomic.Uint64
 }
@@ -264,11 +265,11 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	if l.snd != nil {
 		nb := cfg.ColdBuffers
 		if nb == 0 {
-			nb = DefaultMaxColdInFlight
+			nb = protocol.DefaultMaxColdInFlight
 		}
 		size := cfg.ColdBufSize
 		if size == 0 {
-			size = DefaultMaxColdRecords * cfg.Slot
+			size = protocol.DefaultMaxColdRecords * cfg.Slot
 		}
 		l.coldBufs = make([][]byte, nb)
 		l.coldFree = make([]int, 0, nb)
@@ -276,7 +277,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 			l.coldBufs[i] = make([]byte, size)
 			l.coldFree = append(l.coldFree, i)
 		}
-		l.coldReqs = make([]ColdRequest, nb)
+		l.coldReqs = make([]protocol.ColdRequest, nb)
 		l.coldReq = make(chan coldJob, nb)
 		l.coldDone = make(chan coldJob, nb)
 	}
@@ -507,11 +508,11 @@ func (l *Loop) checkEvents() {
 	if o.Kind != l.lastKind {
 		l.lastKind = o.Kind
 		switch o.Kind {
-		case Faulted:
+		case protocol.Faulted:
 			l.emit(Event{Kind: EventFaulted, At: l.now, Outcome: o})
-		case Reconnect:
+		case protocol.Reconnect:
 			l.emit(Event{Kind: EventReconnect, At: l.now, Outcome: o})
-		case SenderRestarted:
+		case protocol.SenderRestarted:
 			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
 		}
 	}
@@ -551,10 +552,10 @@ func (l *Loop) fail(err error) bool {
 // Sender's (e.g. wal.ErrBackpressure).
 func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 	if l.snd == nil {
-		return 0, fmt.Errorf("%w: loop has no Sender", ErrConfig)
+		return 0, fmt.Errorf("%w: loop has no Sender", protocol.ErrConfig)
 	}
 	seq, err := l.snd.Send(typ, payload, l.now, l.out)
-	if err == ErrBatchFull {
+	if err == protocol.ErrBatchFull {
 		if ferr := l.flush(); ferr != nil {
 			return 0, ferr
 		}
@@ -568,7 +569,7 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 // when the loop is behind: retry later.
 func (l *Loop) Publish(typ uint16, payload []byte) error {
 	if l.sendRing == nil {
-		return fmt.Errorf("%w: loop has no SendRing", ErrConfig)
+		return fmt.Errorf("%w: loop has no SendRing", protocol.ErrConfig)
 	}
 	return l.sendRing.Push(typ, 0, payload)
 }
@@ -585,7 +586,7 @@ func (l *Loop) drainSendRing() bool {
 			break
 		}
 		_, err := l.Send(typ, p)
-		if err == ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
+		if err == protocol.ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
 			break // leave it queued
 		}
 		if err != nil {
@@ -728,7 +729,7 @@ func (l *Loop) snapshot() {
 
 // SenderStats is a snapshot of the Sender's counters, at most one
 // TickInterval old (exact after Close).
-func (l *Loop) SenderStats() SenderStats {
+func (l *Loop) SenderStats() protocol.SenderStats {
 	l.statsMu.Lock()
 	defer l.statsMu.Unlock()
 	return l.sStats
@@ -736,7 +737,7 @@ func (l *Loop) SenderStats() SenderStats {
 
 // ReceiverStats is a snapshot of the Receiver's counters, at most one
 // TickInterval old (exact after Close).
-func (l *Loop) ReceiverStats() ReceiverStats {
+func (l *Loop) ReceiverStats() protocol.ReceiverStats {
 	l.statsMu.Lock()
 	defer l.statsMu.Unlock()
 	return l.rStats

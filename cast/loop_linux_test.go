@@ -10,6 +10,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/datapath/mmsg"
@@ -91,8 +92,8 @@ type rigResult struct {
 	delivered []uint64
 	inOrder   bool
 	events    []Event
-	sStats    SenderStats
-	rStats    ReceiverStats
+	sStats    protocol.SenderStats
+	rStats    protocol.ReceiverStats
 	sLoop     LoopStats
 	rLoop     LoopStats
 }
@@ -109,17 +110,17 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	pa, pb := openPair(t, o.path, o.noGSO)
 	var sp, rp datapath.Path = pa, pb
 	if o.sendDrop > 0 || o.dup > 0 {
-		sp = drop.New(pa, drop.Config{SendPct: o.sendDrop, DupPct: o.dup, Seed: 1}, 64, DefaultMaxFrame)
+		sp = drop.New(pa, drop.Config{SendPct: o.sendDrop, DupPct: o.dup, Seed: 1}, 64, protocol.DefaultMaxFrame)
 	}
 	if o.recvDrop > 0 {
-		rp = drop.New(pb, drop.Config{RecvPct: o.recvDrop, Seed: 2}, 64, DefaultMaxFrame)
+		rp = drop.New(pb, drop.Config{RecvPct: o.recvDrop, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
-	sc := DefaultSenderConfig()
+	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce = o.coalesce
 	if o.ringSlots > 0 {
 		sc.RingSlots = o.ringSlots
 	}
-	var log Log
+	var log protocol.Log
 	var cold ColdReader
 	if o.withWAL {
 		w, err := wal.Open(wal.DefaultConfig(t.TempDir()))
@@ -129,11 +130,11 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		t.Cleanup(func() { w.Close() })
 		log, cold = w, w
 	}
-	snd, err := NewSender(sc, log)
+	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := DefaultReceiverConfig()
+	rc := protocol.DefaultReceiverConfig()
 	// 20 ms × 8 retries must outlast the loops' scheduling stalls on a
 	// loaded 2-vCPU machine (a sender stalled past the whole budget makes
 	// the receiver fault, as the protocol says it should); -race stalls more.
@@ -151,7 +152,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	if o.maxRetries > 0 {
 		rc.MaxNakRetries = o.maxRetries
 	}
-	rcv, err := NewReceiver(rc)
+	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,8 +421,8 @@ func TestLoopShutdownUnderTraffic(t *testing.T) {
 		for _, idle := range []affinity.Strategy{affinity.Spin, affinity.Park} {
 			t.Run(fmt.Sprintf("%s/%v", path, idle), func(t *testing.T) {
 				pa, pb := openPair(t, path, false)
-				snd, _ := NewSender(DefaultSenderConfig(), nil)
-				rcv, _ := NewReceiver(DefaultReceiverConfig())
+				snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+				rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 				var n atomic.Int64
 				rl := DefaultLoopConfig()
 				rl.Path, rl.Receiver, rl.Idle.Strategy = pb, rcv, idle
@@ -474,7 +475,7 @@ func TestLoopDeadPeer(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			pa, pb := openPair(t, path, false)
 			pb.Close()
-			snd, _ := NewSender(DefaultSenderConfig(), nil)
+			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 			sl := DefaultLoopConfig()
 			sl.Path, sl.Sender = pa, snd
 			p := make([]byte, 64)
@@ -503,8 +504,8 @@ func TestLoopIterationAllocs(t *testing.T) {
 	for _, path := range []string{"udp", "mmsg"} {
 		t.Run(path, func(t *testing.T) {
 			pa, pb := openPair(t, path, false)
-			snd, _ := NewSender(DefaultSenderConfig(), nil)
-			rcv, _ := NewReceiver(DefaultReceiverConfig())
+			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+			rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 			var got int
 			rl := DefaultLoopConfig()
 			rl.Path, rl.Receiver = pb, rcv
@@ -543,7 +544,7 @@ func TestLoopIterationAllocs(t *testing.T) {
 
 func TestLoopConfigValidate(t *testing.T) {
 	pa, _ := openPair(t, "udp", false)
-	snd, _ := NewSender(DefaultSenderConfig(), nil)
+	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 	for _, mod := range []func(*LoopConfig){
 		func(c *LoopConfig) { c.Path = nil },
 		func(c *LoopConfig) { c.Sender = nil },
@@ -554,7 +555,7 @@ func TestLoopConfigValidate(t *testing.T) {
 		c := DefaultLoopConfig()
 		c.Path, c.Sender = pa, snd
 		mod(&c)
-		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		if err := c.Validate(); !errors.Is(err, protocol.ErrConfig) {
 			t.Errorf("accepted: %v", err)
 		}
 	}

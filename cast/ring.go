@@ -3,6 +3,8 @@ package cast
 import (
 	"errors"
 	"sync/atomic"
+
+	"github.com/walcast/walcast/cast/protocol"
 )
 
 // ErrRingFull is returned by [Ring.Push] when every slot is in use.
@@ -67,7 +69,7 @@ func (r *Ring) Free() int { return r.Cap() - r.Len() }
 // not fit a slot.
 func (r *Ring) Push(typ uint16, seq uint64, payload []byte) error {
 	if len(payload) > r.slot {
-		return ErrFrameTooLarge
+		return protocol.ErrFrameTooLarge
 	}
 	t := r.tail.Load()
 	if t-r.head.Load() > r.mask {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/walcast/walcast/cast/protocol"
 )
 
 func TestRingSequential(t *testing.T) {
@@ -20,7 +22,7 @@ func TestRingSequential(t *testing.T) {
 	if err := r.Push(9, 9, []byte{9}); !errors.Is(err, ErrRingFull) {
 		t.Fatalf("push on full: %v", err)
 	}
-	if err := r.Push(9, 9, make([]byte, 17)); !errors.Is(err, ErrFrameTooLarge) {
+	if err := r.Push(9, 9, make([]byte, 17)); !errors.Is(err, protocol.ErrFrameTooLarge) {
 		t.Fatalf("oversize: %v", err)
 	}
 	for i := 0; i < 4; i++ {

@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/bench/harness"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/datapath/mmsg"
@@ -101,8 +102,8 @@ type castOutcome struct {
 	produced, delivered int64
 	inOrder             bool
 	first, last         time.Time
-	s                   cast.SenderStats
-	r                   cast.ReceiverStats
+	s                   protocol.SenderStats
+	r                   protocol.ReceiverStats
 	events              []string
 	udp, tcp            uint64 // consumer: records delivered over UDP and by TCP catch-up
 	escalations         uint64
@@ -116,10 +117,10 @@ func (o castStream) run() (castOutcome, error) {
 	}
 	var sp, rp = pa, pb
 	if o.DropPct > 0 {
-		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, cast.DefaultMaxFrame)
-		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, cast.DefaultMaxFrame)
+		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, protocol.DefaultMaxFrame)
+		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
-	var log cast.Log
+	var log protocol.Log
 	var cold cast.ColdReader
 	var w *wal.Writer
 	var walDir string
@@ -137,11 +138,11 @@ func (o castStream) run() (castOutcome, error) {
 		defer w.Close()
 		log, cold = w, w
 	}
-	snd, err := cast.NewSender(cast.DefaultSenderConfig(), log)
+	snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), log)
 	if err != nil {
 		return out, err
 	}
-	rcv, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+	rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 	if err != nil {
 		return out, err
 	}
@@ -432,14 +433,14 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	}
 	var ep = pb
 	if dropPct > 0 {
-		ep = drop.New(pb, drop.Config{RecvPct: dropPct, Seed: 3}, 64, cast.DefaultMaxFrame)
+		ep = drop.New(pb, drop.Config{RecvPct: dropPct, Seed: 3}, 64, protocol.DefaultMaxFrame)
 	}
-	mk := func() (*cast.Sender, *cast.Receiver, error) {
-		s, err := cast.NewSender(cast.DefaultSenderConfig(), nil)
+	mk := func() (*protocol.Sender, *protocol.Receiver, error) {
+		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		r, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+		r, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 		return s, r, err
 	}
 	// Echo: every record received is sent back from the next poll.

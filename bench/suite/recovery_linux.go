@@ -12,6 +12,7 @@ import (
 	"github.com/walcast/walcast/bench/harness"
 	"github.com/walcast/walcast/bench/report"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/wal"
@@ -105,15 +106,15 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 		return res, err
 	}
 	defer w.Close()
-	sc := cast.DefaultSenderConfig()
+	sc := protocol.DefaultSenderConfig()
 	if mode == "cold" {
 		sc.RingSlots = 16
 	}
-	snd, err := cast.NewSender(sc, w)
+	snd, err := protocol.NewSender(sc, w)
 	if err != nil {
 		return res, err
 	}
-	rcv, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+	rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 	if err != nil {
 		return res, err
 	}

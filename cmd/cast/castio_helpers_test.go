@@ -1,7 +1,10 @@
 package main
 
-import "github.com/walcast/walcast/cast"
+import (
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
+)
 
 func eventFaultedForTest() cast.Event {
-	return cast.Event{Kind: cast.EventFaulted, Outcome: cast.Outcome{Kind: cast.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: cast.RetryBudget}}
+	return cast.Event{Kind: cast.EventFaulted, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}}
 }

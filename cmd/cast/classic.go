@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/wal"
 )
@@ -37,8 +38,8 @@ func runClassicSender(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size < 16 || *size+wal.HeaderSize > cast.DefaultMaxFrame || *n < 1 {
-		return fmt.Errorf("-size %d / -n %d: want 16..%d bytes and n ≥ 1", *size, *n, cast.DefaultMaxFrame-wal.HeaderSize)
+	if *size < 16 || *size+wal.HeaderSize > protocol.DefaultMaxFrame || *n < 1 {
+		return fmt.Errorf("-size %d / -n %d: want 16..%d bytes and n ≥ 1", *size, *n, protocol.DefaultMaxFrame-wal.HeaderSize)
 	}
 	peer, err := parseAddr(*addr)
 	if err != nil {
@@ -55,11 +56,11 @@ func runClassicSender(args []string) error {
 		p.Close()
 		return err
 	}
-	if lc.Sender, err = cast.NewSender(cast.DefaultSenderConfig(), nil); err != nil {
+	if lc.Sender, err = protocol.NewSender(protocol.DefaultSenderConfig(), nil); err != nil {
 		p.Close()
 		return err
 	}
-	if lc.Receiver, err = cast.NewReceiver(cast.DefaultReceiverConfig()); err != nil {
+	if lc.Receiver, err = protocol.NewReceiver(protocol.DefaultReceiverConfig()); err != nil {
 		p.Close()
 		return err
 	}
@@ -74,7 +75,7 @@ func runClassicSender(args []string) error {
 		binary.LittleEndian.PutUint64(payload[8:], uint64(i))
 		t0 = l.Now()
 		if _, err := l.Send(1, payload); err != nil {
-			if !errors.Is(err, cast.ErrBatchFull) {
+			if !errors.Is(err, protocol.ErrBatchFull) {
 				sendErr = err
 				close(done)
 				i = *n
@@ -245,8 +246,8 @@ func runBandwidth(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size < 8 || *size+wal.HeaderSize > cast.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 8..%d", *size, cast.DefaultMaxFrame-wal.HeaderSize)
+	if *size < 8 || *size+wal.HeaderSize > protocol.DefaultMaxFrame {
+		return fmt.Errorf("-size %d: want 8..%d", *size, protocol.DefaultMaxFrame-wal.HeaderSize)
 	}
 	a, err := parseAddr(*addr)
 	if err != nil {
@@ -282,7 +283,7 @@ func runBandwidth(args []string) error {
 			p.Close()
 			return err
 		}
-		if lc.Sender, err = cast.NewSender(cast.DefaultSenderConfig(), nil); err != nil {
+		if lc.Sender, err = protocol.NewSender(protocol.DefaultSenderConfig(), nil); err != nil {
 			p.Close()
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/internal/benchkit"
@@ -34,14 +35,14 @@ func runDemo(args []string) error {
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
 	quiet := fs.Bool("q", false, "no progress line")
 	reorder := fs.Int("reorder", 1<<17, "receiver reorder window, records (power of two)")
-	window := fs.Int("window", cast.DefaultSenderConfig().RingSlots, "records sent but not yet delivered, at most (0: unbounded; the default, the sender's hot ring, keeps repairs off the disk — set 0 to watch NAKs served from the WAL)")
+	window := fs.Int("window", protocol.DefaultSenderConfig().RingSlots, "records sent but not yet delivered, at most (0: unbounded; the default, the sender's hot ring, keeps repairs off the disk — set 0 to watch NAKs served from the WAL)")
 	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *size < 16 || *size+wal.HeaderSize > cast.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 16..%d", *size, cast.DefaultMaxFrame-wal.HeaderSize)
+	if *size < 16 || *size+wal.HeaderSize > protocol.DefaultMaxFrame {
+		return fmt.Errorf("-size %d: want 16..%d", *size, protocol.DefaultMaxFrame-wal.HeaderSize)
 	}
 	if f := os.Getenv("WALCAST_CPUPROFILE"); f != "" {
 		pf, err := os.Create(f)
@@ -80,7 +81,7 @@ func runDemo(args []string) error {
 	}
 	var lossy *drop.Path
 	if *dropPct > 0 {
-		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano()), Spare: 1}, 64, cast.DefaultMaxFrame)
+		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano()), Spare: 1}, 64, protocol.DefaultMaxFrame)
 		b = lossy
 	}
 
@@ -102,13 +103,13 @@ func runDemo(args []string) error {
 	}
 
 	frame := *size + wal.HeaderSize
-	sc := cast.DefaultSenderConfig()
-	var log cast.Log
+	sc := protocol.DefaultSenderConfig()
+	var log protocol.Log
 	var cold cast.ColdReader
 	if w != nil {
 		log, cold = w, w
 	}
-	snd, err := cast.NewSender(sc, log)
+	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		return err
 	}
@@ -116,12 +117,12 @@ func runDemo(args []string) error {
 	// of a busy machine (we saw 100+ ms on a loaded 2-vCPU VM): at 100 k
 	// rec/s a 20 ms debounce lets 2 000 records pass; 131 072 slots of
 	// 192 bytes (25 MB) hold 1.3 s.
-	rc := cast.DefaultReceiverConfig()
+	rc := protocol.DefaultReceiverConfig()
 	rc.MaxFrame = (frame + 63) &^ 63
 	rc.ReorderSlots = *reorder
 	rc.NakDebounce = *debounce
 	rc.MaxNakRetries = 16
-	rcv, err := cast.NewReceiver(rc)
+	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		return err
 	}
@@ -254,7 +255,7 @@ func runDemo(args []string) error {
 }
 
 // progress draws one status line: a bar, the count, the rate and the repairs.
-func progress(w io.Writer, d, n int64, el time.Duration, rs cast.ReceiverStats, lossy *drop.Path) {
+func progress(w io.Writer, d, n int64, el time.Duration, rs protocol.ReceiverStats, lossy *drop.Path) {
 	const width = 30
 	frac := float64(d) / float64(max(n, 1))
 	bar := strings.Repeat("=", int(frac*width))

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/wal"
 )
 
@@ -52,9 +53,9 @@ func runEcho(args []string) error {
 // back (to the peer the Receiver NAKs).
 func echoSender(echoed, failed *int64) func(lc *cast.LoopConfig, peer netip.AddrPort) error {
 	return func(lc *cast.LoopConfig, peer netip.AddrPort) error {
-		sc := cast.DefaultSenderConfig()
+		sc := protocol.DefaultSenderConfig()
 		sc.Dest = peer
-		s, err := cast.NewSender(sc, nil)
+		s, err := protocol.NewSender(sc, nil)
 		if err != nil {
 			return err
 		}

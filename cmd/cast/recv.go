@@ -13,6 +13,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/drop"
 )
 
@@ -52,7 +53,7 @@ func runRecv(args []string) error {
 	if !*jsonOut {
 		res.print(out)
 	}
-	if res.outcome != cast.Live {
+	if res.outcome != protocol.Live {
 		out.Flush()
 		return &exitError{code: 3, msg: "cast recv: " + res.outcomeErr.Error()}
 	}
@@ -66,8 +67,8 @@ type recvResult struct {
 	delivered, first, last int64
 	inOrder                bool
 	elapsed                time.Duration
-	stats                  cast.ReceiverStats
-	outcome                cast.OutcomeKind
+	stats                  protocol.ReceiverStats
+	outcome                protocol.OutcomeKind
 	outcomeErr             error
 	dropped                uint64
 	path                   string
@@ -89,7 +90,7 @@ func (r recvResult) print(w io.Writer) {
 // when not nil, runs inside the loop for every record (the classic
 // receiver echoes).
 func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip.AddrPort, n int64, asJSON bool, w *bufio.Writer, withSender func(lc *cast.LoopConfig, peer netip.AddrPort) error) (recvResult, error) {
-	res := recvResult{inOrder: true, outcome: cast.Live}
+	res := recvResult{inOrder: true, outcome: protocol.Live}
 	p, err := nf.open(local, peer)
 	if err != nil {
 		return res, err
@@ -110,7 +111,7 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	rc := rf.config()
 	rc.Sender = peer
-	rcv, err := cast.NewReceiver(rc)
+	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		p.Close()
 		return res, err
@@ -229,14 +230,14 @@ type recvFlags struct {
 }
 
 func (rf *recvFlags) add(fs *flag.FlagSet) {
-	d := cast.DefaultReceiverConfig()
+	d := protocol.DefaultReceiverConfig()
 	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
 	fs.DurationVar(&rf.debounce, "debounce", d.NakDebounce, "time between two NAKs of the same gap")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
 }
 
-func (rf *recvFlags) config() cast.ReceiverConfig {
-	c := cast.DefaultReceiverConfig()
+func (rf *recvFlags) config() protocol.ReceiverConfig {
+	c := protocol.DefaultReceiverConfig()
 	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, rf.debounce, rf.maxFrame
 	return c
 }
@@ -247,7 +248,7 @@ func writeEvent(w io.Writer, e cast.Event) {
 	switch e.Kind {
 	case cast.EventFaulted:
 		cause := "retry_budget"
-		if o.Cause == cast.Silence {
+		if o.Cause == protocol.Silence {
 			cause = "silence"
 		}
 		fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)

@@ -14,6 +14,7 @@ import (
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/datapath/mmsg"
@@ -73,7 +74,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 		return nil, fmt.Errorf("-path %q: want udp or mmsg", nf.path)
 	}
 	if nf.drop > 0 {
-		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano()), Spare: 1}, nf.batch, cast.DefaultMaxFrame)
+		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano()), Spare: 1}, nf.batch, protocol.DefaultMaxFrame)
 	}
 	return p, nil
 }
@@ -245,8 +246,8 @@ func runSend(args []string) error {
 		fs.Usage()
 		return &exitError{code: 2, msg: "cast send: -to is required"}
 	}
-	if o.payload < 8 || o.payload+wal.HeaderSize > cast.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 8..%d", o.payload, cast.DefaultMaxFrame-wal.HeaderSize)
+	if o.payload < 8 || o.payload+wal.HeaderSize > protocol.DefaultMaxFrame {
+		return fmt.Errorf("-size %d: want 8..%d", o.payload, protocol.DefaultMaxFrame-wal.HeaderSize)
 	}
 	peer, err := parseAddr(*to)
 	if err != nil {
@@ -263,10 +264,10 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
-	sc := cast.DefaultSenderConfig()
+	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce = nf.coalesce
 	var w *wal.Writer
-	var log cast.Log
+	var log protocol.Log
 	if *walDir != "" {
 		if w, err = wal.Open(wal.DefaultConfig(*walDir)); err != nil {
 			p.Close()
@@ -275,7 +276,7 @@ func runSend(args []string) error {
 		defer w.Close()
 		log = w
 	}
-	snd, err := cast.NewSender(sc, log)
+	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		p.Close()
 		return err

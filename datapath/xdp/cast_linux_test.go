@@ -9,6 +9,7 @@ import (
 
 	"github.com/walcast/walcast/bpf"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/netns"
 	"github.com/walcast/walcast/wal"
 )
@@ -40,17 +41,17 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	// (there is no WAL here to serve cold NAKs). Small frames keep that
 	// memory modest: 144-byte records in 256-byte slots.
 	const maxFrame = 256
-	sc := cast.DefaultSenderConfig()
+	sc := protocol.DefaultSenderConfig()
 	sc.MaxFrame, sc.RingSlots = maxFrame, 65536
-	snd, err := cast.NewSender(sc, nil)
+	snd, err := protocol.NewSender(sc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc := cast.DefaultReceiverConfig()
+	rc := protocol.DefaultReceiverConfig()
 	// The default 50 ms NAK debounce: a shorter one burns the retry budget
 	// (24 NAKs per run) while a descheduled sender cannot answer.
 	rc.MaxFrame, rc.ReorderSlots = maxFrame, 32768
-	rcv, err := cast.NewReceiver(rc)
+	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		t.Fatal(err)
 	}

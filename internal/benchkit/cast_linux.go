@@ -10,6 +10,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
@@ -103,7 +104,7 @@ func RTTCasting(c RTTConfig) (Row, error) {
 		binary.LittleEndian.PutUint64(payload[8:], uint64(i))
 		t0 = l.Now()
 		if _, err := l.Send(1, payload); err != nil {
-			if !errors.Is(err, cast.ErrBatchFull) {
+			if !errors.Is(err, protocol.ErrBatchFull) {
 				sendErr = err
 				close(done)
 				i = total
@@ -186,14 +187,14 @@ func loopConfig(p datapath.Path, pin affinity.Config, mode affinity.Strategy, se
 	cfg.Path, cfg.Thread = p, pin
 	cfg.Idle.Strategy = mode
 	if sender {
-		s, err := cast.NewSender(cast.DefaultSenderConfig(), nil)
+		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 		if err != nil {
 			return cfg, err
 		}
 		cfg.Sender = s
 	}
 	if receiver {
-		r, err := cast.NewReceiver(cast.DefaultReceiverConfig())
+		r, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 		if err != nil {
 			return cfg, err
 		}
@@ -247,20 +248,20 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 		}
 		defer w.Close()
 	}
-	sc := cast.DefaultSenderConfig()
+	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce = coalesce
-	var log cast.Log
+	var log protocol.Log
 	var cold cast.ColdReader
 	if w != nil {
 		log, cold = w, w
 	}
-	snd, err := cast.NewSender(sc, log)
+	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		return Row{}, err
 	}
-	rc := cast.DefaultReceiverConfig()
+	rc := protocol.DefaultReceiverConfig()
 	rc.ReorderSlots = 1 << 16
-	rcv, err := cast.NewReceiver(rc)
+	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		return Row{}, err
 	}
@@ -289,7 +290,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 				return // the receiver is behind: wait for it
 			}
 			if _, err := l.Send(1, payload); err != nil {
-				if !errors.Is(err, cast.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
+				if !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
 					sendErr = err
 					stop.Store(true)
 				}
