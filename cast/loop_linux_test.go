@@ -138,9 +138,9 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	// 20 ms × 8 retries must outlast the loops' scheduling stalls on a
 	// loaded 2-vCPU machine (a sender stalled past the whole budget makes
 	// the receiver fault, as the protocol says it should); -race stalls more.
-	rc.NakDebounce = 20 * time.Millisecond * raceSlowdown
+	rc.NakDebounce = int64(20 * time.Millisecond * raceSlowdown)
 	if o.debounce > 0 {
-		rc.NakDebounce = o.debounce
+		rc.NakDebounce = int64(o.debounce)
 	}
 	// A wide reorder window: on a loaded 2-vCPU machine a spinning loop
 	// can be descheduled for tens of ms, and the window must outlast that

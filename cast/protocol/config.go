@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/walcast/walcast/wal"
 )
@@ -18,9 +17,9 @@ const (
 	DefaultMaxFrame          = 1472 // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
 	DefaultSendRingSlots     = 4096 // records kept hot for retransmission
 	DefaultReorderSlots      = 2048 // records the receiver buffers ahead of a gap
-	DefaultHeartbeatInterval = 100 * time.Millisecond
-	DefaultRetxDedupWindow   = time.Millisecond
-	DefaultNakDebounce       = 50 * time.Millisecond
+	DefaultHeartbeatInterval = 100_000_000 // ns (100 ms)
+	DefaultRetxDedupWindow   = 1_000_000   // ns (1 ms)
+	DefaultNakDebounce       = 50_000_000  // ns (50 ms)
 	DefaultMaxNakRetries     = 24 // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
 	DefaultSilenceIntervals  = 10 // heartbeat intervals without data or heartbeat
 	DefaultMaxNakRunsPerPump = 64
@@ -52,12 +51,12 @@ type SenderConfig struct {
 	// RingSlots is the number of records kept in the hot send ring; a
 	// power of two. It also clamps the count of an incoming NAK.
 	RingSlots int
-	// HeartbeatInterval is the idle time after which Tick sends a
+	// HeartbeatInterval is the idle time in ns after which Tick sends a
 	// heartbeat. Data sends reset it; retransmits do not.
-	HeartbeatInterval time.Duration
+	HeartbeatInterval int64
 	// RetxDedupWindow suppresses a second retransmit of the same ring
-	// slot within this time. 0 disables the dedup.
-	RetxDedupWindow time.Duration
+	// slot within this time, in ns. 0 disables the dedup.
+	RetxDedupWindow int64
 	// MaxColdInFlight caps the cold reads queued or running at once;
 	// NAKed seqs beyond the cap are dropped (the receiver asks again).
 	MaxColdInFlight int
@@ -90,10 +89,10 @@ func (c SenderConfig) Validate() error {
 		return fmt.Errorf("%w: RingSlots %d is not a power of two ≥ 2", ErrConfig, c.RingSlots)
 	}
 	if c.HeartbeatInterval <= 0 {
-		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
+		return fmt.Errorf("%w: HeartbeatInterval %d ns must be > 0", ErrConfig, c.HeartbeatInterval)
 	}
 	if c.RetxDedupWindow < 0 {
-		return fmt.Errorf("%w: RetxDedupWindow %v must be ≥ 0", ErrConfig, c.RetxDedupWindow)
+		return fmt.Errorf("%w: RetxDedupWindow %d ns must be ≥ 0", ErrConfig, c.RetxDedupWindow)
 	}
 	if c.MaxColdInFlight < 1 {
 		return fmt.Errorf("%w: MaxColdInFlight %d must be ≥ 1", ErrConfig, c.MaxColdInFlight)
@@ -118,16 +117,16 @@ type ReceiverConfig struct {
 	// record (or announced highest seq) at distance ≥ ReorderSlots ahead
 	// of the next expected seq raises Reconnect (delta 6).
 	ReorderSlots int
-	// NakDebounce is the minimum time between two NAKs of the same
+	// NakDebounce is the minimum time in ns between two NAKs of the same
 	// missing run. 0 re-NAKs on every pump.
-	NakDebounce time.Duration
+	NakDebounce int64
 	// MaxNakRetries is the retry budget of a missing run: the NAK that
 	// makes a run's count exceed it raises Faulted. With 8, the ninth NAK
 	// of a run faults.
 	MaxNakRetries int
-	// HeartbeatInterval is the sender's heartbeat interval; silence is
-	// measured in it.
-	HeartbeatInterval time.Duration
+	// HeartbeatInterval is the sender's heartbeat interval in ns; silence
+	// is measured in it.
+	HeartbeatInterval int64
 	// SilenceIntervals × HeartbeatInterval without data or heartbeat is
 	// silence: Faulted when a gap is open, else a PeerSilent event.
 	SilenceIntervals int
@@ -158,13 +157,13 @@ func (c ReceiverConfig) Validate() error {
 		return fmt.Errorf("%w: ReorderSlots %d is not a power of two ≥ 2", ErrConfig, c.ReorderSlots)
 	}
 	if c.NakDebounce < 0 {
-		return fmt.Errorf("%w: NakDebounce %v must be ≥ 0", ErrConfig, c.NakDebounce)
+		return fmt.Errorf("%w: NakDebounce %d ns must be ≥ 0", ErrConfig, c.NakDebounce)
 	}
 	if c.MaxNakRetries < 0 || c.MaxNakRetries > 65534 {
 		return fmt.Errorf("%w: MaxNakRetries %d must be in 0..65534", ErrConfig, c.MaxNakRetries)
 	}
 	if c.HeartbeatInterval <= 0 {
-		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
+		return fmt.Errorf("%w: HeartbeatInterval %d ns must be > 0", ErrConfig, c.HeartbeatInterval)
 	}
 	if c.SilenceIntervals < 1 {
 		return fmt.Errorf("%w: SilenceIntervals %d must be ≥ 1", ErrConfig, c.SilenceIntervals)

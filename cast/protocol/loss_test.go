@@ -41,7 +41,7 @@ func lossRun(t testing.TB, records int, loss float64, retries int, period time.D
 func lossRunWith(t testing.TB, records int, loss float64, retries int, period time.Duration, seed uint64, debounce, latency time.Duration) lossResult {
 	o := defaultOpt()
 	o.r.MaxNakRetries = retries
-	o.r.NakDebounce = debounce
+	o.r.NakDebounce = int64(debounce)
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0) // expect seq 1 even if it is lost
 	h.impairData(mem.Impairment{Seed: seed, DropProb: loss, Latency: latency})

@@ -64,10 +64,10 @@ func propertyRun(t *testing.T, seed uint64) {
 	o := defaultOpt()
 	o.r.ReorderSlots = 1 << (4 + rng.IntN(8))
 	o.r.MaxNakRetries = rng.IntN(30)
-	o.r.NakDebounce = time.Duration(rng.IntN(60)) * ms
+	o.r.NakDebounce = int64(time.Duration(rng.IntN(60)) * ms)
 	o.s.Coalesce = rng.IntN(3) == 0
 	o.s.RingSlots = 1 << (4 + rng.IntN(9))
-	o.s.RetxDedupWindow = time.Duration(rng.IntN(3)) * ms
+	o.s.RetxDedupWindow = int64(time.Duration(rng.IntN(3)) * ms)
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0)
 	data := randImpairment(rng)

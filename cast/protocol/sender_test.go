@@ -75,7 +75,7 @@ func TestSenderNakService(t *testing.T) {
 	})
 	t.Run("five NAKs within the dedup window give one retransmit", func(t *testing.T) {
 		cfg := senderCfg()
-		cfg.RetxDedupWindow = 50 * time.Millisecond
+		cfg.RetxDedupWindow = int64(50 * time.Millisecond)
 		s, out := newTestSender(t, cfg, nil)
 		sendN(t, s, out, 3)
 		for i := 0; i < 5; i++ {
@@ -278,7 +278,7 @@ func retransmittedTo(t testing.TB, out *batch.Vec) []uint64 { return retransmitt
 
 func TestSenderHeartbeat(t *testing.T) {
 	cfg := senderCfg()
-	cfg.HeartbeatInterval = 5 * time.Millisecond
+	cfg.HeartbeatInterval = int64(5 * time.Millisecond)
 	s, out := newTestSender(t, cfg, nil)
 	hb := func() (uint64, bool) {
 		defer out.Reset()
@@ -384,7 +384,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no cold reads", s: func(c *SenderConfig) { c.MaxColdInFlight = 0 }},
 		{name: "reorder ring not a power of two", r: func(c *ReceiverConfig) { c.ReorderSlots = 3000 }},
 		{name: "receiver heartbeat zero", r: func(c *ReceiverConfig) { c.HeartbeatInterval = 0 }},
-		{name: "negative debounce", r: func(c *ReceiverConfig) { c.NakDebounce = -time.Second }},
+		{name: "negative debounce", r: func(c *ReceiverConfig) { c.NakDebounce = int64(-time.Second) }},
 		{name: "retries out of range", r: func(c *ReceiverConfig) { c.MaxNakRetries = 1 << 20 }},
 		{name: "zero silence", r: func(c *ReceiverConfig) { c.SilenceIntervals = 0 }},
 		{name: "zero runs per pump", r: func(c *ReceiverConfig) { c.MaxNakRunsPerPump = 0 }},

@@ -120,7 +120,7 @@ func runDemo(args []string) error {
 	rc := protocol.DefaultReceiverConfig()
 	rc.MaxFrame = (frame + 63) &^ 63
 	rc.ReorderSlots = *reorder
-	rc.NakDebounce = *debounce
+	rc.NakDebounce = int64(*debounce)
 	rc.MaxNakRetries = 16
 	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {

@@ -232,13 +232,13 @@ type recvFlags struct {
 func (rf *recvFlags) add(fs *flag.FlagSet) {
 	d := protocol.DefaultReceiverConfig()
 	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
-	fs.DurationVar(&rf.debounce, "debounce", d.NakDebounce, "time between two NAKs of the same gap")
+	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "time between two NAKs of the same gap")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
 }
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
-	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, rf.debounce, rf.maxFrame
+	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, int64(rf.debounce), rf.maxFrame
 	return c
 }
 
