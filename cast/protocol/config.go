@@ -14,14 +14,14 @@ var ErrConfig = errors.New("cast: invalid configuration")
 
 // Defaults from the spec (§8) and the walcast deltas.
 const (
-	DefaultMaxFrame          = 1472 // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
-	DefaultSendRingSlots     = 4096 // records kept hot for retransmission
-	DefaultReorderSlots      = 2048 // records the receiver buffers ahead of a gap
+	DefaultMaxFrame          = 1472        // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
+	DefaultSendRingSlots     = 4096        // records kept hot for retransmission
+	DefaultReorderSlots      = 2048        // records the receiver buffers ahead of a gap
 	DefaultHeartbeatInterval = 100_000_000 // ns (100 ms)
 	DefaultRetxDedupWindow   = 1_000_000   // ns (1 ms)
 	DefaultNakDebounce       = 50_000_000  // ns (50 ms)
-	DefaultMaxNakRetries     = 24 // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
-	DefaultSilenceIntervals  = 10 // heartbeat intervals without data or heartbeat
+	DefaultMaxNakRetries     = 24          // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
+	DefaultSilenceIntervals  = 10          // heartbeat intervals without data or heartbeat
 	DefaultMaxNakRunsPerPump = 64
 	DefaultMaxColdInFlight   = 4
 	DefaultMaxColdRecords    = 256
