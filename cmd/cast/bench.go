@@ -43,14 +43,14 @@ func runBench(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		benchUsage()
 		if len(args) == 0 {
-			return &exitError{code: 2}
+			return usagef("want a workload")
 		}
 		return nil
 	}
 	w, ok := benchWorkloads[args[0]]
 	if !ok {
 		benchUsage()
-		return &exitError{code: 2, msg: fmt.Sprintf("cast bench: unknown workload %q", args[0])}
+		return usagef("unknown workload %q", args[0])
 	}
 	return w.run(args[1:])
 }

@@ -29,7 +29,7 @@ func parsePins(s string) ([2]int, error) {
 	x, err1 := strconv.Atoi(a)
 	y, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil {
-		return [2]int{}, fmt.Errorf("-pin %q: want CPU,CPU (or none)", s)
+		return [2]int{}, usagef("-pin %q: want CPU,CPU (or none)", s)
 	}
 	return [2]int{x, y}, nil
 }
@@ -40,7 +40,7 @@ func parseModes(s string) ([]affinity.Strategy, error) {
 	}
 	m, err := affinity.ParseStrategy(s)
 	if err != nil {
-		return nil, err
+		return nil, usagef("-mode: %v", err)
 	}
 	return []affinity.Strategy{m}, nil
 }
@@ -54,7 +54,16 @@ func benchRTT(args []string) error {
 	mode := fs.String("mode", "both", "idle mode: spin, park (netpoller) or both")
 	pin := fs.String("pin", "0,1", "CPUs of the client and echo threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkRange("n", c.N, 1, 1<<30); err != nil {
+		return err
+	}
+	if err := checkRange("warmup", c.Warmup, 0, 1<<30); err != nil {
+		return err
+	}
+	if err := checkRange("size", c.Size, 16, 65507); err != nil {
 		return err
 	}
 	var err error

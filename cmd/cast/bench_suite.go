@@ -15,7 +15,15 @@ import (
 
 const suiteBinary = "cast-bench"
 
+// suiteWorkloads are the bench workloads that pass their flags to cast-bench.
+var suiteWorkloads = map[string]bool{}
+
 func init() {
+	defer func() {
+		for _, w := range []string{"all", "suite", "peers", "oneway", "loss-degradation", "classic"} {
+			suiteWorkloads[w] = true
+		}
+	}()
 	registerBench("all", "the whole side-by-side suite: every workload, every peer, report and plots (runs cast-bench)", suiteRunner())
 	registerBench("suite", "cast-bench with its own flags and workload list: `cast bench suite -h`", suiteRunner())
 	registerBench("peers", "rtt, oneway and throughput of every peer protocol next to raw UDP (runs cast-bench)", suiteRunner("rtt", "oneway", "throughput"))
@@ -37,7 +45,7 @@ func suiteRunner(workloads ...string) func(args []string) error {
 		err = cmd.Run()
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
-			return &exitError{code: ee.ExitCode()}
+			return &exitError{code: ee.ExitCode(), msg: fmt.Sprintf("%s exited %d", suiteBinary, ee.ExitCode())}
 		}
 		return err
 	}
@@ -57,6 +65,6 @@ func findSuite() (string, error) {
 	if p, err := exec.LookPath(suiteBinary); err == nil {
 		return p, nil
 	}
-	return "", &exitError{code: 1, msg: fmt.Sprintf("cast bench: %s not found (looked at %v and on PATH); build it with `make build` "+
-		"(or `cd bench && go build -o ../bin/%s ./cmd/cast-bench`)", suiteBinary, tried, suiteBinary)}
+	return "", failf("%s not found (looked at %v and on PATH); build it with `make build` "+
+		"(or `cd bench && go build -o ../bin/%s ./cmd/cast-bench`)", suiteBinary, tried, suiteBinary)
 }

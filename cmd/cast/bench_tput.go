@@ -35,18 +35,36 @@ func benchThroughput(args []string) error {
 	fs.IntVar(&c.Window, "window", c.Window, "records in flight at most (the sender waits for the receiver; 0: unpaced)")
 	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkRange("d", c.Duration, time.Millisecond, time.Hour); err != nil {
+		return err
+	}
+	if err := checkRange("batch", c.Batch, 1, 1024); err != nil {
+		return err
+	}
+	if err := checkRange("window", c.Window, 0, 1<<30); err != nil {
 		return err
 	}
 	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}
-	var rows []benchkit.Row
+	var ss []int
 	for _, s := range strings.Split(*sizes, ",") {
-		if c.Size, err = strconv.Atoi(strings.TrimSpace(s)); err != nil {
-			return fmt.Errorf("-sizes: %w", err)
+		v, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return usagef("-sizes: %v", err)
 		}
+		if err := checkRange("sizes", v, 24, 65507); err != nil {
+			return err
+		}
+		ss = append(ss, v)
+	}
+	var rows []benchkit.Row
+	for _, size := range ss {
+		c.Size = size
 		plain := c
 		plain.GSO, plain.GRO = false, false
 		r0, err := benchkit.ThroughputRaw(plain)

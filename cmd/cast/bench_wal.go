@@ -40,18 +40,18 @@ func benchWAL(args []string) error {
 	fs.IntVar(&c.flushes, "flushes", 500, "flush samples (100 appends + Flush each)")
 	fs.IntVar(&c.records, "records", 1_000_000, "records for the sustained-write and replay rows")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of tables")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
-			return fmt.Errorf("-sizes: %q is not a positive count", s)
+			return usagef("-sizes: %q is not a positive count", s)
 		}
 		c.sizes = append(c.sizes, n)
 	}
-	if c.payload < 8 || c.payload > wal.MaxPayload {
-		return fmt.Errorf("-payload %d outside 8..%d", c.payload, wal.MaxPayload)
+	if err := checkRange("payload", c.payload, 8, wal.MaxPayload); err != nil {
+		return err
 	}
 	tmp, err := os.MkdirTemp(c.dir, "cast-bench-wal-")
 	if err != nil {

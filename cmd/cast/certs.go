@@ -22,12 +22,11 @@ func runCerts(args []string) error {
 	hosts := fs.String("hosts", "localhost,127.0.0.1,::1", "comma-separated server names and IPs (the SANs)")
 	days := fs.Int("days", 365, "validity in days")
 	force := fs.Bool("force", false, "overwrite existing files")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 || *days <= 0 {
-		fs.Usage()
-		return &exitError{code: 2}
+	if err := checkRange("days", *days, 1, 100*365); err != nil {
+		return err
 	}
 	var hs []string
 	for _, h := range strings.Split(*hosts, ",") {

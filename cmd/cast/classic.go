@@ -35,13 +35,19 @@ func runClassicSender(args []string) error {
 	timeout := fs.Duration("timeout", 200*time.Millisecond, "send a message again when its echo has not come back after this long")
 	var nf netFlags
 	nf.add(fs, "udp", false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *size < 16 || *size+wal.HeaderSize > protocol.DefaultMaxFrame || *n < 1 {
-		return fmt.Errorf("-size %d / -n %d: want 16..%d bytes and n ≥ 1", *size, *n, protocol.DefaultMaxFrame-wal.HeaderSize)
+	if err := checkRange("size", *size, 16, protocol.DefaultMaxFrame-wal.HeaderSize); err != nil {
+		return err
 	}
-	peer, err := parseAddr(*addr)
+	if err := checkRange("n", *n, 1, 1<<30); err != nil {
+		return err
+	}
+	if err := nf.check(); err != nil {
+		return err
+	}
+	peer, err := addrFlag("addr", *addr, true)
 	if err != nil {
 		return err
 	}
@@ -163,7 +169,7 @@ func runClassicSender(args []string) error {
 	msgs := float64(len(vals)) / total.Seconds()
 	fmt.Fprintf(out, "throughput = %.0f msg/s, %.2f Mbps\n", msgs, msgs*float64(*size)*8/1e6)
 	if ctx.Err() != nil {
-		return &exitError{code: 130}
+		return interruptedf("%d of %d messages echoed", len(vals), *n)
 	}
 	return nil
 }
@@ -177,7 +183,16 @@ func runClassicReceiver(args []string) error {
 	rf.add(fs)
 	var nf netFlags
 	nf.add(fs, "udp", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkPort("port", *port); err != nil {
+		return err
+	}
+	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
@@ -243,13 +258,22 @@ func runBandwidth(args []string) error {
 	rf.add(fs)
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *size < 8 || *size+wal.HeaderSize > protocol.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 8..%d", *size, protocol.DefaultMaxFrame-wal.HeaderSize)
+	if *mode != "sender" && *mode != "receiver" {
+		return usagef("-mode %q: want sender or receiver", *mode)
 	}
-	a, err := parseAddr(*addr)
+	if err := (sendOpts{n: *n, payload: *size, rate: *rate}).check(); err != nil {
+		return err
+	}
+	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
+		return err
+	}
+	a, err := addrFlag("addr", *addr, *mode == "sender")
 	if err != nil {
 		return err
 	}
@@ -309,9 +333,6 @@ func runBandwidth(args []string) error {
 		report("sent", sent.Load(), el)
 		st := l.SenderStats()
 		fmt.Fprintf(out, "naks %d, retransmits %d, over %s\n", st.Naks, st.RetxHot+st.RetxCold, features(p))
-	default:
-		fs.Usage()
-		return &exitError{code: 2, msg: "cast bandwidth: -mode must be sender or receiver"}
 	}
 	return nil
 }

@@ -38,11 +38,35 @@ func runDemo(args []string) error {
 	window := fs.Int("window", protocol.DefaultSenderConfig().RingSlots, "records sent but not yet delivered, at most (0: unbounded; the default, the sender's hot ring, keeps repairs off the disk — set 0 to watch NAKs served from the WAL)")
 	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *size < 16 || *size+wal.HeaderSize > protocol.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 16..%d", *size, protocol.DefaultMaxFrame-wal.HeaderSize)
+	if err := checkRange("n", *n, 1, 1<<40); err != nil {
+		return err
+	}
+	if err := checkRange("size", *size, 16, protocol.DefaultMaxFrame-wal.HeaderSize); err != nil {
+		return err
+	}
+	if err := checkRange("rate", *rate, 0, 1e9); err != nil {
+		return err
+	}
+	if err := checkPct("drop", *dropPct); err != nil {
+		return err
+	}
+	if err := checkRange("pings", *pings, 0, 1<<30); err != nil {
+		return err
+	}
+	if *reorder < 1 || *reorder&(*reorder-1) != 0 || *reorder > 1<<24 {
+		return usagef("-reorder %d: want a power of two 1..%d", *reorder, 1<<24)
+	}
+	if err := checkRange("window", *window, 0, 1<<30); err != nil {
+		return err
+	}
+	if err := checkRange("timeout", *limit, time.Millisecond, 24*time.Hour); err != nil {
+		return err
+	}
+	if *path != "mmsg" && *path != "udp" {
+		return usagef("-path %q: want mmsg or udp", *path)
 	}
 	if f := os.Getenv("WALCAST_CPUPROFILE"); f != "" {
 		pf, err := os.Create(f)
@@ -233,13 +257,13 @@ func runDemo(args []string) error {
 		}
 	}
 	if e, ok := faulted.Load().(cast.Event); ok {
-		return &exitError{code: 3, msg: fmt.Sprintf("demo: receiver stopped: %v %v", e.Kind, e.Outcome.Err())}
+		return outcomef("receiver stopped: %v %v (%d of %d records delivered)", e.Kind, e.Outcome.Err(), d, *n)
 	}
 	if interrupted {
-		return &exitError{code: 130}
+		return interruptedf("%d of %d records delivered", d, *n)
 	}
 	if timedOut {
-		return &exitError{code: 4, msg: fmt.Sprintf("demo: gave up after %v with %d of %d records delivered", *limit, d, *n)}
+		return failf("gave up after %v with %d of %d records delivered", *limit, d, *n)
 	}
 	if *pings > 0 {
 		c := benchkit.DefaultRTTConfig()

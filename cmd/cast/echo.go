@@ -24,14 +24,20 @@ func runEcho(args []string) error {
 	rf.add(fs)
 	var nf netFlags
 	nf.add(fs, "udp", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	local, err := parseAddr(*listen)
+	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
+		return err
+	}
+	local, err := addrFlag("listen", *listen, false)
 	if err != nil {
 		return err
 	}
-	peer, err := parseAddr(*peerS)
+	peer, err := addrFlag("peer", *peerS, false)
 	if err != nil {
 		return err
 	}

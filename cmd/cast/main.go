@@ -5,7 +5,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,8 +13,9 @@ import (
 )
 
 // command is one subcommand. run receives the arguments after the
-// subcommand's name and returns an error to exit non-zero; exitError
-// carries a specific exit status.
+// subcommand's name and returns an error to exit non-zero: an exitError
+// (failf, usagef, outcomef, interruptedf in exit.go) carries the status,
+// any other error exits 1. main prints the reason as the last line.
 type command struct {
 	name    string
 	summary string
@@ -31,22 +31,19 @@ func register(c command) {
 	commands[c.name] = c
 }
 
-// exitError makes main exit with code without printing more than msg.
-type exitError struct {
-	code int
-	msg  string
-}
-
-func (e *exitError) Error() string { return e.msg }
-
 // newFlagSet returns a flag set whose -h prints usage (one line saying what
-// the command does and its synopsis) followed by the flag defaults.
+// the command does and its synopsis) followed by the flag defaults. Parse
+// it with parseFlags or parseArgs: a bad flag then exits 2 with the
+// reason as the last line (the flag package's own error line is dropped).
 func newFlagSet(name, synopsis, about string) *flag.FlagSet {
 	fs := flag.NewFlagSet("cast "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
-		w := fs.Output()
+		w := flagOutput
 		fmt.Fprintf(w, "usage: cast %s %s\n\n%s\n\nflags:\n", name, synopsis, about)
+		fs.SetOutput(w)
 		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
 	}
 	return fs
 }
@@ -61,7 +58,7 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(w, "\nrun 'cast COMMAND -h' for the flags of one command\n")
+	fmt.Fprintf(w, "\nrun 'cast COMMAND -h' for the flags of one command\n\n%s\n", exitCodesHelp)
 }
 
 func main() {
@@ -72,30 +69,20 @@ func run(args []string, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {
-			return 2
+			fmt.Fprintln(stderr, "cast: no command given")
+			return exitUsage
 		}
-		return 0
+		return exitOK
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(stderr, "cast: unknown command %q\n\n", args[0])
 		usage(stderr)
-		return 2
+		fmt.Fprintf(stderr, "cast: unknown command %q\n", args[0])
+		return exitUsage
 	}
-	err := c.run(args[1:])
-	if err == nil {
-		return 0
+	code, msg := exitStatus(args[0], c.run(args[1:]))
+	if msg != "" {
+		fmt.Fprintln(stderr, msg)
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(stderr, ee.msg)
-		}
-		return ee.code
-	}
-	fmt.Fprintf(stderr, "cast %s: %v\n", args[0], err)
-	return 1
+	return code
 }

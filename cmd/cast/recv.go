@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/drop"
+	"github.com/walcast/walcast/wal"
 )
 
 func init() {
@@ -31,14 +32,23 @@ func runRecv(args []string) error {
 	rf.add(fs)
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	local, err := parseAddr(*listen)
+	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
+		return err
+	}
+	if err := checkRange("n", *n, 0, 1<<62); err != nil {
+		return err
+	}
+	local, err := addrFlag("listen", *listen, false)
 	if err != nil {
 		return err
 	}
-	peer, err := parseAddr(*peerS)
+	peer, err := addrFlag("peer", *peerS, false)
 	if err != nil {
 		return err
 	}
@@ -55,10 +65,10 @@ func runRecv(args []string) error {
 	}
 	if res.outcome != protocol.Live {
 		out.Flush()
-		return &exitError{code: 3, msg: "cast recv: " + res.outcomeErr.Error()}
+		return outcomef("%v", res.outcomeErr)
 	}
 	if ctx.Err() != nil && (*n == 0 || res.delivered < *n) {
-		return &exitError{code: 130}
+		return interruptedf("received %d records", res.delivered)
 	}
 	return nil
 }
@@ -234,6 +244,16 @@ func (rf *recvFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
 	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "time between two NAKs of the same gap")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
+}
+
+func (rf *recvFlags) check() error {
+	if rf.reorder < 1 || rf.reorder&(rf.reorder-1) != 0 || rf.reorder > 1<<24 {
+		return usagef("-reorder %d: want a power of two 1..%d", rf.reorder, 1<<24)
+	}
+	if err := checkRange("debounce", rf.debounce, time.Microsecond, time.Minute); err != nil {
+		return err
+	}
+	return checkRange("maxframe", rf.maxFrame, wal.HeaderSize+8, 65507)
 }
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {

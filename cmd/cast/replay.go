@@ -9,11 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/walcast/walcast/replay"
@@ -48,7 +46,7 @@ func runReplay(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(os.Stderr, replayUsage)
 		if len(args) == 0 {
-			return &exitError{code: 2}
+			return usagef("want a subcommand: serve or tail")
 		}
 		return nil
 	}
@@ -59,7 +57,7 @@ func runReplay(args []string) error {
 		return replayTail(args[1:])
 	}
 	fmt.Fprintln(os.Stderr, replayUsage)
-	return &exitError{code: 2, msg: fmt.Sprintf("cast replay: unknown subcommand %q", args[0])}
+	return usagef("unknown subcommand %q", args[0])
 }
 
 func envOr(key, def string) string {
@@ -67,10 +65,6 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
-}
-
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
 
 func replayServe(args []string) error {
@@ -84,12 +78,11 @@ func replayServe(args []string) error {
 	plaintext := fs.Bool("plaintext", false, "serve without TLS (explicit opt-out)")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "drop a consumer whose connection stays full this long")
 	poll := fs.Duration("poll", time.Second, "safety-net poll of the WAL directory (inotify wakes it otherwise)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if *walDir == "" || fs.NArg() != 0 {
-		fs.Usage()
-		return &exitError{code: 2}
+	if *walDir == "" {
+		return usagef("-wal DIR is required")
 	}
 	cfg := replay.DefaultServerConfig()
 	cfg.WriteTimeout = *writeTimeout
@@ -180,12 +173,11 @@ func replayTail(args []string) error {
 	key := fs.String("key", "", "client key for mutual TLS (PEM)")
 	plaintext := fs.Bool("plaintext", false, "connect without TLS (explicit opt-out)")
 	verbose := fs.Bool("v", false, "print connection events to stderr")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() != 0 || *from == 0 {
-		fs.Usage()
-		return &exitError{code: 2}
+	if *from == 0 {
+		return usagef("-from 0: seqs start at 1")
 	}
 	cfg := replay.DefaultClientConfig()
 	for _, e := range strings.Split(*endpoints, ",") {

@@ -49,6 +49,23 @@ func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
 	}
 }
 
+// check range-checks the flags.
+func (nf *netFlags) check() error {
+	if nf.path != "udp" && nf.path != "mmsg" {
+		return usagef("-path %q: want udp or mmsg", nf.path)
+	}
+	if _, err := affinity.ParseStrategy(nf.idle); err != nil {
+		return usagef("-idle: %v", err)
+	}
+	if err := checkRange("pin", nf.pin, -1, 4095); err != nil {
+		return err
+	}
+	if err := checkRange("batch", nf.batch, 1, 1024); err != nil {
+		return err
+	}
+	return checkPct("drop", nf.drop)
+}
+
 // open opens the datapath bound to local and, when peer is valid,
 // connected to it; with -drop it loses received datagrams.
 func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
@@ -176,6 +193,17 @@ type sendOpts struct {
 	delivered *atomic.Int64
 }
 
+// check range-checks the flags of a sending run.
+func (o sendOpts) check() error {
+	if err := checkRange("n", o.n, 1, 1<<40); err != nil {
+		return err
+	}
+	if err := checkRange("size", o.payload, 8, protocol.DefaultMaxFrame-wal.HeaderSize); err != nil {
+		return err
+	}
+	return checkRange("rate", o.rate, 0, 1e9)
+}
+
 // producer returns an OnPoll callback that sends o.n records of
 // o.payload bytes, paced at o.rate records/s (0: as fast as the loop
 // takes them). sent counts records sent; done is closed after the last.
@@ -239,21 +267,23 @@ func runSend(args []string) error {
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *to == "" {
-		fs.Usage()
-		return &exitError{code: 2, msg: "cast send: -to is required"}
+		return usagef("-to HOST:PORT is required")
 	}
-	if o.payload < 8 || o.payload+wal.HeaderSize > protocol.DefaultMaxFrame {
-		return fmt.Errorf("-size %d: want 8..%d", o.payload, protocol.DefaultMaxFrame-wal.HeaderSize)
+	if err := o.check(); err != nil {
+		return err
 	}
-	peer, err := parseAddr(*to)
+	if err := nf.check(); err != nil {
+		return err
+	}
+	peer, err := addrFlag("to", *to, true)
 	if err != nil {
 		return err
 	}
-	local, err := parseAddr(*bind)
+	local, err := addrFlag("bind", *bind, false)
 	if err != nil {
 		return err
 	}
@@ -322,7 +352,7 @@ func runSend(args []string) error {
 		fmt.Printf("wal %s: durable through seq %d\n", *walDir, w.Durable())
 	}
 	if ctx.Err() != nil {
-		return &exitError{code: 130}
+		return interruptedf("sent %d of %d records", n, o.n)
 	}
 	return nil
 }

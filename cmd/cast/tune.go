@@ -31,7 +31,7 @@ func runTune(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(os.Stderr, tuneUsage)
 		if len(args) == 0 {
-			return &exitError{code: 2}
+			return usagef("want a subcommand: check, apply or undo")
 		}
 		return nil
 	}
@@ -44,7 +44,7 @@ func runTune(args []string) error {
 		return tuneUndo(args[1:])
 	}
 	fmt.Fprintln(os.Stderr, tuneUsage)
-	return &exitError{code: 2, msg: fmt.Sprintf("cast tune: unknown subcommand %q", args[0])}
+	return usagef("unknown subcommand %q", args[0])
 }
 
 // tuneFlags maps the flags shared by check and apply onto a tune.Config.
@@ -66,11 +66,14 @@ func tuneFlags(fs *flag.FlagSet) func() (tune.Config, error) {
 		if *cpus != "" {
 			c, err := tune.ParseCPUList(*cpus)
 			if err != nil {
-				return cfg, err
+				return cfg, usagef("-cpus: %v", err)
 			}
 			cfg.CPUs = c
 		}
-		return cfg, cfg.Validate()
+		if err := cfg.Validate(); err != nil {
+			return cfg, usagef("%v", err)
+		}
+		return cfg, nil
 	}
 }
 
@@ -79,7 +82,7 @@ func tuneCheck(args []string) error {
 	asJSON := fs.Bool("json", false, "print the results as a JSON array")
 	verbose := fs.Bool("v", false, "also print what each check read, and why, for passing checks")
 	get := tuneFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := get()
@@ -100,7 +103,13 @@ func tuneCheck(args []string) error {
 		printResults(tuneOut, rs, *verbose)
 	}
 	if tune.Worst(rs) == tune.Fail {
-		return &exitError{code: 1}
+		fails := 0
+		for _, r := range rs {
+			if r.Severity == tune.Fail {
+				fails++
+			}
+		}
+		return failf("%d check(s) failed", fails)
 	}
 	return nil
 }
@@ -147,7 +156,7 @@ func tuneApply(args []string) error {
 	only := fs.String("only", "", "comma-separated check ids to apply (default: all)")
 	dry := fs.Bool("n", false, "print what would change; change nothing")
 	get := tuneFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	cfg, err := get()
@@ -167,7 +176,7 @@ func tuneApply(args []string) error {
 		}
 		for _, id := range ids {
 			if !known[id] {
-				return fmt.Errorf("-only: unknown check %q", id)
+				return usagef("-only: unknown check %q", id)
 			}
 		}
 	}
@@ -231,12 +240,8 @@ func tuneApply(args []string) error {
 
 func tuneUndo(args []string) error {
 	fs := newFlagSet("tune undo", "FILE", "Restores every value an undo file recorded (written by `cast tune apply` or\n`scripts/tune.sh apply`), last change first, and prints each.")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return &exitError{code: 2}
 	}
 	f, err := os.Open(fs.Arg(0))
 	if err != nil {

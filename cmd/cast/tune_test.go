@@ -40,7 +40,7 @@ func TestTuneCheck(t *testing.T) {
 		{"bad host warns", append([]string{"check", "-cpus", "2-3"}, bad...), 0, []string{"warn   mm.thp", "fix (apply): echo madvise", "fix (reboot): add \"isolcpus="}},
 		{"FIFO with RT throttling fails", append([]string{"check", "-fifo"}, bad...), 1, []string{"fail   sched.rt_runtime", "1 fail"}},
 		{"offline CPU fails", append([]string{"check", "-cpus", "9"}, bad...), 1, []string{"fail   cpu.online"}},
-		{"bad -cpus", append([]string{"check", "-cpus", "x"}, good...), 1, nil},
+		{"bad -cpus", append([]string{"check", "-cpus", "x"}, good...), 2, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -13,7 +13,7 @@ func init() {
 
 func runVersion(args []string) error {
 	fs := newFlagSet("version", "", "Prints the module version, the Go version and the platform.")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	v := "(devel)"

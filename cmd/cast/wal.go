@@ -31,7 +31,7 @@ func runWal(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(os.Stderr, walUsage)
 		if len(args) == 0 {
-			return &exitError{code: 2}
+			return usagef("want a subcommand: stat, dump or verify")
 		}
 		return nil
 	}
@@ -44,7 +44,7 @@ func runWal(args []string) error {
 		return walVerify(args[1:])
 	}
 	fmt.Fprintln(os.Stderr, walUsage)
-	return &exitError{code: 2, msg: fmt.Sprintf("cast wal: unknown subcommand %q", args[0])}
+	return usagef("unknown subcommand %q", args[0])
 }
 
 // walStream is one stream directory found under the DIR argument.
@@ -108,12 +108,8 @@ func walArgs(name, synopsis, about string, args []string, extra func(*flag.FlagS
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args, 1); err != nil {
 		return "", 0, err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return "", 0, &exitError{code: 2}
 	}
 	return fs.Arg(0), *stream, nil
 }
@@ -232,7 +228,7 @@ func walVerify(args []string) error {
 		fmt.Fprintf(walOut, "stream %d: ok, %d records, seqs %d…%d in %d segments\n", s.stream, rep.Records, rep.First, rep.Last, len(rep.Segments))
 	}
 	if firstBad != nil {
-		return &exitError{code: 1, msg: fmt.Sprintf("cast wal verify: %v", firstBad)}
+		return failf("%v", firstBad)
 	}
 	return nil
 }

@@ -1,0 +1,258 @@
+package main
+
+// The CLI test suite: every case runs `cast` as a real child process (the
+// test binary re-executed, dispatched in TestMain), on loopback, and
+// checks its exit status, its last line and that it ends within a budget
+// generous enough for a loaded 2-vCPU machine (a hang fails the test, it
+// never blocks the run).
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const childEnv = "WALCAST_CAST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(run(os.Args[1:], os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// hangBudget is how long any child may take before the test calls it
+// hung: far above what each case needs, so that load never fails it.
+const hangBudget = 90 * time.Second
+
+// syncBuf is a bytes.Buffer the child's output goroutine and the test
+// may use at once.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// child is one running `cast` process.
+type child struct {
+	t              *testing.T
+	args           []string
+	cmd            *exec.Cmd
+	stdout, stderr syncBuf
+	done           chan struct{}
+	code           int
+}
+
+// startCast starts `cast args...` in dir (empty: a temporary directory).
+func startCast(t *testing.T, dir string, args ...string) *child {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	c := &child{t: t, args: args, done: make(chan struct{})}
+	c.cmd = exec.Command(os.Args[0], args...)
+	c.cmd.Dir = dir
+	c.cmd.Env = append(os.Environ(), childEnv+"=1")
+	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := c.cmd.Wait()
+		c.code = c.cmd.ProcessState.ExitCode()
+		if c.code < 0 && err != nil {
+			c.code = -1 // killed by a signal
+		}
+		close(c.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return c
+}
+
+// wait returns the exit status, failing the test if the child is still
+// running after budget (then it is killed).
+func (c *child) wait(budget time.Duration) int {
+	c.t.Helper()
+	select {
+	case <-c.done:
+		return c.code
+	case <-time.After(budget):
+		c.cmd.Process.Kill()
+		<-c.done
+		c.t.Fatalf("cast %s hung (> %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), budget, c.stdout.String(), c.stderr.String())
+		return -1
+	}
+}
+
+// waitOutput waits until the child's stderr (or stdout) matches re and
+// returns the first submatch (or the match).
+func (c *child) waitOutput(re string, budget time.Duration) string {
+	c.t.Helper()
+	rx := regexp.MustCompile(re)
+	end := time.Now().Add(budget)
+	for time.Now().Before(end) {
+		for _, s := range []string{c.stderr.String(), c.stdout.String()} {
+			if m := rx.FindStringSubmatch(s); m != nil {
+				return m[len(m)-1]
+			}
+		}
+		select {
+		case <-c.done:
+			c.t.Fatalf("cast %s exited %d before printing %q\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), c.code, re, c.stdout.String(), c.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	c.t.Fatalf("cast %s: no %q within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), re, budget, c.stdout.String(), c.stderr.String())
+	return ""
+}
+
+func (c *child) signal(s os.Signal) {
+	c.t.Helper()
+	if err := c.cmd.Process.Signal(s); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// runCast runs `cast args...` to its end.
+func runCast(t *testing.T, args ...string) *child {
+	t.Helper()
+	c := startCast(t, "", args...)
+	c.wait(hangBudget)
+	return c
+}
+
+func lastLine(s string) string {
+	s = strings.TrimRight(s, "\n")
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+// expect checks the exit status and that the last line of stderr (or of
+// stdout, for a zero status with want on stdout) matches re.
+func (c *child) expect(code int, stream, re string) {
+	c.t.Helper()
+	out := c.stderr.String()
+	if stream == "stdout" {
+		out = c.stdout.String()
+	}
+	if c.code != code || !regexp.MustCompile(re).MatchString(lastLine(out)) {
+		c.t.Fatalf("cast %s: exit %d (want %d), last %s line %q (want /%s/)\nstdout:\n%s\nstderr:\n%s",
+			strings.Join(c.args, " "), c.code, code, stream, lastLine(out), re, c.stdout.String(), c.stderr.String())
+	}
+}
+
+func TestCLIUsage(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		last string // regexp on the last line of stderr
+	}{
+		{nil, 2, `^cast: no command given$`},
+		{[]string{"nope"}, 2, `^cast: unknown command "nope"$`},
+		{[]string{"-h"}, 0, `^A non-zero status comes with one line`},
+		{[]string{"send"}, 2, `^cast send: -to HOST:PORT is required$`},
+		{[]string{"send", "-to", "127.0.0.1:70000"}, 2, `^cast send: -to: .*invalid port`},
+		{[]string{"send", "-to", "127.0.0.1:0"}, 2, `^cast send: -to "127.0.0.1:0": want HOST:PORT with a port 1..65535$`},
+		{[]string{"send", "-to", "127.0.0.1:9", "-n", "0"}, 2, `^cast send: -n 0: want 1\.\.`},
+		{[]string{"send", "-to", "127.0.0.1:9", "-path", "tcp"}, 2, `^cast send: -path "tcp": want udp or mmsg$`},
+		{[]string{"recv", "-drop", "150"}, 2, `^cast recv: -drop 150: want 0..100$`},
+		{[]string{"recv", "-drop", "-5"}, 2, `^cast recv: -drop -5: want 0..100$`},
+		{[]string{"recv", "-drop", "NaN"}, 2, `^cast recv: -drop NaN: want 0..100$`},
+		{[]string{"recv", "-reorder", "1000"}, 2, `^cast recv: -reorder 1000: want a power of two`},
+		{[]string{"recv", "-bogus"}, 2, `^cast recv: flag provided but not defined: -bogus$`},
+		{[]string{"recv", "extra"}, 2, `^cast recv: unexpected argument "extra"`},
+		{[]string{"receiver", "-port", "70000"}, 2, `^cast receiver: -port 70000: want 0..65535$`},
+		{[]string{"receiver", "-port", "-1"}, 2, `^cast receiver: -port -1: want 0..65535$`},
+		{[]string{"echo", "-listen", "127.0.0.1:99999"}, 2, `^cast echo: -listen: `},
+		{[]string{"bandwidth"}, 2, `^cast bandwidth: -mode "": want sender or receiver$`},
+		{[]string{"demo", "-drop", "101"}, 2, `^cast demo: -drop 101: want 0..100$`},
+		{[]string{"demo", "-pin", "0"}, 2, `^cast demo: -pin "0": want CPU,CPU`},
+		{[]string{"wal"}, 2, `^cast wal: want a subcommand`},
+		{[]string{"wal", "stat"}, 2, `^cast wal stat: want 1 argument`},
+		{[]string{"wal", "frob"}, 2, `^cast wal: unknown subcommand "frob"$`},
+		{[]string{"replay", "tail", "-from", "0"}, 2, `^cast replay: -from 0: seqs start at 1$`},
+		{[]string{"replay", "serve"}, 2, `^cast replay: -wal DIR is required$`},
+		{[]string{"tune", "undo"}, 2, `^cast tune undo: want 1 argument`},
+		{[]string{"bench"}, 2, `^cast bench: want a workload$`},
+		{[]string{"bench", "rtt", "-n", "0"}, 2, `^cast bench: -n 0: want 1\.\.`},
+		{[]string{"bench", "throughput", "-sizes", "144,x"}, 2, `^cast bench: -sizes: `},
+		{[]string{"certs", "-days", "0"}, 2, `^cast certs: -days 0: want 1\.\.`},
+		{[]string{"version", "x"}, 2, `^cast version: unexpected argument "x"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(append([]string{"cast"}, tc.args...), " "), func(t *testing.T) {
+			runCast(t, tc.args...).expect(tc.code, "stderr", tc.last)
+		})
+	}
+}
+
+// Every command and subcommand refuses an unknown flag with status 2 and
+// names it last: none parses its flags around parseFlags.
+func TestCLIEveryCommandRefusesUnknownFlag(t *testing.T) {
+	var prefixes [][]string
+	for name := range commands {
+		switch name {
+		case "wal":
+			for _, s := range []string{"stat", "dump", "verify"} {
+				prefixes = append(prefixes, []string{name, s})
+			}
+		case "replay":
+			prefixes = append(prefixes, []string{name, "serve"}, []string{name, "tail"})
+		case "tune":
+			for _, s := range []string{"check", "apply", "undo"} {
+				prefixes = append(prefixes, []string{name, s})
+			}
+		case "bench":
+			for w := range benchWorkloads {
+				if _, ok := suiteWorkloads[w]; ok {
+					continue // passed through to cast-bench
+				}
+				prefixes = append(prefixes, []string{name, w})
+			}
+		default:
+			prefixes = append(prefixes, []string{name})
+		}
+	}
+	for _, p := range prefixes {
+		args := append(append([]string{}, p...), "-no-such-flag")
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			runCast(t, args...).expect(2, "stderr", `^cast .*flag provided but not defined: -no-such-flag$`)
+		})
+	}
+}
+
+// Ctrl-C while waiting for a sender: status 130, the reason last.
+func TestCLIInterruptRecv(t *testing.T) {
+	c := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-path", "udp", "-idle", "park")
+	c.waitOutput(`listening on (\S+)`, hangBudget)
+	c.signal(syscall.SIGINT)
+	c.wait(hangBudget)
+	c.expect(130, "stderr", `^cast recv: interrupted`)
+}
