@@ -43,3 +43,16 @@ func (h Host) AttachImpair(bpf.ImpairConfig) (*bpf.Impair, bpf.Mode, error) {
 
 // Ping returns ErrNotSupported.
 func (h Host) Ping(netip.Addr, time.Duration) error { return ErrNotSupported }
+
+// NewBridge skips tb: network namespaces need Linux.
+func NewBridge(tb testing.TB, c BridgeConfig) *Bridge {
+	tb.Helper()
+	tb.Skip(ErrNotSupported.Error())
+	return nil
+}
+
+// CreateBridge returns ErrNotSupported.
+func CreateBridge(BridgeConfig) (*Bridge, error) { return nil, ErrNotSupported }
+
+// Close does nothing.
+func (b *Bridge) Close() error { return nil }

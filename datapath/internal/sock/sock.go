@@ -16,6 +16,9 @@ type Config struct {
 	SockBuf    int            // SO_RCVBUF and SO_SNDBUF, bytes
 	BusyPollUS int            // SO_BUSY_POLL, µs (0 = leave off)
 	GRO        bool           // enable UDP_GRO
+	// Multicast sets the group options (SO_REUSEADDR before bind, the
+	// sending interface, TTL, loop, joins after bind); zero: none.
+	Multicast datapath.Multicast
 }
 
 // ErrNotSupported is returned on platforms without raw UDP sockets.

@@ -59,11 +59,24 @@ func Open(c Config) (*Socket, error) {
 		unix.Close(fd)
 		return nil, err
 	}
+	ifindex := 0
+	if c.Multicast.Enabled() {
+		if ifindex, err = multicastPreBind(fd, family, c.Multicast); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
 	var sa batchSockaddr
 	salen := batch.PutSockaddr(&sa, family, local)
 	if err := bindRaw(fd, &sa, salen); err != nil {
 		unix.Close(fd)
 		return nil, opErr("bind", local, err)
+	}
+	if len(c.Multicast.Groups) > 0 {
+		if err := multicastJoin(fd, family, ifindex, c.Multicast); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	if c.Peer.IsValid() {
 		salen := batch.PutSockaddr(&sa, family, c.Peer)
