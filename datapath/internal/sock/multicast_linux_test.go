@@ -167,4 +167,3 @@ func TestMulticastErrors(t *testing.T) {
 		}
 	})
 }
-
