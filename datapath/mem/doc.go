@@ -5,6 +5,12 @@
 // positions, corrupt a byte, black-out a time window, fixed latency),
 // driven by a [Clock] the test advances explicitly.
 //
+// Multicast: [Network.Join] makes an End a member of a group address; a
+// datagram sent to the group crosses the group's upstream link once
+// (loss there is shared) and then each member's own link (independent
+// loss, delay, duplication, reordering per receiver). [NewFanout] builds
+// one sender and N receivers with a data group and a control group.
+//
 // The same seed and the same sequence of Send, Recv and clock moves give
 // the same deliveries, so a failing loss pattern replays exactly.
 //

@@ -118,6 +118,8 @@ type Network struct {
 	links map[linkKey]*link
 	order []linkKey // links in creation order, for deterministic release
 	pool  []*packet
+
+	groups map[netip.AddrPort]*groupSet
 }
 
 // NewNetwork returns an empty network on clock.
@@ -234,6 +236,7 @@ func (e *End) Close() error {
 	if !e.closed {
 		e.closed = true
 		delete(e.n.ends, e.addr)
+		e.n.leaveAll(e)
 	}
 	return nil
 }
@@ -259,16 +262,17 @@ func (e *End) Send(v *batch.Vec) (int, error) {
 }
 
 func (n *Network) send(from, to netip.AddrPort, b []byte, now int64) {
-	key := linkKey{from, to}
-	l := n.links[key]
-	if l == nil {
-		l = newLink(Impairment{})
-		n.setLink(key, l)
+	if g := n.groups[to]; g != nil {
+		n.sendGroup(from, to, g, b, now)
+		return
 	}
-	l.stats.Sent++
+	n.sendLink(from, to, b, now, 0)
+}
+
+// decide draws what l does to its next datagram b.
+func (l *link) decide(b []byte, now int64) Action {
 	i := l.idx
 	l.idx++
-	dst := n.ends[to]
 	var act Action
 	if l.imp.Script != nil {
 		act = l.imp.Script(i, b)
@@ -293,6 +297,26 @@ func (n *Network) send(from, to netip.AddrPort, b []byte, now int64) {
 	if l.imp.CorruptProb > 0 && l.rng.Float64() < l.imp.CorruptProb {
 		act |= Corrupt
 	}
+	return act
+}
+
+func (n *Network) link(from, to netip.AddrPort) *link {
+	key := linkKey{from, to}
+	l := n.links[key]
+	if l == nil {
+		l = newLink(Impairment{})
+		n.setLink(key, l)
+	}
+	return l
+}
+
+// sendLink puts b on the link from → to; extra is latency added before
+// the link (a group's upstream latency).
+func (n *Network) sendLink(from, to netip.AddrPort, b []byte, now int64, extra time.Duration) {
+	l := n.link(from, to)
+	l.stats.Sent++
+	dst := n.ends[to]
+	act := l.decide(b, now)
 	if act&Drop != 0 {
 		l.stats.Dropped++
 		n.passHeld(l, dst, now)
@@ -302,7 +326,7 @@ func (n *Network) send(from, to netip.AddrPort, b []byte, now int64) {
 		l.stats.Unreachable++
 		return
 	}
-	at := now + int64(l.imp.Latency)
+	at := now + int64(extra+l.imp.Latency)
 	p := n.newPacket(b, from, at)
 	if act&Corrupt != 0 && len(b) > l.imp.CorruptFrom {
 		pos := l.imp.CorruptFrom + l.rng.IntN(len(b)-l.imp.CorruptFrom)
