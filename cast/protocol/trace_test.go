@@ -1,0 +1,157 @@
+package protocol
+
+import (
+	"bufio"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wal"
+)
+
+// The wire traces in testdata/ were recorded from the Sender and Receiver
+// as they were before Status (type 0x10) existed (commit 72d0b43). They
+// are the reference's bytes: a peer that never speaks Status must keep
+// seeing exactly them, datagram for datagram, at the same virtual times.
+var updateTrace = flag.Bool("update-trace", false, "rewrite testdata/trace_*.txt (only ever from a commit before a wire change)")
+
+// traceLink records every datagram offered to one direction of a link and
+// drops some of them by content (seq, or NAK range, and how often that
+// content was offered before), so that extra frames of another type do
+// not shift which datagrams are lost.
+type traceLink struct {
+	p     *mem.Pair
+	dir   string
+	lines *[]string
+	seen  map[string]int
+	pct   uint64
+}
+
+func (tl *traceLink) script(_ int, b []byte) mem.Action {
+	act := mem.Pass
+	key := ""
+	if h, p, _, err := wal.DecodeFrame(b); err == nil {
+		switch {
+		case h.Type == wal.TypeNak || h.Type == wal.TypeHeartbeat:
+			key = fmt.Sprintf("%d/%x", h.Type, p[:16])
+		case h.Type >= 0x10 && h.Type <= 0x1f:
+			key = "" // walcast extensions: never dropped, so they shift nothing
+		default:
+			key = fmt.Sprintf("d/%d", wal.Seq(p))
+		}
+	}
+	if key != "" {
+		n := tl.seen[key]
+		tl.seen[key] = n + 1
+		if mix(key, n)%100 < tl.pct {
+			act = mem.Drop
+		}
+	}
+	mark := "+"
+	if act == mem.Drop {
+		mark = "-"
+	}
+	*tl.lines = append(*tl.lines, fmt.Sprintf("%s %d %s %s", tl.dir, tl.p.Clock.Now(), mark, hex.EncodeToString(b)))
+	return act
+}
+
+// mix is FNV-1a over key and n: a fixed, content-keyed coin.
+func mix(key string, n int) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * 1099511628211
+	}
+	h = (h ^ uint64(n)) * 1099511628211
+	return h ^ h>>29
+}
+
+// traceRun plays a fixed script (bursts, loss both ways, idle periods
+// with heartbeats, a lost tail) and returns the datagrams offered on each
+// direction.
+func traceRun(t *testing.T, o harnessOpt) (aToB, bToA []string) {
+	h := newHarness(t, o)
+	ab := &traceLink{p: h.p, dir: "A>B", lines: &aToB, seen: map[string]int{}, pct: 7}
+	ba := &traceLink{p: h.p, dir: "B>A", lines: &bToA, seen: map[string]int{}, pct: 30}
+	h.impairData(mem.Impairment{Script: ab.script})
+	h.impairNaks(mem.Impairment{Script: ba.script})
+	for burst := 0; burst < 12; burst++ {
+		h.send(25)
+		h.run(3*ms, ms)
+	}
+	h.run(350*ms, ms) // idle: heartbeats, re-NAKs on the clock
+	for burst := 0; burst < 4; burst++ {
+		h.send(10)
+		h.run(ms, 100*1000)
+	}
+	h.run(400*ms, ms)
+	if h.orderError != nil {
+		t.Fatal(h.orderError)
+	}
+	return aToB, bToA
+}
+
+func traceFile(name string) string { return filepath.Join("testdata", "trace_"+name+".txt") }
+
+func writeTrace(t *testing.T, name string, lines []string) {
+	if err := os.MkdirAll("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(traceFile(name), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readTrace(t *testing.T, name string) []string {
+	f, err := os.Open(traceFile(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
+// compareTrace fails at the first datagram that differs from the golden
+// trace.
+func compareTrace(t *testing.T, name string, got []string) {
+	t.Helper()
+	want := readTrace(t, name)
+	for i := 0; i < len(want) && i < len(got); i++ {
+		if got[i] != want[i] {
+			t.Fatalf("%s: datagram %d differs from the reference trace:\n got  %s\n want %s", name, i, got[i], want[i])
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d datagrams, reference trace has %d", name, len(got), len(want))
+	}
+}
+
+// TestReferenceTraceRecorded records the traces (with -update-trace) and
+// otherwise checks that the scenario still produces them with reference
+// peers on both sides.
+func TestReferenceTraceRecorded(t *testing.T) {
+	ab, ba := traceRun(t, defaultOpt())
+	if len(ab) < 300 || len(ba) < 10 {
+		t.Fatalf("trace too short: %d A>B, %d B>A", len(ab), len(ba))
+	}
+	if *updateTrace {
+		writeTrace(t, "sender", ab)
+		writeTrace(t, "receiver", ba)
+		return
+	}
+	compareTrace(t, "sender", ab)
+	compareTrace(t, "receiver", ba)
+}
