@@ -184,14 +184,3 @@ func PutProbeFrame(dst []byte, h Probe) int {
 	_ = wal.Seal(dst[:wal.ControlFrameSize], wal.TypeHeartbeat)
 	return wal.ControlFrameSize
 }
-
-// sat32 clamps a non-negative ns value to a u32 field.
-func sat32(v int64) uint32 {
-	switch {
-	case v <= 0:
-		return 0
-	case v > 1<<32-1:
-		return 1<<32 - 1
-	}
-	return uint32(v)
-}
