@@ -4,7 +4,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/walcast/walcast/batch"
@@ -15,18 +14,11 @@ import (
 
 // Path moves batches with sendmmsg/recvmmsg.
 type Path struct {
-	s      *sock.Socket
-	tx     *batch.Tx
-	rx     *batch.Rx
-	feat   Features
-	closed atomic.Bool
-
-	wv     *batch.Vec
-	wn     int
-	werr   error
-	waitFn func(fd uintptr) bool
-
-	sent, recvd, sendCalls, recvCalls, eagain, enobufs, refused atomic.Uint64
+	s    *sock.Socket
+	tx   *batch.Tx
+	rx   *batch.Rx
+	feat Features
+	n    sock.Counters
 }
 
 var _ datapath.Path = (*Path)(nil)
@@ -73,10 +65,7 @@ func New(c Config) (*Path, error) {
 		rx:   batch.NewRx(s.FD, c.Batch, batch.RxConfig{GRO: f.GRO, Slots: c.GROSlots}),
 		feat: f,
 	}
-	p.waitFn = func(uintptr) bool {
-		p.wn, p.werr = p.Recv(p.wv)
-		return p.wn > 0 || p.werr != nil
-	}
+	s.BindRecv(p.Recv)
 	return p, nil
 }
 
@@ -85,7 +74,7 @@ func New(c Config) (*Path, error) {
 // it early with a nil error; an unreachable peer (ICMP) loses the batch
 // as the network would, counted in Stats.Refused.
 func (p *Path) Send(v *batch.Vec) (int, error) {
-	if p.closed.Load() {
+	if p.s.Closed() {
 		return 0, datapath.ErrClosed
 	}
 	total := v.Len()
@@ -95,7 +84,7 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 	done := 0
 	refusedOnce := false
 	for done < total {
-		p.sendCalls.Add(1)
+		p.n.SendCalls.Add(1)
 		var n int
 		var e unix.Errno
 		if done == 0 {
@@ -109,25 +98,25 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 				return done, nil
 			}
 			done += n
-			p.sent.Add(uint64(n))
+			p.n.Sent.Add(uint64(n))
 			continue
 		case unix.EAGAIN:
-			p.eagain.Add(1)
+			p.n.EAGAIN.Add(1)
 			return done, nil
 		case unix.ENOBUFS:
-			p.enobufs.Add(1)
+			p.n.ENOBUFS.Add(1)
 			return done, nil
 		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
 			// A pending ICMP error is reported (and cleared) by the next
 			// send; retry once, then treat the rest as lost on the wire.
-			p.refused.Add(1)
+			p.n.Refused.Add(1)
 			if !refusedOnce {
 				refusedOnce = true
 				continue
 			}
 			return total, nil
 		}
-		return done, &net.OpError{Op: "sendmmsg", Net: "udp", Addr: netAddr(p.s.Peer), Err: os.NewSyscallError("sendmmsg", e)}
+		return done, &net.OpError{Op: "sendmmsg", Net: "udp", Addr: sock.NetAddr(p.s.Peer, netip.AddrPort{}), Err: os.NewSyscallError("sendmmsg", e)}
 	}
 	return done, nil
 }
@@ -142,21 +131,21 @@ func (p *Path) sendFrom(v *batch.Vec, from int) (int, unix.Errno) {
 // Recv fills v with the datagrams that are ready (one recvmmsg, plus GRO
 // segments left over from the last call) without blocking.
 func (p *Path) Recv(v *batch.Vec) (int, error) {
-	if p.closed.Load() {
+	if p.s.Closed() {
 		v.Reset()
 		return 0, datapath.ErrClosed
 	}
-	p.recvCalls.Add(1)
+	p.n.RecvCalls.Add(1)
 	n, e := p.rx.Recv(v)
 	switch e {
 	case 0, unix.EAGAIN:
 	case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
-		p.refused.Add(1)
+		p.n.Refused.Add(1)
 	default:
-		return n, &net.OpError{Op: "recvmmsg", Net: "udp", Addr: netAddr(p.s.Local), Err: os.NewSyscallError("recvmmsg", e)}
+		return n, &net.OpError{Op: "recvmmsg", Net: "udp", Addr: sock.NetAddr(p.s.Local, netip.AddrPort{}), Err: os.NewSyscallError("recvmmsg", e)}
 	}
 	if n > 0 {
-		p.recvd.Add(uint64(n))
+		p.n.Received.Add(uint64(n))
 	}
 	return n, nil
 }
@@ -166,16 +155,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 // limit). It returns (0, nil) at the deadline and datapath.ErrClosed
 // when the path is closed while it waits.
 func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
-	if n, err := p.Recv(v); n > 0 || err != nil {
-		return n, err
-	}
-	p.wv = v
-	err := p.s.Wait(deadline, p.waitFn)
-	p.wv = nil
-	if ready, err := sock.WaitResult(err, p.closed.Load()); !ready {
-		return 0, err
-	}
-	return p.wn, p.werr
+	return p.s.RecvWait(v, deadline)
 }
 
 // LocalAddr is the bound address.
@@ -203,26 +183,14 @@ func (p *Path) DisableGSO() {
 func (p *Path) NAPIID() int { return p.s.NAPIID() }
 
 // Close closes the socket; later calls return datapath.ErrClosed.
-func (p *Path) Close() error {
-	if p.closed.Swap(true) {
-		return nil
-	}
-	return p.s.Close()
-}
+func (p *Path) Close() error { return p.s.Close() }
 
 // Stats returns the counters.
 func (p *Path) Stats() Stats {
 	return Stats{
-		Sent: p.sent.Load(), Received: p.recvd.Load(), SendCalls: p.sendCalls.Load(), RecvCalls: p.recvCalls.Load(),
-		EAGAIN: p.eagain.Load(), ENOBUFS: p.enobufs.Load(), Refused: p.refused.Load(),
+		Sent: p.n.Sent.Load(), Received: p.n.Received.Load(), SendCalls: p.n.SendCalls.Load(), RecvCalls: p.n.RecvCalls.Load(),
+		EAGAIN: p.n.EAGAIN.Load(), ENOBUFS: p.n.ENOBUFS.Load(), Refused: p.n.Refused.Load(),
 		Truncated: p.rx.Truncated(), KernelDrops: p.rx.KernelDrops(),
 		GSOSupers: p.tx.Supers(), GROSegments: p.rx.GROSegments(), GSOTurnedOff: p.tx.GSOTurnedOff(),
 	}
-}
-
-func netAddr(a netip.AddrPort) net.Addr {
-	if !a.IsValid() {
-		return nil
-	}
-	return net.UDPAddrFromAddrPort(a)
 }

@@ -3,17 +3,41 @@ package mmsg
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/internal/pathtest"
 	"golang.org/x/sys/unix"
 )
+
+// kit opens paths from DefaultConfig (GSO and GRO on where the kernel
+// has them) with gro set as given.
+func kit(gro bool) pathtest.Kit {
+	return pathtest.Kit{
+		Open: func(local, peer netip.AddrPort) (pathtest.Path, error) {
+			c := DefaultConfig()
+			if local.IsValid() {
+				c.Local = local
+			}
+			c.Peer, c.GRO = peer, gro
+			return New(c)
+		},
+		Counts: func(p pathtest.Path) pathtest.Counts {
+			s := p.(*Path).Stats()
+			return pathtest.Counts{Sent: s.Sent, Received: s.Received, Refused: s.Refused}
+		},
+	}
+}
+
+// TestPath runs the tests every socket datapath shares, and the
+// allocation test again without GRO.
+func TestPath(t *testing.T) {
+	kit(true).Run(t)
+	t.Run("Allocs/gro=false", kit(false).TestAllocs)
+}
 
 func open(t *testing.T, c Config) *Path {
 	t.Helper()
@@ -27,7 +51,7 @@ func open(t *testing.T, c Config) *Path {
 
 // drain receives until want bytes arrived or a second passed; it returns
 // the concatenated stream and the datagram count.
-func drain(t *testing.T, p *Path, want int) ([]byte, int) {
+func drain(t *testing.T, p pathtest.Path, want int) ([]byte, int) {
 	t.Helper()
 	v := batch.New(32, 2048)
 	var stream []byte
@@ -123,40 +147,9 @@ func TestSendRecv(t *testing.T) {
 	}
 }
 
-func TestPortInUse(t *testing.T) {
-	a := open(t, DefaultConfig())
-	c := DefaultConfig()
-	c.Local = a.LocalAddr()
-	if _, err := New(c); !errors.Is(err, syscall.EADDRINUSE) {
-		t.Fatalf("want EADDRINUSE, got %v", err)
-	}
-}
-
-func TestRecvWaitClose(t *testing.T) {
-	a := open(t, DefaultConfig())
-	v := batch.New(4, 64)
-	if n, err := a.RecvWait(v, time.Now().Add(10*time.Millisecond)); n != 0 || err != nil {
-		t.Fatal(n, err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := a.RecvWait(v, time.Time{}); done <- err }()
-	time.Sleep(20 * time.Millisecond)
-	a.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, datapath.ErrClosed) {
-			t.Fatal(err)
-		}
-	case <-time.After(2 * time.Second):
-		t.Fatal("Close did not wake RecvWait")
-	}
-}
-
 func TestErrnoStorm(t *testing.T) {
-	b := open(t, DefaultConfig())
-	c := DefaultConfig()
-	c.Peer = b.LocalAddr()
-	a := open(t, c)
+	b := kit(true).Must(t, netip.AddrPort{}, netip.AddrPort{})
+	a := kit(true).Must(t, netip.AddrPort{}, b.LocalAddr()).(*Path)
 	old := batch.Sys
 	t.Cleanup(func() { batch.Sys = old })
 	cases := []struct {
@@ -203,10 +196,8 @@ func TestGSOEIOFallsBack(t *testing.T) {
 	if batch.ProbeGSO() != nil {
 		t.Skip(batch.ProbeGSO())
 	}
-	b := open(t, DefaultConfig())
-	c := DefaultConfig()
-	c.Peer = b.LocalAddr()
-	a := open(t, c)
+	b := kit(true).Must(t, netip.AddrPort{}, netip.AddrPort{})
+	a := kit(true).Must(t, netip.AddrPort{}, b.LocalAddr()).(*Path)
 	old := batch.Sys
 	t.Cleanup(func() { batch.Sys = old })
 	batch.Sys.Sendmmsg = func(fd int, hs []unix.Mmsghdr, flags int) (int, unix.Errno) {
@@ -229,63 +220,6 @@ func TestGSOEIOFallsBack(t *testing.T) {
 	}
 	if _, d := drain(t, b, 3200); d != 32 {
 		t.Fatalf("%d datagrams", d)
-	}
-}
-
-func TestDeadPeer(t *testing.T) {
-	b := open(t, DefaultConfig())
-	c := DefaultConfig()
-	c.Peer = b.LocalAddr()
-	a := open(t, c)
-	b.Close()
-	v := batch.New(4, 64)
-	for i := 0; i < 4; i++ {
-		v.Append([]byte("x"), netip.AddrPort{})
-	}
-	r := batch.New(4, 64)
-	for i := 0; i < 20; i++ {
-		if n, err := a.Send(v); err != nil || n != 4 {
-			t.Fatalf("send to a dead peer: %d %v", n, err)
-		}
-		if _, err := a.Recv(r); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(time.Millisecond)
-	}
-	if a.Stats().Refused == 0 {
-		t.Fatal("ICMP errors not counted")
-	}
-}
-
-func TestAllocs(t *testing.T) {
-	for _, gro := range []bool{false, true} {
-		rc := DefaultConfig()
-		rc.GRO = gro
-		b := open(t, rc)
-		c := DefaultConfig()
-		c.Peer = b.LocalAddr()
-		a := open(t, c)
-		v := batch.New(64, 2048)
-		for i := 0; i < 64; i++ {
-			v.Append(make([]byte, 144), netip.AddrPort{})
-		}
-		r := batch.New(64, 2048)
-		if n := testing.AllocsPerRun(200, func() {
-			a.Send(v)
-			for {
-				if k, _ := b.Recv(r); k == 0 {
-					break
-				}
-			}
-		}); n != 0 {
-			t.Fatalf("gro=%v: %v allocs", gro, n)
-		}
-		if n := testing.AllocsPerRun(100, func() {
-			a.Send(v)
-			b.RecvWait(r, time.Now().Add(time.Millisecond))
-		}); n != 0 {
-			t.Fatalf("gro=%v: %v allocs per RecvWait", gro, n)
-		}
 	}
 }
 

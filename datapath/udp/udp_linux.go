@@ -16,19 +16,12 @@ import (
 
 // Path sends and receives one datagram per system call.
 type Path struct {
-	s      *sock.Socket
-	peer   netip.AddrPort
-	name   unix.RawSockaddrInet6 // scratch for sendto/recvfrom addresses
-	salen  uint32                // in/out length for recvfrom (a field: a local would escape through the seam)
-	closed atomic.Bool
-
-	// RecvWait state: the callback is bound once so parking allocates nothing.
-	wv     *batch.Vec
-	wn     int
-	werr   error
-	waitFn func(fd uintptr) bool
-
-	sent, recvd, sendCalls, recvCalls, eagain, enobufs, refused, trunc atomic.Uint64
+	s     *sock.Socket
+	peer  netip.AddrPort
+	name  unix.RawSockaddrInet6 // scratch for sendto/recvfrom addresses
+	salen uint32                // in/out length for recvfrom (a field: a local would escape through the seam)
+	n     sock.Counters
+	trunc atomic.Uint64
 }
 
 var _ datapath.Path = (*Path)(nil)
@@ -43,10 +36,7 @@ func New(c Config) (*Path, error) {
 		return nil, err
 	}
 	p := &Path{s: s, peer: s.Peer}
-	p.waitFn = func(uintptr) bool {
-		p.wn, p.werr = p.Recv(p.wv)
-		return p.wn > 0 || p.werr != nil
-	}
+	s.BindRecv(p.Recv)
 	return p, nil
 }
 
@@ -55,7 +45,7 @@ func New(c Config) (*Path, error) {
 // unreachable (ICMP: ECONNREFUSED and friends) loses the datagram, as
 // the network would, and is counted in Stats.Refused.
 func (p *Path) Send(v *batch.Vec) (int, error) {
-	if p.closed.Load() {
+	if p.s.Closed() {
 		return 0, datapath.ErrClosed
 	}
 	fd := p.s.FD
@@ -64,7 +54,7 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 	for ; i < n; i++ {
 		m, addr := v.Msg(i)
 		var e unix.Errno
-		p.sendCalls.Add(1)
+		p.n.SendCalls.Add(1)
 		if addr.IsValid() && addr != p.peer {
 			salen := batch.PutSockaddr(&p.name, p.s.Family, addr)
 			if salen == 0 {
@@ -76,19 +66,19 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 		}
 		switch e {
 		case 0:
-			p.sent.Add(1)
+			p.n.Sent.Add(1)
 			continue
 		case unix.EAGAIN:
-			p.eagain.Add(1)
+			p.n.EAGAIN.Add(1)
 			return i, nil
 		case unix.ENOBUFS:
-			p.enobufs.Add(1)
+			p.n.ENOBUFS.Add(1)
 			return i, nil
 		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
-			p.refused.Add(1)
+			p.n.Refused.Add(1)
 			continue
 		}
-		return i, &net.OpError{Op: "sendto", Net: "udp", Addr: udpAddr(addr, p.peer), Err: os.NewSyscallError("sendto", e)}
+		return i, &net.OpError{Op: "sendto", Net: "udp", Addr: sock.NetAddr(addr, p.peer), Err: os.NewSyscallError("sendto", e)}
 	}
 	return i, nil
 }
@@ -97,7 +87,7 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 // without blocking.
 func (p *Path) Recv(v *batch.Vec) (int, error) {
 	v.Reset()
-	if p.closed.Load() {
+	if p.s.Closed() {
 		return 0, datapath.ErrClosed
 	}
 	fd := p.s.FD
@@ -106,7 +96,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		b := v.Buf(v.Len())
 		var n int
 		var e unix.Errno
-		p.recvCalls.Add(1)
+		p.n.RecvCalls.Add(1)
 		addr := p.peer
 		if connected {
 			n, e = batch.Sys.Recvfrom(fd, b, unix.MSG_TRUNC, nil, nil)
@@ -120,17 +110,17 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		case unix.EAGAIN:
 			return v.Len(), nil
 		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
-			p.refused.Add(1) // a pending ICMP error; the next call reads data again
+			p.n.Refused.Add(1) // a pending ICMP error; the next call reads data again
 			continue
 		default:
-			return v.Len(), &net.OpError{Op: "recvfrom", Net: "udp", Addr: udpAddr(p.s.Local, netip.AddrPort{}), Err: os.NewSyscallError("recvfrom", e)}
+			return v.Len(), &net.OpError{Op: "recvfrom", Net: "udp", Addr: sock.NetAddr(p.s.Local, netip.AddrPort{}), Err: os.NewSyscallError("recvfrom", e)}
 		}
 		if n > len(b) { // MSG_TRUNC returns the datagram's real length
 			p.trunc.Add(1)
 			continue
 		}
 		v.Commit(n, addr)
-		p.recvd.Add(1)
+		p.n.Received.Add(1)
 	}
 	return v.Len(), nil
 }
@@ -141,16 +131,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 // datapath.ErrClosed when the path is closed while it waits. It is the
 // receive call for the park idle strategy, on hosts without a spare core.
 func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
-	if n, err := p.Recv(v); n > 0 || err != nil {
-		return n, err
-	}
-	p.wv = v
-	err := p.s.Wait(deadline, p.waitFn)
-	p.wv = nil
-	if ready, err := sock.WaitResult(err, p.closed.Load()); !ready {
-		return 0, err
-	}
-	return p.wn, p.werr
+	return p.s.RecvWait(v, deadline)
 }
 
 // LocalAddr is the bound address.
@@ -167,27 +148,12 @@ func (p *Path) NAPIID() int { return p.s.NAPIID() }
 func (p *Path) BusyPoll() int { return p.s.BusyPoll }
 
 // Close closes the socket; later calls return datapath.ErrClosed.
-func (p *Path) Close() error {
-	if p.closed.Swap(true) {
-		return nil
-	}
-	return p.s.Close()
-}
+func (p *Path) Close() error { return p.s.Close() }
 
 // Stats returns the counters.
 func (p *Path) Stats() Stats {
 	return Stats{
-		Sent: p.sent.Load(), Received: p.recvd.Load(), SendCalls: p.sendCalls.Load(), RecvCalls: p.recvCalls.Load(),
-		EAGAIN: p.eagain.Load(), ENOBUFS: p.enobufs.Load(), Refused: p.refused.Load(), Truncated: p.trunc.Load(),
+		Sent: p.n.Sent.Load(), Received: p.n.Received.Load(), SendCalls: p.n.SendCalls.Load(), RecvCalls: p.n.RecvCalls.Load(),
+		EAGAIN: p.n.EAGAIN.Load(), ENOBUFS: p.n.ENOBUFS.Load(), Refused: p.n.Refused.Load(), Truncated: p.trunc.Load(),
 	}
-}
-
-func udpAddr(a, fallback netip.AddrPort) net.Addr {
-	if !a.IsValid() {
-		a = fallback
-	}
-	if !a.IsValid() {
-		return nil
-	}
-	return net.UDPAddrFromAddrPort(a)
 }

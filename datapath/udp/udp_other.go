@@ -3,25 +3,19 @@
 package udp
 
 import (
-	"net/netip"
-	"time"
-
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/internal/sock"
 )
 
+type unsupported = sock.Unsupported
+
 // Path is unavailable on this platform.
-type Path struct{}
+type Path struct{ unsupported }
 
 // New reports that raw UDP sockets are Linux-only.
 func New(Config) (*Path, error) {
 	return nil, &batch.UnsupportedError{Feature: "datapath/udp", Reason: "not Linux"}
 }
 
-func (*Path) Send(*batch.Vec) (int, error)                { return 0, datapath.ErrClosed }
-func (*Path) Recv(*batch.Vec) (int, error)                { return 0, datapath.ErrClosed }
-func (*Path) RecvWait(*batch.Vec, time.Time) (int, error) { return 0, datapath.ErrClosed }
-func (*Path) LocalAddr() netip.AddrPort                   { return netip.AddrPort{} }
-func (*Path) Close() error                                { return nil }
-func (*Path) Stats() Stats                                { return Stats{} }
-func (*Path) NAPIID() int                                 { return 0 }
+// Stats returns zero counters.
+func (*Path) Stats() Stats { return Stats{} }

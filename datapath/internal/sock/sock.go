@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 
 	"github.com/walcast/walcast/datapath"
 )
@@ -39,4 +40,28 @@ func WaitResult(err error, closed bool) (ready bool, out error) {
 		return false, datapath.ErrClosed
 	}
 	return false, err
+}
+
+// Counters are the counts both socket paths keep, each updated by the
+// path's goroutine and safe to read from any other.
+type Counters struct {
+	Sent      atomic.Uint64 // datagrams (Vec messages) handed to the kernel
+	Received  atomic.Uint64 // datagrams received
+	SendCalls atomic.Uint64 // send system calls
+	RecvCalls atomic.Uint64 // receive system calls, including empty polls
+	EAGAIN    atomic.Uint64 // sends refused with EAGAIN (socket buffer full)
+	ENOBUFS   atomic.Uint64 // sends refused with ENOBUFS
+	Refused   atomic.Uint64 // ECONNREFUSED/EHOSTUNREACH/ENETUNREACH seen (peer gone)
+}
+
+// NetAddr is a as a net.Addr, or fallback when a is invalid, or nil when
+// both are: the Addr of a *net.OpError.
+func NetAddr(a, fallback netip.AddrPort) net.Addr {
+	if !a.IsValid() {
+		a = fallback
+	}
+	if !a.IsValid() {
+		return nil
+	}
+	return net.UDPAddrFromAddrPort(a)
 }

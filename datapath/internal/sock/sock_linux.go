@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 // Socket is an open, bound, non-blocking UDP socket.
 type Socket struct {
+	closed   atomic.Bool // set first by Close; beside FD, on the cache line Send and Recv load
 	FD       int
 	Family   int            // unix.AF_INET or unix.AF_INET6
 	Local    netip.AddrPort // after bind
@@ -25,10 +27,17 @@ type Socket struct {
 	SndBuf   int            // effective send buffer, bytes
 	GRO      bool           // UDP_GRO is on
 
-	mu     sync.Mutex
-	file   *os.File // created on first Wait; then owns the fd
-	rc     syscall.RawConn
-	closed bool
+	mu       sync.Mutex
+	file     *os.File // created on first Wait; then owns the fd
+	rc       syscall.RawConn
+	released bool // the fd (or file) is closed
+
+	// RecvWait state: the callback is bound once so parking allocates nothing.
+	recv   func(*batch.Vec) (int, error)
+	wv     *batch.Vec
+	wn     int
+	werr   error
+	waitFn func(fd uintptr) bool
 }
 
 // Open creates, configures, binds and (with a valid Peer) connects a UDP
@@ -52,7 +61,7 @@ func Open(c Config) (*Socket, error) {
 	}
 	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
 	if err != nil {
-		return nil, opErr("socket", local, err)
+		return nil, OpError("socket", local, err)
 	}
 	s := &Socket{FD: fd, Family: family}
 	if err := s.configure(c); err != nil {
@@ -70,7 +79,7 @@ func Open(c Config) (*Socket, error) {
 	salen := batch.PutSockaddr(&sa, family, local)
 	if err := bindRaw(fd, &sa, salen); err != nil {
 		unix.Close(fd)
-		return nil, opErr("bind", local, err)
+		return nil, OpError("bind", local, err)
 	}
 	if len(c.Multicast.Groups) > 0 {
 		if err := multicastJoin(fd, family, ifindex, c.Multicast); err != nil {
@@ -82,18 +91,18 @@ func Open(c Config) (*Socket, error) {
 		salen := batch.PutSockaddr(&sa, family, c.Peer)
 		if salen == 0 {
 			unix.Close(fd)
-			return nil, opErr("connect", c.Peer, errors.New("address family differs from the local address"))
+			return nil, OpError("connect", c.Peer, errors.New("address family differs from the local address"))
 		}
 		if err := connectRaw(fd, &sa, salen); err != nil {
 			unix.Close(fd)
-			return nil, opErr("connect", c.Peer, err)
+			return nil, OpError("connect", c.Peer, err)
 		}
 		s.Peer = c.Peer
 	}
 	sl := uint32(unix.SizeofSockaddrInet6)
 	if err := getsocknameRaw(fd, &sa, &sl); err != nil {
 		unix.Close(fd)
-		return nil, opErr("getsockname", local, err)
+		return nil, OpError("getsockname", local, err)
 	}
 	s.Local = batch.ParseSockaddr(&sa)
 	return s, nil
@@ -161,7 +170,7 @@ func (s *Socket) Wait(deadline time.Time, f func(fd uintptr) bool) error {
 func (s *Socket) rawConn() (syscall.RawConn, *os.File, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.released {
 		return nil, nil, net.ErrClosed
 	}
 	if s.rc == nil {
@@ -177,24 +186,60 @@ func (s *Socket) rawConn() (syscall.RawConn, *os.File, error) {
 	return s.rc, s.file, nil
 }
 
-// Close closes the socket. A goroutine parked in Wait wakes with
-// net.ErrClosed; the fd is released only once it has left, so the fd
-// number is never reused under a running call. Callers must have
-// stopped spinning Send/Recv calls on FD before Close.
+// BindRecv sets the non-blocking receive call RecvWait retries each time
+// the socket may be readable: the path's Recv. Call it once, after Open.
+func (s *Socket) BindRecv(recv func(*batch.Vec) (int, error)) {
+	s.recv = recv
+	s.waitFn = func(uintptr) bool {
+		s.wn, s.werr = s.recv(s.wv)
+		return s.wn > 0 || s.werr != nil
+	}
+}
+
+// RecvWait is the bound receive call that parks the calling goroutine on
+// Go's netpoller until at least one datagram is ready or the deadline
+// passes (zero deadline: no limit). It returns (0, nil) at the deadline
+// and datapath.ErrClosed when the socket is closed while it waits. It
+// allocates nothing.
+func (s *Socket) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
+	if n, err := s.recv(v); n > 0 || err != nil {
+		return n, err
+	}
+	s.wv = v
+	err := s.Wait(deadline, s.waitFn)
+	s.wv = nil
+	if ready, err := WaitResult(err, s.closed.Load()); !ready {
+		return 0, err
+	}
+	return s.wn, s.werr
+}
+
+// Closed reports whether Close has been called (one atomic load: the
+// paths check it at the top of every Send and Recv).
+func (s *Socket) Closed() bool { return s.closed.Load() }
+
+// Close closes the socket; Closed reports true from then on. A goroutine
+// parked in Wait wakes with net.ErrClosed; the fd is released only once
+// it has left, so the fd number is never reused under a running call.
+// Callers must have stopped spinning Send/Recv calls on FD before Close.
+// Calling it again does nothing.
 func (s *Socket) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	if s.closed.Swap(true) {
 		return nil
 	}
-	s.closed = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.released = true
 	if s.file != nil {
 		return s.file.Close()
 	}
 	return unix.Close(s.FD)
 }
 
-func opErr(op string, ap netip.AddrPort, err error) error {
+// OpError wraps a failed socket call as the net package does: a
+// *net.OpError naming the operation and the address (omitted when
+// invalid), whose Err is an *os.SyscallError when err is an errno.
+func OpError(op string, ap netip.AddrPort, err error) error {
 	if en, ok := err.(unix.Errno); ok {
 		err = os.NewSyscallError(op, en)
 	}
