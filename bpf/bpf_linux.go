@@ -22,9 +22,13 @@ func prepare() error {
 }
 
 func newProgram(name string, s progSpec) (*ebpf.Program, error) {
+	typ := ebpf.XDP
+	if s.tc {
+		typ = ebpf.SchedCLS
+	}
 	p, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name:         name,
-		Type:         ebpf.XDP,
+		Type:         typ,
 		License:      "Dual MIT/GPL",
 		Instructions: s.instructions(),
 	})
@@ -96,63 +100,94 @@ func (a *attacher) run(frame []byte) (uint32, error) {
 	return v, nil
 }
 
-// Impair is a loaded loss-injection program with its maps.
-type Impair struct {
-	attacher
+// impairMaps are the configuration and counter maps the impair logic
+// reads and updates, in XDP ([Impair]) and tc ([TCImpair]) alike.
+type impairMaps struct {
 	cfg, ctr *ebpf.Map
 }
 
-// NewImpair loads the impair program configured with c. It is not attached;
-// see [Impair.Attach], or embed it with [RedirectConfig.Impair].
-func NewImpair(c ImpairConfig) (*Impair, error) {
+// newImpairMaps validates c and creates both maps holding it.
+func newImpairMaps(c ImpairConfig) (impairMaps, error) {
+	var m impairMaps
 	if err := c.Validate(); err != nil {
-		return nil, err
+		return m, err
 	}
 	if err := prepare(); err != nil {
-		return nil, err
+		return m, err
 	}
-	im := &Impair{}
 	var err error
-	im.cfg, err = ebpf.NewMap(&ebpf.MapSpec{Name: "impair_cfg", Type: ebpf.Array, KeySize: 4, ValueSize: impairCfgSize, MaxEntries: 1})
+	m.cfg, err = ebpf.NewMap(&ebpf.MapSpec{Name: "impair_cfg", Type: ebpf.Array, KeySize: 4, ValueSize: impairCfgSize, MaxEntries: 1})
 	if err != nil {
-		return nil, fmt.Errorf("bpf: create impair config map: %w", err)
+		return m, fmt.Errorf("bpf: create impair config map: %w", err)
 	}
-	im.ctr, err = ebpf.NewMap(&ebpf.MapSpec{Name: "impair_ctr", Type: ebpf.Array, KeySize: 4, ValueSize: impairCtrSize, MaxEntries: 1})
+	m.ctr, err = ebpf.NewMap(&ebpf.MapSpec{Name: "impair_ctr", Type: ebpf.Array, KeySize: 4, ValueSize: impairCtrSize, MaxEntries: 1})
 	if err != nil {
-		im.Close()
-		return nil, fmt.Errorf("bpf: create impair counter map: %w", err)
+		m.close()
+		return m, fmt.Errorf("bpf: create impair counter map: %w", err)
 	}
-	if err := im.Set(c); err != nil {
-		im.Close()
-		return nil, err
+	if err := m.Set(c); err != nil {
+		m.close()
+		return m, err
 	}
-	im.prog, err = newProgram("walcast_impair", progSpec{impairCfgFD: im.cfg.FD(), impairCtrFD: im.ctr.FD()})
-	if err != nil {
-		im.Close()
-		return nil, err
+	return m, nil
+}
+
+func (m *impairMaps) spec() progSpec {
+	return progSpec{impairCfgFD: m.cfg.FD(), impairCtrFD: m.ctr.FD()}
+}
+
+func (m *impairMaps) close() error {
+	var err error
+	if m.ctr != nil {
+		err = m.ctr.Close()
 	}
-	return im, nil
+	if m.cfg != nil {
+		err = errors.Join(err, m.cfg.Close())
+	}
+	return err
 }
 
 // Set replaces the configuration; the attached program sees it from the
 // next datagram on. Counters are kept.
-func (im *Impair) Set(c ImpairConfig) error {
+func (m *impairMaps) Set(c ImpairConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	if err := im.cfg.Put(uint32(0), c.value()); err != nil {
+	if err := m.cfg.Put(uint32(0), c.value()); err != nil {
 		return fmt.Errorf("bpf: update impair config: %w", err)
 	}
 	return nil
 }
 
 // Counters reads the counters (all CPUs; updated atomically by the program).
-func (im *Impair) Counters() (ImpairCounters, error) {
+func (m *impairMaps) Counters() (ImpairCounters, error) {
 	b := make([]byte, impairCtrSize)
-	if err := im.ctr.Lookup(uint32(0), &b); err != nil {
+	if err := m.ctr.Lookup(uint32(0), &b); err != nil {
 		return ImpairCounters{}, fmt.Errorf("bpf: read impair counters: %w", err)
 	}
 	return parseCounters(b), nil
+}
+
+// Impair is a loaded loss-injection program with its maps.
+type Impair struct {
+	attacher
+	impairMaps
+}
+
+// NewImpair loads the impair program configured with c. It is not attached;
+// see [Impair.Attach], or embed it with [RedirectConfig.Impair].
+func NewImpair(c ImpairConfig) (*Impair, error) {
+	m, err := newImpairMaps(c)
+	if err != nil {
+		return nil, err
+	}
+	im := &Impair{impairMaps: m}
+	im.prog, err = newProgram("walcast_impair", m.spec())
+	if err != nil {
+		im.Close()
+		return nil, err
+	}
+	return im, nil
 }
 
 // Attach links the standalone impair program to the interface ifindex (of
@@ -173,10 +208,7 @@ func (im *Impair) Close() error {
 	if im.prog != nil {
 		err = errors.Join(err, im.prog.Close())
 	}
-	if im.ctr != nil {
-		err = errors.Join(err, im.ctr.Close())
-	}
-	return errors.Join(err, im.cfg.Close())
+	return errors.Join(err, im.impairMaps.close())
 }
 
 // Redirect is a loaded redirect program with its XSKMAP.

@@ -177,7 +177,27 @@ func TestRedirectVerdicts(t *testing.T) {
 	}
 }
 
-func counters(t *testing.T, im *Impair) ImpairCounters {
+// impairProg is the impair logic in either hook: the XDP program or the
+// tc classifier, with the verdicts of its kind.
+type impairProg interface {
+	Run(frame []byte) (uint32, error)
+	Counters() (ImpairCounters, error)
+	Set(ImpairConfig) error
+	Close() error
+}
+
+type impairKind struct {
+	name       string
+	pass, drop uint32
+	load       func(ImpairConfig) (impairProg, error)
+}
+
+var impairKinds = []impairKind{
+	{"xdp", XDPPass, XDPDrop, func(c ImpairConfig) (impairProg, error) { return NewImpair(c) }},
+	{"tc", 1<<32 + TCActUnspec, TCActShot, func(c ImpairConfig) (impairProg, error) { return NewTCImpair(c) }},
+}
+
+func counters(t *testing.T, im impairProg) ImpairCounters {
 	t.Helper()
 	c, err := im.Counters()
 	if err != nil {
@@ -188,30 +208,39 @@ func counters(t *testing.T, im *Impair) ImpairCounters {
 
 func TestImpairFrames(t *testing.T) {
 	requireXDP(t)
-	c := DefaultImpairConfig()
-	c.Port, c.DropFraction = port, 1
-	im, err := NewImpair(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Close()
-	matched := uint64(0)
-	for _, tc := range frameCases {
-		got, err := im.Run(tc.frame)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := uint32(XDPPass)
-		if tc.match {
-			want = XDPDrop
-			matched++
-		}
-		if got != want {
-			t.Errorf("%s: verdict %d, want %d", tc.name, got, want)
-		}
-	}
-	if got := counters(t, im); got != (ImpairCounters{matched, matched, matched}) {
-		t.Fatalf("counters %+v, want all %d", got, matched)
+	for _, k := range impairKinds {
+		t.Run(k.name, func(t *testing.T) {
+			c := DefaultImpairConfig()
+			c.Port, c.DropFraction = port, 1
+			im, err := k.load(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer im.Close()
+			matched := uint64(0)
+			for _, tc := range frameCases {
+				if k.name == "tc" && len(tc.frame) <= 14 {
+					// BPF_PROG_TEST_RUN refuses an skb with nothing past
+					// the Ethernet header (EINVAL); XDP covers the case.
+					continue
+				}
+				got, err := im.Run(tc.frame)
+				if err != nil {
+					t.Fatalf("%s: %v", tc.name, err)
+				}
+				want := k.pass
+				if tc.match {
+					want = k.drop
+					matched++
+				}
+				if got != want {
+					t.Errorf("%s: verdict %d, want %d", tc.name, got, want)
+				}
+			}
+			if got := counters(t, im); got != (ImpairCounters{matched, matched, matched}) {
+				t.Fatalf("counters %+v, want all %d", got, matched)
+			}
+		})
 	}
 }
 
@@ -245,26 +274,28 @@ func TestImpairConfigs(t *testing.T) {
 			[][]byte{frame{dport: port, payload: nak}.bytes(), frame{dport: port, payload: hb}.bytes(), frame{dport: port, payload: nak}.bytes()},
 			[]bool{false, false, true}, ImpairCounters{3, 2, 1}},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			im, err := NewImpair(tc.cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer im.Close()
-			for i, f := range tc.frames {
-				got, err := im.Run(f)
+	for _, k := range impairKinds {
+		for _, tc := range tests {
+			t.Run(k.name+"/"+tc.name, func(t *testing.T) {
+				im, err := k.load(tc.cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if (got == XDPDrop) != tc.drops[i] || (got != XDPDrop && got != XDPPass) {
-					t.Errorf("frame %d: verdict %d, want drop=%v", i, got, tc.drops[i])
+				defer im.Close()
+				for i, f := range tc.frames {
+					got, err := im.Run(f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if (got == k.drop) != tc.drops[i] || (got != k.drop && got != k.pass) {
+						t.Errorf("frame %d: verdict %d, want drop=%v", i, got, tc.drops[i])
+					}
 				}
-			}
-			if got := counters(t, im); got != tc.want {
-				t.Fatalf("counters %+v, want %+v", got, tc.want)
-			}
-		})
+				if got := counters(t, im); got != tc.want {
+					t.Fatalf("counters %+v, want %+v", got, tc.want)
+				}
+			})
+		}
 	}
 }
 
@@ -282,46 +313,50 @@ func TestImpairFraction(t *testing.T) {
 	requireXDP(t)
 	const n = 20000
 	f := frame{dport: port}.bytes()
-	for _, p := range []float64{0.01, 0.1, 0.5} {
-		im, err := NewImpair(ImpairConfig{Port: port, DropFraction: p, RecordType: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			if _, err := im.Run(f); err != nil {
+	for _, k := range impairKinds {
+		for _, p := range []float64{0.01, 0.1, 0.5} {
+			im, err := k.load(ImpairConfig{Port: port, DropFraction: p, RecordType: -1})
+			if err != nil {
 				t.Fatal(err)
 			}
+			for range n {
+				if _, err := im.Run(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c := counters(t, im)
+			im.Close()
+			sd := math.Sqrt(n * p * (1 - p))
+			if c.Candidates != n || math.Abs(float64(c.Dropped)-n*p) > 6*sd {
+				t.Errorf("%s p=%v: dropped %d of %d, want %.0f ± %.0f", k.name, p, c.Dropped, c.Candidates, n*p, 6*sd)
+			}
+			t.Logf("%s p=%v: dropped %d of %d", k.name, p, c.Dropped, n)
 		}
-		c := counters(t, im)
-		im.Close()
-		sd := math.Sqrt(n * p * (1 - p))
-		if c.Candidates != n || math.Abs(float64(c.Dropped)-n*p) > 6*sd {
-			t.Errorf("p=%v: dropped %d of %d, want %.0f ± %.0f", p, c.Dropped, c.Candidates, n*p, 6*sd)
-		}
-		t.Logf("p=%v: dropped %d of %d", p, c.Dropped, n)
 	}
 }
 
 // TestImpairSet changes the loss while loaded: an outage and its end.
 func TestImpairSet(t *testing.T) {
 	requireXDP(t)
-	im, err := NewImpair(DefaultImpairConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer im.Close()
-	f := frame{dport: port}.bytes()
-	for i, p := range []float64{0, 1, 0, 1} {
-		if err := im.Set(ImpairConfig{DropFraction: p, RecordType: -1}); err != nil {
+	for _, k := range impairKinds {
+		im, err := k.load(DefaultImpairConfig())
+		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := im.Run(f)
-		if want := map[bool]uint32{false: XDPPass, true: XDPDrop}[p == 1]; got != want {
-			t.Fatalf("step %d p=%v: verdict %d, want %d", i, p, got, want)
+		f := frame{dport: port}.bytes()
+		for i, p := range []float64{0, 1, 0, 1} {
+			if err := im.Set(ImpairConfig{DropFraction: p, RecordType: -1}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := im.Run(f)
+			if want := map[bool]uint32{false: k.pass, true: k.drop}[p == 1]; got != want {
+				t.Fatalf("%s step %d p=%v: verdict %d, want %d", k.name, i, p, got, want)
+			}
 		}
-	}
-	if err := im.Set(ImpairConfig{DropFraction: 2}); err == nil {
-		t.Fatal("Set accepted DropFraction 2")
+		if err := im.Set(ImpairConfig{DropFraction: 2}); err == nil {
+			t.Fatalf("%s: Set accepted DropFraction 2", k.name)
+		}
+		im.Close()
 	}
 }
 

@@ -49,3 +49,31 @@ func (*Redirect) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
 
 // Close does nothing on this platform.
 func (*Redirect) Close() error { return nil }
+
+// TCImpair is the tc loss-injection program; on this platform it cannot
+// load.
+type TCImpair struct{}
+
+// NewTCImpair returns ErrNotSupported on this platform.
+func NewTCImpair(ImpairConfig) (*TCImpair, error) { return nil, ErrNotSupported }
+
+// Set returns ErrNotSupported on this platform.
+func (*TCImpair) Set(ImpairConfig) error { return ErrNotSupported }
+
+// Counters returns ErrNotSupported on this platform.
+func (*TCImpair) Counters() (ImpairCounters, error) { return ImpairCounters{}, ErrNotSupported }
+
+// Attach returns ErrNotSupported on this platform.
+func (*TCImpair) Attach(int, Direction, TCMode) (TCMode, error) { return 0, ErrNotSupported }
+
+// Mode is always TCAuto on this platform.
+func (*TCImpair) Mode() TCMode { return TCAuto }
+
+// Run returns ErrNotSupported on this platform.
+func (*TCImpair) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
+
+// Detach does nothing on this platform.
+func (*TCImpair) Detach() error { return nil }
+
+// Close does nothing on this platform.
+func (*TCImpair) Close() error { return nil }

@@ -12,6 +12,10 @@
 //     the loss injector for tests on hosts without netem. Its configuration is
 //     a map, so [Impair.Set] changes the loss (for example 100 % for an
 //     outage, then 0 %) while the program stays attached.
+//   - TCImpair is the same impair logic as a direct-action tc classifier,
+//     for an interface's egress (or ingress) hook, attached through TCX or
+//     a clsact qdisc; on the ports of a bridge it impairs AF_XDP senders
+//     too, whose copy-mode transmit skips their own egress hook.
 //
 // Only one XDP program can sit on an interface. An interface that carries a
 // Redirect and needs loss as well gets an Impair embedded into the Redirect

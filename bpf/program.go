@@ -64,6 +64,22 @@ const (
 	xdpRxQueueIdx = 16
 )
 
+// Offsets into struct __sk_buff (the tc program's context).
+const (
+	skbData    = 76
+	skbDataEnd = 80
+)
+
+// tc verdicts (TC_ACT_*) of a direct-action classifier. The tc impair
+// program answers TCActUnspec for what it lets through (TCX_NEXT: the next
+// program or filter on the hook decides, and with none the frame passes),
+// so it composes with other programs, including a second injector.
+const (
+	TCActUnspec = -1
+	TCActOK     = 0
+	TCActShot   = 2
+)
+
 // Stack slots of the programs (relative to R10).
 const (
 	stackKey   = -4 // u32 map key 0
@@ -203,6 +219,11 @@ type progSpec struct {
 	fallback     int32 // redirect_map's action when the queue has no socket
 	impairCfgFD  int   // with impairCtrFD: run the impair section
 	impairCtrFD  int
+	// tc assembles a direct-action tc (SchedCLS) program instead of XDP:
+	// the context is a __sk_buff, the verdicts are TC_ACT_OK/TC_ACT_SHOT,
+	// and a frame whose headers are not in the linear part is pulled in
+	// first. Only the impair section exists for tc.
+	tc bool
 }
 
 // instructions assembles the program. Register use: R6 = ctx (until the
@@ -211,14 +232,39 @@ type progSpec struct {
 // short to hold one), R9 = impair configuration pointer.
 func (s progSpec) instructions() asm.Instructions {
 	const pass, after = "pass", "after_impair"
-	in := asm.Instructions{
-		asm.Mov.Reg(asm.R6, asm.R1),
-		// Save rx_queue_index while ctx is still in R6.
-		asm.LoadMem(asm.R1, asm.R6, xdpRxQueueIdx, asm.Word),
-		asm.StoreMem(asm.RFP, stackQueue, asm.R1, asm.Word),
-		asm.StoreImm(asm.RFP, stackKey, 0, asm.Word),
-		asm.LoadMem(asm.R2, asm.R6, xdpData, asm.Word),
-		asm.LoadMem(asm.R3, asm.R6, xdpDataEnd, asm.Word),
+	passV, dropV := int32(XDPPass), int32(XDPDrop)
+	var in asm.Instructions
+	if s.tc {
+		passV, dropV = TCActUnspec, TCActShot
+		in = asm.Instructions{
+			asm.Mov.Reg(asm.R6, asm.R1),
+			asm.StoreImm(asm.RFP, stackKey, 0, asm.Word),
+			// An skb's linear part may end before the record type (a
+			// clone, a paged frame): pull the headers in only then, since
+			// pulling a cloned skb copies it.
+			asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+			asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+			asm.Mov.Reg(asm.R4, asm.R2),
+			asm.Add.Imm(asm.R4, offRecType+2),
+			asm.JLE.Reg(asm.R4, asm.R3, "linear"),
+			asm.Mov.Reg(asm.R1, asm.R6),
+			asm.Mov.Imm(asm.R2, offRecType+2),
+			asm.FnSkbPullData.Call(), // fails harmlessly on a shorter frame
+			asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word).WithSymbol("linear"),
+			asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		}
+	} else {
+		in = asm.Instructions{
+			asm.Mov.Reg(asm.R6, asm.R1),
+			// Save rx_queue_index while ctx is still in R6.
+			asm.LoadMem(asm.R1, asm.R6, xdpRxQueueIdx, asm.Word),
+			asm.StoreMem(asm.RFP, stackQueue, asm.R1, asm.Word),
+			asm.StoreImm(asm.RFP, stackKey, 0, asm.Word),
+			asm.LoadMem(asm.R2, asm.R6, xdpData, asm.Word),
+			asm.LoadMem(asm.R3, asm.R6, xdpDataEnd, asm.Word),
+		}
+	}
+	in = append(in,
 		// The verifier rejects any packet load not dominated by a bounds check.
 		asm.Mov.Reg(asm.R4, asm.R2),
 		asm.Add.Imm(asm.R4, offPayload),
@@ -240,7 +286,7 @@ func (s progSpec) instructions() asm.Instructions {
 		asm.Add.Imm(asm.R4, offRecType+2),
 		asm.JGT.Reg(asm.R4, asm.R3, "have_fields"),
 		asm.LoadMem(asm.R8, asm.R2, offRecType, asm.Half),
-	}
+	)
 	next := "have_fields"
 	label := func(ins asm.Instruction) asm.Instruction {
 		if next != "" {
@@ -249,7 +295,7 @@ func (s progSpec) instructions() asm.Instructions {
 		}
 		return ins
 	}
-	if s.xskFD != 0 {
+	if s.xskFD != 0 && !s.tc {
 		in = append(in, label(asm.JNE.Imm(asm.R7, be16(s.redirectPort), pass)))
 	}
 	if s.impairCfgFD != 0 {
@@ -289,12 +335,12 @@ func (s progSpec) instructions() asm.Instructions {
 			asm.JGE.Reg(asm.R0, asm.R1, after),
 			asm.Mov.Imm(asm.R1, 1).WithSymbol("drop"),
 			asm.AddAtomic.Mem(asm.R6, asm.R1, asm.DWord, ctrDropped),
-			asm.Mov.Imm(asm.R0, XDPDrop),
+			asm.Mov.Imm(asm.R0, dropV),
 			asm.Return(),
 		)
 		next = after
 	}
-	if s.xskFD != 0 {
+	if s.xskFD != 0 && !s.tc {
 		in = append(in,
 			label(asm.LoadMem(asm.R2, asm.RFP, stackQueue, asm.Word)),
 			asm.LoadMapPtr(asm.R1, s.xskFD),
@@ -305,9 +351,9 @@ func (s progSpec) instructions() asm.Instructions {
 	}
 	if next != "" {
 		// No redirect: the label falls through to pass.
-		in = append(in, asm.Mov.Imm(asm.R0, XDPPass).WithSymbol(next), asm.Return())
+		in = append(in, asm.Mov.Imm(asm.R0, passV).WithSymbol(next), asm.Return())
 	}
-	in = append(in, asm.Mov.Imm(asm.R0, XDPPass).WithSymbol(pass), asm.Return())
+	in = append(in, asm.Mov.Imm(asm.R0, passV).WithSymbol(pass), asm.Return())
 	return in
 }
 
