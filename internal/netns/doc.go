@@ -23,6 +23,11 @@
 // [Host.Do]; afterwards they can be used from any thread. [Create] and
 // [Pair.Close] are the same without a testing.TB, for benchmarks.
 //
+// [NewLAN] and [CreateLAN] build N hosts on one Linux bridge instead, with
+// the bridge and its ports in a switch namespace: a tc program on a port's
+// egress ([Host.AttachTCImpair] on LAN.Ports[i]) impairs whatever is
+// forwarded to host i, AF_XDP senders included.
+//
 // Names are unique per process and call (pid plus a counter), interface names
 // stay within 15 bytes, and each pair uses 10.199.0.1/24 (A) and 10.199.0.2/24
 // (B) by default: the namespaces are isolated, so concurrent pairs do not

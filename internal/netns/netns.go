@@ -25,6 +25,9 @@ type Config struct {
 	// on both ends, so a hand-built Ethernet frame finds its destination MAC
 	// in /proc/net/arp without priming.
 	StaticNeigh bool
+	// Tag, when set, goes into the namespace names (walcast-TAG-ID-a), so a
+	// leftover namespace says who made it. Letters, digits and '-' only.
+	Tag string
 }
 
 // DefaultConfig is 10.199.0.1/24 ↔ 10.199.0.2/24, one queue, GRO off, MTU
@@ -52,7 +55,28 @@ func (c Config) Validate() error {
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return fmt.Errorf("netns: MTU %d outside 68..65535", c.MTU)
 	}
+	return validTag(c.Tag)
+}
+
+// validTag accepts "" or up to 16 letters, digits and dashes.
+func validTag(tag string) error {
+	if len(tag) > 16 {
+		return fmt.Errorf("netns: Tag %q longer than 16 bytes", tag)
+	}
+	for _, r := range tag {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+			return fmt.Errorf("netns: Tag %q: only letters, digits and '-'", tag)
+		}
+	}
 	return nil
+}
+
+// nsPrefix is "walcast-" or "walcast-TAG-".
+func nsPrefix(tag string) string {
+	if tag == "" {
+		return "walcast-"
+	}
+	return "walcast-" + tag + "-"
 }
 
 // Host is one end of the pair.

@@ -57,15 +57,12 @@ func Create(c Config) (*Pair, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	n := seq.Add(1)
-	id := strconv.FormatUint(uint64(os.Getpid()), 36) + strconv.FormatUint(uint64(n), 36)
-	if len(id) > 12 {
-		id = id[len(id)-12:]
-	}
+	id := uniqueID(12)
+	ns := nsPrefix(c.Tag) + id
 	p := &Pair{
 		Cfg: c,
-		A:   Host{NS: "walcast-" + id + "-a", Link: "wc" + id + "a", Addr: c.AddrA.Addr(), Prefix: c.AddrA},
-		B:   Host{NS: "walcast-" + id + "-b", Link: "wc" + id + "b", Addr: c.AddrB.Addr(), Prefix: c.AddrB},
+		A:   Host{NS: ns + "-a", Link: "wc" + id + "a", Addr: c.AddrA.Addr(), Prefix: c.AddrA},
+		B:   Host{NS: ns + "-b", Link: "wc" + id + "b", Addr: c.AddrB.Addr(), Prefix: c.AddrB},
 	}
 	q := strconv.Itoa(c.Queues)
 	steps := [][]string{
@@ -118,6 +115,16 @@ func Create(c Config) (*Pair, error) {
 		}
 	}
 	return p, nil
+}
+
+// uniqueID is the process id and a per-process counter in base 36, at
+// most n bytes (the tail, which changes fastest, is kept).
+func uniqueID(n int) string {
+	id := strconv.FormatUint(uint64(os.Getpid()), 36) + strconv.FormatUint(uint64(seq.Add(1)), 36)
+	if len(id) > n {
+		id = id[len(id)-n:]
+	}
+	return id
 }
 
 // Close deletes both namespaces (and with them the veth pair). It is safe to

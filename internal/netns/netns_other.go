@@ -56,3 +56,21 @@ func CreateBridge(BridgeConfig) (*Bridge, error) { return nil, ErrNotSupported }
 
 // Close does nothing.
 func (b *Bridge) Close() error { return nil }
+
+// NewLAN skips tb: network namespaces need Linux.
+func NewLAN(tb testing.TB, c LANConfig) *LAN {
+	tb.Helper()
+	tb.Skip(ErrNotSupported.Error())
+	return nil
+}
+
+// CreateLAN returns ErrNotSupported.
+func CreateLAN(LANConfig) (*LAN, error) { return nil, ErrNotSupported }
+
+// Close does nothing.
+func (l *LAN) Close() error { return nil }
+
+// AttachTCImpair returns ErrNotSupported.
+func (h Host) AttachTCImpair(bpf.ImpairConfig, bpf.Direction, bpf.TCMode) (*bpf.TCImpair, bpf.TCMode, error) {
+	return nil, 0, ErrNotSupported
+}
