@@ -161,10 +161,10 @@ func (r *Report) Sections(w io.Writer, md bool) {
 		}
 	}
 	titles := map[string]string{
-		"rtt":              "rtt — ping-pong round trip, 128 B (floor: raw-udp, same run)",
+		"rtt":              "rtt — ping-pong round trip, 128 B (floor: raw-udp for the peers, floor-loop for the datapath rows; same run)",
 		"oneway":           "oneway — send to delivery, clock shared in-process",
 		"classic-rtt":      "classic sender — RTT with receiver-side drop",
-		"throughput":       "throughput (floor: raw-udp, same run)",
+		"throughput":       "throughput (floor: raw-udp for the peers; floor-gso-gro, and floor-odirect for WAL rows, for the datapath rows; same run)",
 		"classic-bw":       "classic bandwidth — 1427-byte payloads",
 		"loss-degradation": "loss-degradation — sustained loss both ways, no application window",
 	}
@@ -372,9 +372,9 @@ func (r *Report) Figures() string {
 				rows = append(rows, []string{x.Name, "skipped", "", "", "", ""})
 				continue
 			}
-			rows = append(rows, []string{x.Name, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), ratio(x.RatioP50), ratio(x.RatioP99)})
+			rows = append(rows, []string{x.Name, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), ratio(x.RatioP50), ratio(x.RatioP99), x.Floor})
 		}
-		table(&b, true, []string{"protocol", "p50 µs", "p99 µs", "p99.9 µs", "p50 ×raw-udp", "p99 ×raw-udp"}, rows)
+		table(&b, true, []string{"protocol", "p50 µs", "p99 µs", "p99.9 µs", "p50 ×floor", "p99 ×floor", "floor"}, rows)
 	}
 	if rs := r.Workload("throughput"); len(rs) > 0 {
 		b.WriteString("Throughput, loopback, pinned:\n\n")
@@ -383,9 +383,9 @@ func (r *Report) Figures() string {
 			if x.Skipped != "" {
 				continue
 			}
-			rows = append(rows, []string{x.Name, fmt.Sprint(x.Size), rate(x.RecPerS), fmt.Sprintf("%.3f", x.Gbps), ratio(x.RatioTput), pct(x.DeliveredPct)})
+			rows = append(rows, []string{x.Name, fmt.Sprint(x.Size), rate(x.RecPerS), fmt.Sprintf("%.3f", x.Gbps), ratio(x.RatioTput), x.Floor, pct(x.DeliveredPct)})
 		}
-		table(&b, true, []string{"protocol", "bytes", "rec/s", "Gbit/s", "×raw-udp", "delivered %"}, rows)
+		table(&b, true, []string{"protocol", "bytes", "rec/s", "Gbit/s", "×floor", "floor", "delivered %"}, rows)
 	}
 	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
 		b.WriteString("Loss both ways (144 B, no application window): delivered in order % / records per s:\n\n")

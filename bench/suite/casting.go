@@ -1,7 +1,6 @@
 package suite
 
 import (
-	"strings"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
@@ -45,30 +44,47 @@ func rttConfig(o Options) benchkit.RTTConfig {
 	return c
 }
 
-// castingRTT runs the datapath package's own pair — raw UDP and casting
-// over datapath/udp in the same loop, threads and pins — next to the
-// suite's rows.
+// castingRTT runs the floor and the datapath package's rows: the minimal
+// raw loop (floor-loop, no code of ours), raw UDP over datapath/udp (the
+// datapath's cost) and casting over udp and mmsg (the protocol's), every
+// one of them compared with floor-loop of the same run.
 func castingRTT(o Options, r *report.Report) []harness.Result {
 	var out []harness.Result
 	size := o.Harness.Payload + wal.HeaderSize
-	row, err := benchkit.RTTRawUDP(rttConfig(o))
-	if err != nil {
-		out = append(out, failed("rtt", "raw-udp/datapath", size, err))
+	floorRow, ferr := benchkit.RTTFloor(rttConfig(o))
+	if ferr != nil {
+		out = append(out, failed("rtt", "floor-loop", size, ferr))
 	} else {
-		row.Name = "raw-udp/datapath"
-		out = append(out, fromRow(row, size))
+		out = append(out, fromRow(floorRow, size))
 	}
-	row, err = benchkit.RTTCasting(rttConfig(o))
-	if err != nil {
-		out = append(out, failed("rtt", "casting-udp/datapath", size, err))
-	} else {
-		row.Name = "casting-udp/datapath"
-		row.Note = strings.TrimSpace(row.Note + " (the datapath package's runner; its floor is raw-udp/datapath)")
+	for _, x := range []struct {
+		name string
+		run  func(benchkit.RTTConfig) (benchkit.Row, error)
+	}{
+		{"raw-udp/datapath", benchkit.RTTRawUDP},
+		{"casting-udp/datapath", benchkit.RTTCasting},
+		{"casting-mmsg/datapath", benchkit.RTTCastingMmsg},
+	} {
+		row, err := x.run(rttConfig(o))
+		if err != nil {
+			out = append(out, failed("rtt", x.name, size, err))
+			continue
+		}
+		row.Name = x.name
+		if ferr == nil {
+			row.CompareTo(floorRow)
+		}
 		out = append(out, fromRow(row, size))
 	}
 	return out
 }
 
+// castingThroughput runs the floors — raw GSO/GRO (floor-gso-gro), raw
+// O_DIRECT writes (floor-odirect) and the WAL alone — and the datapath
+// package's rows: raw sendmmsg and GSO/GRO over datapath/mmsg, and
+// casting over mmsg with the WAL off and on. Rows without the WAL are
+// compared with floor-gso-gro, rows with it with the slower of
+// floor-gso-gro and floor-odirect.
 func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 	var out []harness.Result
 	tc := func(gso bool) benchkit.ThroughputConfig {
@@ -76,28 +92,44 @@ func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 		c.Size, c.GSO, c.GRO = size, gso, gso
 		c.Duration = min(o.Harness.Budget, 2*time.Second)
 		c.CPUs = [2]int{o.Harness.ClientCPU, o.Harness.ServerCPU}
+		c.Dir = o.Dir
 		return c
 	}
-	add := func(name string, row benchkit.Row, err error) {
+	var net, slow *benchkit.Row
+	add := func(name string, row benchkit.Row, err error, vs *benchkit.Row) *benchkit.Row {
 		if err != nil {
 			out = append(out, failed("throughput", name, size, err))
-			return
+			return nil
 		}
 		row.Name = name
+		if vs != nil {
+			row.CompareTo(*vs)
+		}
 		res := fromRow(row, size)
 		res.Sent, res.Delivered, res.DeliveredPct = row.Records, row.Records, 100
 		out = append(out, res)
+		return &row
 	}
-	row, err := benchkit.ThroughputRaw(tc(false))
-	add("raw-sendmmsg/datapath", row, err)
+	row, err := benchkit.ThroughputFloor(tc(true))
+	net = add("floor-gso-gro", row, err, nil)
+	row, err = benchkit.DiskFloor(tc(true).Dir, size, tc(true).Duration)
+	disk := add("floor-odirect", row, err, net)
+	slow = net
+	if disk != nil && (slow == nil || disk.RecPerS < slow.RecPerS) {
+		slow = disk
+	}
+	row, err = benchkit.WALAlone(tc(true))
+	add("wal-alone", row, err, disk)
+	row, err = benchkit.ThroughputRaw(tc(false))
+	add("raw-sendmmsg/datapath", row, err, net)
 	row, err = benchkit.ThroughputRaw(tc(true))
-	add("raw-gso-gro/datapath", row, err)
+	add("raw-gso-gro/datapath", row, err, net)
 	// casting over mmsg (GSO/GRO as the path offers), WAL on and off: the
 	// datapath package's runner, the same loop as its raw floors.
 	row, err = benchkit.ThroughputCasting(tc(true), true, false)
-	add("casting-mmsg+wal/datapath", row, err)
+	add("casting-mmsg+wal/datapath", row, err, slow)
 	row, err = benchkit.ThroughputCasting(tc(true), false, false)
-	add("casting-mmsg/datapath", row, err)
+	add("casting-mmsg/datapath", row, err, net)
 	return out
 }
 

@@ -13,12 +13,14 @@ import (
 	"github.com/walcast/walcast/internal/benchkit"
 )
 
-// rttRunners are the rows of `cast bench rtt` compared with the raw floor.
-var rttRunners = []func(benchkit.RTTConfig) (benchkit.Row, error){benchkit.RTTCasting}
+// rttRunners are the rows of `cast bench rtt` after the floor, in the
+// order the cost adds up: the datapath alone (raw-udp over datapath/udp),
+// then the protocol on top (casting over udp, then over mmsg).
+var rttRunners = []func(benchkit.RTTConfig) (benchkit.Row, error){benchkit.RTTRawUDP, benchkit.RTTCasting, benchkit.RTTCastingMmsg}
 
 func init() {
-	registerBench("rtt", "ping-pong RTT: casting over udp vs raw UDP, spin and netpoller modes", benchRTT)
-	registerBench("throughput", "one-way records/s: casting over mmsg vs raw sendmmsg and GSO/GRO", benchThroughput)
+	registerBench("rtt", "ping-pong RTT: casting over udp and mmsg vs the minimal raw loop, spin and park modes", benchRTT)
+	registerBench("throughput", "one-way records/s: casting over mmsg (WAL off/on) vs raw GSO/GRO, the WAL alone and raw O_DIRECT", benchThroughput)
 }
 
 func parsePins(s string) ([2]int, error) {
@@ -46,11 +48,13 @@ func parseModes(s string) ([]affinity.Strategy, error) {
 }
 
 func benchRTT(args []string) error {
-	fs := newFlagSet("bench rtt", "[flags]", "Ping-pong round trips on loopback: casting over datapath/udp against raw UDP\nwith the same threads and idle mode (the floor), and plain goroutines on\nnet.UDPConn for reference. Ratios are against raw-udp of the same mode and run.")
+	fs := newFlagSet("bench rtt", "[flags]", "Ping-pong round trips on loopback. The floor is a minimal raw loop (two pinned\nthreads, sendto/recvfrom through unix.Syscall6, busy loop on EAGAIN; blocking\nrecvfrom in park mode) that shares no code with the datapaths. Then raw-udp\n(the same ping-pong over datapath/udp: the datapath's cost), casting-udp and\ncasting-mmsg (the protocol's cost; loop batch -batch). Rows run interleaved\n-runs times; ratios are against the floor of the same mode and run, and the\nspread table gives min–max over the runs.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench rtt")
 	c := benchkit.DefaultRTTConfig()
 	fs.IntVar(&c.N, "n", c.N, "measured round trips per row")
 	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "round trips before measuring")
 	fs.IntVar(&c.Size, "size", c.Size, "bytes per ping")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per receive and flush in the casting loops")
+	runs := fs.Int("runs", 3, "interleaved runs of every row")
 	mode := fs.String("mode", "both", "idle mode: spin, park (netpoller) or both")
 	pin := fs.String("pin", "0,1", "CPUs of the client and echo threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
@@ -66,6 +70,12 @@ func benchRTT(args []string) error {
 	if err := checkRange("size", c.Size, 16, 65507); err != nil {
 		return err
 	}
+	if err := checkRange("batch", c.Batch, 1, 1024); err != nil {
+		return err
+	}
+	if err := checkRange("runs", *runs, 1, 100); err != nil {
+		return err
+	}
 	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
@@ -74,35 +84,110 @@ func benchRTT(args []string) error {
 	if err != nil {
 		return err
 	}
+	load0 := loadAvg()
 	var rows []benchkit.Row
-	for _, m := range modes {
-		c.Mode = m
-		floor, err := benchkit.RTTRawUDP(c)
-		if err != nil {
-			return fmt.Errorf("raw-udp %v: %w", m, err)
-		}
-		rows = append(rows, floor)
-		for _, run := range rttRunners {
-			r, err := run(c)
+	for run := 1; run <= max(1, *runs); run++ {
+		for _, m := range modes {
+			c.Mode = m
+			floor, err := benchkit.RTTFloor(c)
 			if err != nil {
-				return err
+				return fmt.Errorf("floor-loop %v: %w", m, err)
 			}
-			r.CompareTo(floor)
-			rows = append(rows, r)
+			floor.Run = run
+			rows = append(rows, floor)
+			for _, fn := range rttRunners {
+				r, err := fn(c)
+				if err != nil {
+					return err
+				}
+				r.Run = run
+				r.CompareTo(floor)
+				rows = append(rows, r)
+			}
 		}
 	}
+	c.Mode = affinity.Park
 	ref, err := benchkit.RTTGoNet(c)
 	if err != nil {
 		return err
 	}
 	for _, r := range rows {
-		if r.Name == "raw-udp" && r.Mode == affinity.Park.String() {
+		if r.Name == "floor-loop" && r.Mode == affinity.Park.String() && r.Run == 1 {
 			ref.CompareTo(r)
 		}
 	}
 	rows = append(rows, ref)
-	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("rtt: %d round trips of %d B, pins %s, %s", c.N, c.Size, *pin, time.Now().UTC().Format(time.RFC3339)))
+	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s → %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), load0, loadAvg())
+	printRows(os.Stdout, rows, *jsonOut, title)
+	if !*jsonOut {
+		printSpread(os.Stdout, rows)
+	}
 	return nil
+}
+
+// loadAvg is the first three fields of /proc/loadavg ("?" elsewhere).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// printSpread prints, per row name and mode, the range over the runs of
+// the figures and of the same-run ratios.
+func printSpread(w io.Writer, rows []benchkit.Row) {
+	type key struct{ name, mode string }
+	var order []key
+	groups := map[key][]benchkit.Row{}
+	for _, r := range rows {
+		k := key{r.Name, r.Mode}
+		if r.Bytes > 0 {
+			k.mode = strconv.Itoa(r.Bytes)
+		}
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], r)
+	}
+	span := func(rs []benchkit.Row, f func(benchkit.Row) float64, format string) string {
+		lo, hi := f(rs[0]), f(rs[0])
+		for _, r := range rs[1:] {
+			lo, hi = min(lo, f(r)), max(hi, f(r))
+		}
+		if lo == 0 && hi == 0 || lo != lo {
+			return "-"
+		}
+		if len(rs) == 1 || lo == hi {
+			return fmt.Sprintf(format, lo)
+		}
+		return fmt.Sprintf(format+"–"+format, lo, hi)
+	}
+	lat := len(rows) > 0 && rows[0].Latency.N > 0
+	fmt.Fprintln(w, "\nspread over runs (min–max):")
+	if lat {
+		fmt.Fprintf(w, "%-16s %-10s %4s %13s %13s %11s %11s\n", "name", "mode", "runs", "p50 µs", "p99 µs", "×p50", "×p99")
+		for _, k := range order {
+			rs := groups[k]
+			fmt.Fprintf(w, "%-16s %-10s %4d %13s %13s %11s %11s\n", k.name, k.mode, len(rs),
+				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P50) }, "%.1f"),
+				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P99) }, "%.1f"),
+				span(rs, func(r benchkit.Row) float64 { return r.RatioP50 }, "%.2f"),
+				span(rs, func(r benchkit.Row) float64 { return r.RatioP99 }, "%.2f"))
+		}
+		return
+	}
+	fmt.Fprintf(w, "%-26s %5s %4s %19s %11s\n", "name", "bytes", "runs", "records/s", "×floor")
+	for _, k := range order {
+		rs := groups[k]
+		fmt.Fprintf(w, "%-26s %5s %4d %19s %11s\n", k.name, k.mode, len(rs),
+			span(rs, func(r benchkit.Row) float64 { return r.RecPerS }, "%.0f"),
+			span(rs, func(r benchkit.Row) float64 { return r.RatioTput }, "%.2f"))
+	}
 }
 
 func printRows(w io.Writer, rows []benchkit.Row, asJSON bool, title string) {
@@ -116,17 +201,17 @@ func printRows(w io.Writer, rows []benchkit.Row, asJSON bool, title string) {
 	fmt.Fprintln(w, title)
 	lat := len(rows) > 0 && rows[0].Latency.N > 0
 	if lat {
-		fmt.Fprintf(w, "%-14s %-6s %-10s %9s %9s %9s %9s %9s %7s %7s  %s\n", "name", "path", "mode", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "note")
+		fmt.Fprintf(w, "%3s %-14s %-6s %-10s %9s %9s %9s %9s %9s %7s %7s  %s\n", "run", "name", "path", "mode", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "note")
 		for _, r := range rows {
 			l := r.Latency
-			fmt.Fprintf(w, "%-14s %-6s %-10s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Name, r.Path, r.Mode,
+			fmt.Fprintf(w, "%3d %-14s %-6s %-10s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Run, r.Name, r.Path, r.Mode,
 				us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3, ratio(r.RatioP50), ratio(r.RatioP99), r.Note)
 		}
 		return
 	}
-	fmt.Fprintf(w, "%-20s %-6s %12s %8s %8s  %s\n", "name", "path", "records/s", "Gbit/s", "×floor", "note")
+	fmt.Fprintf(w, "%3s %-26s %-6s %12s %8s %8s  %s\n", "run", "name", "path", "records/s", "Gbit/s", "×floor", "note")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%-20s %-6s %12.0f %8.2f %8s  %s\n", r.Name, r.Path, r.RecPerS, r.Gbps, ratio(r.RatioTput), r.Note)
+		fmt.Fprintf(w, "%3d %-26s %-6s %12.0f %8.2f %8s  %s\n", r.Run, r.Name, r.Path, r.RecPerS, r.Gbps, ratio(r.RatioTput), r.Note)
 	}
 }
 

@@ -10,29 +10,37 @@ import (
 	"github.com/walcast/walcast/internal/benchkit"
 )
 
-// tputRunners are the casting rows of `cast bench throughput`; each is
-// compared with the raw GSO/GRO floor of the same size.
-var tputRunners = []func(benchkit.ThroughputConfig) ([]benchkit.Row, error){
-	func(c benchkit.ThroughputConfig) ([]benchkit.Row, error) {
-		var rows []benchkit.Row
-		for _, v := range []struct{ wal, coalesce bool }{{false, false}, {true, false}, {true, true}} {
-			r, err := benchkit.ThroughputCasting(c, v.wal, v.coalesce)
-			if err != nil {
-				return nil, err
-			}
-			rows = append(rows, r)
-		}
-		return rows, nil
-	},
+// tputRun is one throughput row after the floors.
+type tputRun struct {
+	name string
+	wal  bool // compared with the network and disk floors, not the network's alone
+	run  func(benchkit.ThroughputConfig) (benchkit.Row, error)
+}
+
+// tputRunners are the rows of `cast bench throughput` after the floors, in
+// the order the cost adds up: the datapath alone, the protocol, the WAL.
+var tputRunners = []tputRun{
+	{"raw-gso-gro", false, benchkit.ThroughputRaw},
+	{"casting-mmsg", false, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		return benchkit.ThroughputCasting(c, false, false)
+	}},
+	{"casting-mmsg+wal", true, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		return benchkit.ThroughputCasting(c, true, false)
+	}},
+	{"casting-mmsg+wal+coalesce", true, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		return benchkit.ThroughputCasting(c, true, true)
+	}},
 }
 
 func benchThroughput(args []string) error {
-	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback: raw sendmmsg and raw GSO/GRO (the floors) and casting\nover datapath/mmsg, at each frame size. Ratios are against raw-gso-gro of the\nsame size and run.")
+	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback, at each frame size. The floors share no code with what\nthey measure: floor-gso-gro (raw UDP_SEGMENT sends and UDP_GRO receives on two\npinned threads), floor-odirect (1 MiB O_DIRECT writes + fdatasync in -dir, as\nrecords/s of the frame size) and wal-alone (one goroutine appending to a\nwal.Writer, no network). Then raw-gso-gro over datapath/mmsg (the datapath's\ncost), casting-mmsg (the protocol's) and casting-mmsg+wal (the WAL's). Rows\nwithout the WAL are compared with floor-gso-gro; rows with it with the slower\nof floor-gso-gro and floor-odirect, and the note gives the ratio to the slower\nof floor-gso-gro and wal-alone. Rows run interleaved -runs times.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench throughput")
 	c := benchkit.DefaultThroughputConfig()
 	sizes := fs.String("sizes", "144,1443", "frame sizes in bytes, comma-separated")
 	fs.DurationVar(&c.Duration, "d", c.Duration, "sending time per row")
 	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per sendmmsg/recvmmsg")
 	fs.IntVar(&c.Window, "window", c.Window, "records in flight at most (the sender waits for the receiver; 0: unpaced)")
+	fs.StringVar(&c.Dir, "dir", os.TempDir(), "directory for the WAL-on rows and the disk floors")
+	runs := fs.Int("runs", 3, "interleaved runs of every row")
 	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
 	if err := parseFlags(fs, args); err != nil {
@@ -47,47 +55,75 @@ func benchThroughput(args []string) error {
 	if err := checkRange("window", c.Window, 0, 1<<30); err != nil {
 		return err
 	}
+	if err := checkRange("runs", *runs, 1, 100); err != nil {
+		return err
+	}
 	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}
-	var ss []int
+	var sz []int
 	for _, s := range strings.Split(*sizes, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(s))
+		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
 			return usagef("-sizes: %v", err)
 		}
-		if err := checkRange("sizes", v, 24, 65507); err != nil {
+		if err := checkRange("sizes", n, 24, 1472); err != nil {
 			return err
 		}
-		ss = append(ss, v)
+		sz = append(sz, n)
 	}
+	load0 := loadAvg()
 	var rows []benchkit.Row
-	for _, size := range ss {
-		c.Size = size
-		plain := c
-		plain.GSO, plain.GRO = false, false
-		r0, err := benchkit.ThroughputRaw(plain)
-		if err != nil {
-			return err
-		}
-		floor, err := benchkit.ThroughputRaw(c)
-		if err != nil {
-			return err
-		}
-		r0.CompareTo(floor)
-		rows = append(rows, r0, floor)
-		for _, run := range tputRunners {
-			rs, err := run(c)
+	for run := 1; run <= max(1, *runs); run++ {
+		for _, size := range sz {
+			c.Size = size
+			net, err := benchkit.ThroughputFloor(c)
 			if err != nil {
 				return err
 			}
-			for i := range rs {
-				rs[i].CompareTo(floor)
+			disk, err := benchkit.DiskFloor(c.Dir, size, c.Duration)
+			if err != nil {
+				return err
 			}
-			rows = append(rows, rs...)
+			alone, err := benchkit.WALAlone(c)
+			if err != nil {
+				return err
+			}
+			disk.CompareTo(net)
+			alone.CompareTo(disk)
+			slow := net
+			if disk.RecPerS < slow.RecPerS {
+				slow = disk
+			}
+			bound := net
+			if alone.RecPerS < bound.RecPerS {
+				bound = alone
+			}
+			set := []benchkit.Row{net, disk, alone}
+			for _, tr := range tputRunners {
+				r, err := tr.run(c)
+				if err != nil {
+					return fmt.Errorf("%s %d B: %w", tr.name, size, err)
+				}
+				if tr.wal {
+					r.CompareTo(slow)
+					r.Note = fmt.Sprintf("×%s %.2f; ", bound.Name, r.RecPerS/bound.RecPerS) + r.Note
+				} else {
+					r.CompareTo(net)
+				}
+				set = append(set, r)
+			}
+			for i := range set {
+				set[i].Run = run
+			}
+			rows = append(rows, set...)
 		}
 	}
-	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, %s", c.Duration, c.Batch, c.Window, *pin, time.Now().UTC().Format(time.RFC3339)))
+	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s → %s",
+		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), load0, loadAvg()))
+	if !*jsonOut {
+		printSpread(os.Stdout, rows)
+	}
 	return nil
 }

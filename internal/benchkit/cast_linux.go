@@ -68,19 +68,32 @@ func ConnectedMmsg(gso, gro bool, batch int) (a, b *mmsg.Path, err error) {
 // RTTCasting is ping-pong through the casting protocol over datapath/udp:
 // a client loop (Sender + Receiver) sends one record, an echo loop
 // (Receiver + Sender) sends it back on its own stream, and the client
-// times the round trip. Same threads, pins and idle mode as RTTRawUDP.
-func RTTCasting(c RTTConfig) (Row, error) {
+// times the round trip. Same threads, pins and idle mode as RTTRawUDP;
+// both loops receive and flush c.Batch datagrams at a time.
+func RTTCasting(c RTTConfig) (Row, error) { return rttCasting(c, "udp") }
+
+// RTTCastingMmsg is RTTCasting over datapath/mmsg (recvmmsg/sendmmsg of
+// c.Batch datagrams, no GSO/GRO).
+func RTTCastingMmsg(c RTTConfig) (Row, error) { return rttCasting(c, "mmsg") }
+
+func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err := c.Validate(); err != nil {
 		return Row{}, err
 	}
 	if c.Size < wal.HeaderSize+16 {
 		return Row{}, fmt.Errorf("benchkit: casting rtt needs size >= %d", wal.HeaderSize+16)
 	}
-	a, b, err := ConnectedUDP()
+	var a, b datapath.Path
+	var err error
+	if kind == "mmsg" {
+		a, b, err = ConnectedMmsg(false, false, c.Batch)
+	} else {
+		a, b, err = ConnectedUDP()
+	}
 	if err != nil {
 		return Row{}, err
 	}
-	echo, err := newEchoLoop(b, affinity.Config{CPU: c.CPUs[1]}, c.Mode)
+	echo, err := newEchoLoop(b, affinity.Config{CPU: c.CPUs[1]}, c.Mode, c.Batch)
 	if err != nil {
 		a.Close()
 		b.Close()
@@ -118,6 +131,7 @@ func RTTCasting(c RTTConfig) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
+	cfg.Batch = c.Batch
 	cfg.OnPoll = func(l *cast.Loop, now int64) {
 		if !outstanding {
 			ping(l)
@@ -173,7 +187,7 @@ func RTTCasting(c RTTConfig) (Row, error) {
 		return Row{}, fmt.Errorf("benchkit: casting rtt timed out after %d of %d pings", i, total)
 	}
 	st := l.ReceiverStats()
-	row := Row{Workload: "rtt", Name: "casting-udp", Path: "udp", Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
+	row := Row{Workload: "rtt", Name: "casting-" + kind, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
 	row.RecPerS = float64(s.Len()) / el.Seconds()
 	if st.NaksSent > 0 {
 		row.Note = fmt.Sprintf("naks=%d", st.NaksSent)
@@ -205,11 +219,12 @@ func loopConfig(p datapath.Path, pin affinity.Config, mode affinity.Strategy, se
 
 // newEchoLoop starts a loop that sends every record it receives back on
 // its own stream.
-func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy) (*cast.Loop, error) {
+func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int) (*cast.Loop, error) {
 	cfg, err := loopConfig(p, pin, mode, true, true)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Batch = batch
 	cfg.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) { _, _ = l.Send(h.Type, payload) }
 	l, err := cast.NewLoop(cfg)
 	if err != nil {
@@ -238,12 +253,12 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	}
 	var w *wal.Writer
 	if withWAL {
-		dir, err := os.MkdirTemp("", "walcast-bench-")
+		dir, err := os.MkdirTemp(c.Dir, "walcast-bench-")
 		if err != nil {
 			return Row{}, err
 		}
 		defer os.RemoveAll(dir)
-		if w, err = wal.Open(wal.DefaultConfig(dir)); err != nil {
+		if w, err = wal.Open(walConfig(dir)); err != nil {
 			return Row{}, err
 		}
 		defer w.Close()

@@ -17,6 +17,8 @@ type Row struct {
 	RatioP99  float64 `json:"ratio_p99,omitempty"`
 	RatioTput float64 `json:"ratio_tput,omitempty"` // RecPerS / floor's RecPerS
 	Note      string  `json:"note,omitempty"`
+	Run       int     `json:"run,omitempty"`   // which of several interleaved runs (1-based; 0: single run)
+	Bytes     int     `json:"bytes,omitempty"` // frame bytes of a throughput row
 }
 
 // CompareTo fills the ratio fields of r against floor (same run).

@@ -18,11 +18,15 @@ type RTTConfig struct {
 	// Timeout is how long the client waits for a reply before counting
 	// the ping lost and sending the next (default 1 s).
 	Timeout time.Duration
+	// Batch is the datagrams per receive and per flush of the casting
+	// loops (default 1: one ping is in flight, and a bigger receive
+	// vector only adds a recvfrom that finds nothing).
+	Batch int
 }
 
 // DefaultRTTConfig is 100 000 pings of 144 bytes, spinning, pinned to CPUs 0 and 1.
 func DefaultRTTConfig() RTTConfig {
-	return RTTConfig{Size: 144, N: 100_000, Warmup: 10_000, Mode: affinity.Spin, CPUs: [2]int{0, 1}, Timeout: time.Second}
+	return RTTConfig{Size: 144, N: 100_000, Warmup: 10_000, Mode: affinity.Spin, CPUs: [2]int{0, 1}, Timeout: time.Second, Batch: 1}
 }
 
 // Validate reports a config that cannot run.
@@ -35,6 +39,9 @@ func (c RTTConfig) Validate() error {
 	}
 	if c.Mode != affinity.Spin && c.Mode != affinity.Park {
 		return fmt.Errorf("benchkit: rtt mode %v: use spin or park", c.Mode)
+	}
+	if c.Batch < 1 || c.Batch > 1024 {
+		return fmt.Errorf("benchkit: rtt batch %d outside 1..1024", c.Batch)
 	}
 	if c.Timeout <= 0 {
 		return errors.New("benchkit: rtt Timeout must be > 0")

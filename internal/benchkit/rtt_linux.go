@@ -49,8 +49,8 @@ func recvOne(p waiter, v *batch.Vec, mode affinity.Strategy, deadline time.Time,
 }
 
 // echoLoop sends every datagram p receives back to its source until stop.
-func echoLoop(p waiter, mode affinity.Strategy, stop *atomic.Bool, errc chan<- error) {
-	v := batch.New(64, 2048)
+func echoLoop(p waiter, mode affinity.Strategy, n int, stop *atomic.Bool, errc chan<- error) {
+	v := batch.New(n, 2048)
 	for !stop.Load() {
 		n, err := recvOne(p, v, mode, time.Now().Add(100*time.Millisecond), stop)
 		if err != nil {
@@ -94,7 +94,7 @@ func RTTRawUDP(c RTTConfig) (Row, error) {
 	affinity.EnsureGOMAXPROCS(2)
 	var stop atomic.Bool
 	errc := make(chan error, 2)
-	echo, err := affinity.GoFor(c.Mode, c.pin(1), func() { echoLoop(srv, c.Mode, &stop, errc) })
+	echo, err := affinity.GoFor(c.Mode, c.pin(1), func() { echoLoop(srv, c.Mode, c.Batch, &stop, errc) })
 	if err != nil {
 		return Row{}, err
 	}
@@ -122,7 +122,7 @@ func RTTRawUDP(c RTTConfig) (Row, error) {
 // pingLoop sends one ping, waits for its echo, records the round trip.
 func pingLoop(p waiter, c RTTConfig, stop *atomic.Bool) (Row, error) {
 	out := batch.New(1, 2048)
-	in := batch.New(64, 2048)
+	in := batch.New(c.Batch, 2048)
 	s := NewSamples(c.N)
 	payload := make([]byte, c.Size)
 	lost := 0

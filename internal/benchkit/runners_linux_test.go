@@ -55,6 +55,14 @@ func TestCastingRunners(t *testing.T) {
 		if r.Latency.N != 300 || r.Name != "casting-udp" {
 			t.Fatalf("%+v", r)
 		}
+		c.Batch = 1
+		r, err = RTTCastingMmsg(c)
+		if err != nil {
+			t.Fatal(mode, err)
+		}
+		if r.Latency.N != 300 || r.Name != "casting-mmsg" {
+			t.Fatalf("%+v", r)
+		}
 	}
 	for _, walOn := range []bool{false, true} {
 		c := DefaultThroughputConfig()
@@ -67,5 +75,47 @@ func TestCastingRunners(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 		t.Logf("%s: %.0f rec/s %s", r.Name, r.RecPerS, r.Note)
+	}
+}
+
+// The floors run at a tiny scale: they must complete and measure; no
+// timing is asserted.
+func TestFloors(t *testing.T) {
+	for _, mode := range []affinity.Strategy{affinity.Spin, affinity.Park} {
+		c := DefaultRTTConfig()
+		c.N, c.Warmup, c.Mode, c.CPUs = 300, 20, mode, [2]int{-1, -1}
+		r, err := RTTFloor(c)
+		if err != nil {
+			t.Fatal(mode, err)
+		}
+		if r.Latency.N != 300 || r.Latency.P50 <= 0 || r.Name != "floor-loop" || r.Mode != mode.String() {
+			t.Fatalf("%v: %+v", mode, r)
+		}
+	}
+	tc := DefaultThroughputConfig()
+	tc.Duration, tc.CPUs, tc.Dir = 100*time.Millisecond, [2]int{-1, -1}, t.TempDir()
+	for _, size := range []int{144, 1443} {
+		tc.Size = size
+		r, err := ThroughputFloor(tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Records == 0 || r.Bytes != size || r.Name != "floor-gso-gro" {
+			t.Fatalf("%+v", r)
+		}
+		w, err := WALAlone(tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Records == 0 || w.Name != "wal-alone" {
+			t.Fatalf("%+v", w)
+		}
+	}
+	d, err := DiskFloor(tc.Dir, 144, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Records == 0 || d.Name != "floor-odirect" {
+		t.Fatalf("%+v", d)
 	}
 }

@@ -4,6 +4,7 @@ package benchkit
 
 import (
 	"errors"
+	"time"
 
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
@@ -34,3 +35,18 @@ func ConnectedUDP() (a, b *udp.Path, err error) { return nil, nil, errNotLinux }
 func ConnectedMmsg(gso, gro bool, batch int) (a, b *mmsg.Path, err error) {
 	return nil, nil, errNotLinux
 }
+
+// RTTFloor is Linux-only.
+func RTTFloor(RTTConfig) (Row, error) { return Row{}, errNotLinux }
+
+// ThroughputFloor is Linux-only.
+func ThroughputFloor(ThroughputConfig) (Row, error) { return Row{}, errNotLinux }
+
+// DiskFloor is Linux-only.
+func DiskFloor(string, int, time.Duration) (Row, error) { return Row{}, errNotLinux }
+
+// WALAlone is Linux-only here (it shares the Linux run's disk floor).
+func WALAlone(ThroughputConfig) (Row, error) { return Row{}, errNotLinux }
+
+// RTTCastingMmsg is Linux-only.
+func RTTCastingMmsg(RTTConfig) (Row, error) { return Row{}, errNotLinux }

@@ -18,6 +18,9 @@ type ThroughputConfig struct {
 	// how much an overrun receiver drops (default 4096, the Sender's hot
 	// ring; 0 = unpaced).
 	Window int
+	// Dir is where WAL-on rows and the disk floors write (default: the
+	// system's temporary directory).
+	Dir string
 }
 
 // DefaultThroughputConfig is 2 s of 144-byte frames, batches of 64, GSO and GRO on, pinned to CPUs 0 and 1.
@@ -38,7 +41,7 @@ func (c ThroughputConfig) Validate() error {
 
 // fill sets Gbps and RecPerS from records delivered in seconds.
 func (r *Row) fill(records int64, size int, seconds float64) {
-	r.Records, r.Seconds = records, seconds
+	r.Records, r.Seconds, r.Bytes = records, seconds, size
 	if seconds > 0 {
 		r.RecPerS = float64(records) / seconds
 		r.Gbps = float64(records) * float64(size) * 8 / seconds / 1e9
