@@ -189,8 +189,22 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	st := l.ReceiverStats()
 	row := Row{Workload: "rtt", Name: "casting-" + kind, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
 	row.RecPerS = float64(s.Len()) / el.Seconds()
+	// What one round trip costs the client thread, averaged over every
+	// ping (warm-up included): system calls and loop iterations.
+	var recvCalls, sendCalls uint64
+	switch p := a.(type) {
+	case *udp.Path:
+		ps := p.Stats()
+		recvCalls, sendCalls = ps.RecvCalls, ps.SendCalls
+	case *mmsg.Path:
+		ps := p.Stats()
+		recvCalls, sendCalls = ps.RecvCalls, ps.SendCalls
+	}
+	per := float64(max(total, 1))
+	row.Note = fmt.Sprintf("client per round trip: %.1f recv calls, %.2f send calls, %.1f loop iterations",
+		float64(recvCalls)/per, float64(sendCalls)/per, float64(l.Stats().Iterations)/per)
 	if st.NaksSent > 0 {
-		row.Note = fmt.Sprintf("naks=%d", st.NaksSent)
+		row.Note += fmt.Sprintf("; naks=%d", st.NaksSent)
 	}
 	return row, nil
 }
@@ -359,6 +373,14 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	f := a.Features()
 	row.Note = fmt.Sprintf("size=%d sent=%d delivered=%d gso=%v gro=%v naks=%d retx_hot=%d retx_cold=%d outcome=%v",
 		c.Size, sent, got, f.GSO, b.Features().GRO, rs.NaksSent, ss.RetxHot, ss.RetxCold, rloopOutcome(rloop))
+	if w != nil {
+		ws := w.Stats()
+		row.Note += fmt.Sprintf(" wal: %d flushes (%.0f KiB each, p50 %v, p99 %v), backpressure %d, direct=%v",
+			ws.Flushes, float64(sent)*float64(c.Size)/float64(max(ws.Flushes, 1))/1024, ws.FlushP50.Round(time.Microsecond),
+			ws.FlushP99.Round(time.Microsecond), ws.Backpressure, ws.Direct)
+	}
+	ls := sloop.Stats()
+	row.Note += fmt.Sprintf(" sender loop: %d iterations, %.0f%% idle, %d flushes", ls.Iterations, 100*float64(ls.IdlePolls)/float64(max(ls.Iterations, 1)), ls.Flushes)
 	return row, nil
 }
 
