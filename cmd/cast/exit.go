@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Exit statuses, the same for every command; `cast -h` lists them. A
@@ -158,11 +159,21 @@ func signalContext() (context.Context, context.CancelFunc) {
 		case <-stop:
 			return
 		}
-		select {
-		case <-ch:
-			fmt.Fprintln(os.Stderr, "cast: interrupted twice, exiting now")
-			os.Exit(exitInterrupted)
-		case <-stop:
+		// A second signal exits at once; one within 100 ms of the first
+		// is the same signal sent twice (timeout(1) signals the child and
+		// then its process group).
+		first := time.Now()
+		for {
+			select {
+			case <-ch:
+				if time.Since(first) < 100*time.Millisecond {
+					continue
+				}
+				fmt.Fprintln(os.Stderr, "cast: interrupted twice, exiting now")
+				os.Exit(exitInterrupted)
+			case <-stop:
+				return
+			}
 		}
 	}()
 	var once sync.Once

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/walcast/walcast/batch"
@@ -63,12 +64,24 @@ func runRecv(args []string) error {
 	if !*jsonOut {
 		res.print(out)
 	}
-	if res.outcome != protocol.Live {
-		out.Flush()
-		return outcomef("%v", res.outcomeErr)
-	}
-	if ctx.Err() != nil && (*n == 0 || res.delivered < *n) {
-		return interruptedf("received %d records", res.delivered)
+	out.Flush()
+	return res.verdict(ctx, *n)
+}
+
+// verdict is the exit status of a receiving run asked for n records (0:
+// until Ctrl-C): a sticky outcome first, then an interruption, then a
+// sender that went silent before the n-th record.
+func (r recvResult) verdict(ctx context.Context, n int64) error {
+	switch {
+	case r.outcome != protocol.Live:
+		return outcomef("stopped after %d records: %s", r.delivered, strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
+	case ctx.Err() != nil && (n == 0 || r.delivered < n):
+		if n == 0 {
+			return interruptedf("received %d records", r.delivered)
+		}
+		return interruptedf("received %d of %d records", r.delivered, n)
+	case n > 0 && r.delivered < n:
+		return failf("the sender went silent after %d of %d records", r.delivered, n)
 	}
 	return nil
 }
@@ -82,6 +95,7 @@ type recvResult struct {
 	outcomeErr             error
 	dropped                uint64
 	path                   string
+	silent                 bool // ended because the sender went silent
 }
 
 func (r recvResult) print(w io.Writer) {
@@ -155,7 +169,7 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
 	ring := l.Received()
-	var start time.Time
+	var start, lastAt time.Time
 	var buf []byte
 	idle := 0
 loop:
@@ -175,6 +189,7 @@ loop:
 			}
 			res.last = int64(seq)
 			res.delivered++
+			lastAt = time.Now()
 			if asJSON {
 				buf = append(buf[:0], `{"seq":`...)
 				buf = strconv.AppendUint(buf, seq, 10)
@@ -202,6 +217,11 @@ loop:
 			case cast.EventError:
 				l.Close()
 				return res, e.Err
+			case cast.EventPeerSilent:
+				if rf.endOnSilence || (n > 0 && res.delivered > 0) {
+					res.silent = true
+					break loop
+				}
 			}
 			got = true
 		case <-l.Done():
@@ -218,7 +238,9 @@ loop:
 			time.Sleep(200 * time.Microsecond)
 		}
 	}
-	res.elapsed = time.Since(start)
+	if res.delivered > 0 {
+		res.elapsed = lastAt.Sub(start)
+	}
 	if err := l.Close(); err != nil {
 		return res, err
 	}
@@ -237,6 +259,10 @@ type recvFlags struct {
 	reorder  int
 	debounce time.Duration
 	maxFrame int
+	// endOnSilence (not a flag) ends the run when the sender goes silent
+	// (PeerSilent); without it only a run asked for n records ends then,
+	// once something arrived.
+	endOnSilence bool
 }
 
 func (rf *recvFlags) add(fs *flag.FlagSet) {

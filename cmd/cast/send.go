@@ -263,7 +263,8 @@ func runSend(args []string) error {
 	fs.IntVar(&o.n, "n", 100000, "records to send")
 	fs.IntVar(&o.payload, "size", 128, "payload bytes per record (first 8 are the seq); the frame adds 16")
 	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them)")
-	walDir := fs.String("wal", "", "append every record to a WAL in this directory")
+	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
+	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
@@ -277,6 +278,9 @@ func runSend(args []string) error {
 		return err
 	}
 	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := checkRange("stream", *stream, 0, 1<<32-1); err != nil {
 		return err
 	}
 	peer, err := addrFlag("to", *to, true)
@@ -299,7 +303,9 @@ func runSend(args []string) error {
 	var w *wal.Writer
 	var log protocol.Log
 	if *walDir != "" {
-		if w, err = wal.Open(wal.DefaultConfig(*walDir)); err != nil {
+		wc := wal.DefaultConfig(*walDir)
+		wc.Stream = uint32(*stream)
+		if w, err = wal.Open(wc); err != nil {
 			p.Close()
 			return err
 		}
@@ -330,13 +336,18 @@ func runSend(args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, p.LocalAddr(), features(p))
+	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
+	stopWatch := make(chan struct{})
+	go rch.watch(stopWatch)
 	select {
 	case <-done:
 	case <-ctx.Done():
 	case <-l.Done():
 	}
 	el := time.Since(start)
+	rch.mark()
 	waitQuiet(ctx, l, 500*time.Millisecond, *linger)
+	close(stopWatch)
 	if err := l.Close(); err != nil {
 		return err
 	}
@@ -354,5 +365,5 @@ func runSend(args []string) error {
 	if ctx.Err() != nil {
 		return interruptedf("sent %d of %d records", n, o.n)
 	}
-	return nil
+	return rch.verdict(peer)
 }

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
+)
+
+func init() {
+	register(command{name: "bandwidth", summary: "classic: -n messages back to back; MB/s, Mbps, per-packet overhead", run: runBandwidth})
+}
+
+func runBandwidth(args []string) error {
+	fs := newFlagSet("bandwidth", "-mode sender|receiver [-addr HOST:PORT] [flags]", "Move -n messages of -size bytes back to back over casting (mmsg: sendmmsg with\n"+
+		"GSO/GRO) and report MB/s, Mbps and the per-packet overhead. Start the receiver\n"+
+		"first: -mode receiver -addr listens on ADDR; -mode sender -addr sends to it.\n"+
+		"The receiver exits 1 when the sender went quiet before -n messages, 3 when its\n"+
+		"stream faulted or must reconnect; the sender exits 1 when nobody listens and 3\n"+
+		"when the receiver went away before the end (from ICMP port unreachable).")
+	mode := fs.String("mode", "", "sender or receiver")
+	addr := fs.String("addr", classicAddr, "receiver address HOST:PORT")
+	n := fs.Int("n", 100000, "messages")
+	size := fs.Int("size", classicMaxSize, classicSizeHelp)
+	rate := fs.Float64("rate", 0, "sender: messages per second (0: back to back)")
+	var rf recvFlags
+	rf.add(fs)
+	var nf netFlags
+	nf.add(fs, "mmsg", true)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *mode != "sender" && *mode != "receiver" {
+		return usagef("-mode %q: want sender or receiver", *mode)
+	}
+	if err := checkRange("size", *size, 0, classicMaxSize); err != nil {
+		return err
+	}
+	o := sendOpts{n: *n, payload: classicPayload(*size), rate: *rate}
+	if err := o.check(); err != nil {
+		return err
+	}
+	if err := nf.check(); err != nil {
+		return err
+	}
+	if err := rf.check(); err != nil {
+		return err
+	}
+	a, err := addrFlag("addr", *addr, *mode == "sender")
+	if err != nil {
+		return err
+	}
+	frame := max(*size, classicMinFrame)
+	ctx, cancel := signalContext()
+	defer cancel()
+	out := bufio.NewWriter(os.Stdout)
+	defer out.Flush()
+	if *mode == "receiver" {
+		res, err := receive(ctx, &nf, &rf, a, netip.AddrPort{}, int64(*n), false, out, nil)
+		if err != nil {
+			return err
+		}
+		bandwidthReport(out, "received", res.delivered, frame, res.elapsed)
+		fmt.Fprintf(out, "gaps NAKed %d, dropped by -drop %d, over %s\n", res.stats.NaksSent, res.dropped, res.path)
+		out.Flush()
+		return res.verdict(ctx, int64(*n))
+	}
+	p, err := nf.open(netip.AddrPort{}, a)
+	if err != nil {
+		return err
+	}
+	lc, err := nf.loop(p)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	if lc.Sender, err = protocol.NewSender(protocol.DefaultSenderConfig(), nil); err != nil {
+		p.Close()
+		return err
+	}
+	var sent atomic.Int64
+	done := make(chan struct{})
+	lc.OnPoll = producer(o, &sent, done)
+	start := time.Now()
+	l, err := cast.StartLoop(lc)
+	if err != nil {
+		p.Close()
+		return err
+	}
+	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
+	stopWatch := make(chan struct{})
+	go rch.watch(stopWatch)
+	select {
+	case <-done:
+	case <-ctx.Done():
+	case <-l.Done():
+	}
+	el := time.Since(start)
+	rch.mark()
+	waitQuiet(ctx, l, 500*time.Millisecond, 5*time.Second)
+	close(stopWatch)
+	if err := l.Close(); err != nil {
+		return err
+	}
+	bandwidthReport(out, "sent", sent.Load(), frame, el)
+	st := l.SenderStats()
+	fmt.Fprintf(out, "naks %d, retransmits %d, over %s\n", st.Naks, st.RetxHot+st.RetxCold, features(p))
+	out.Flush()
+	if ctx.Err() != nil {
+		return interruptedf("sent %d of %d messages", sent.Load(), *n)
+	}
+	return rch.verdict(a)
+}
+
+// bandwidthReport prints the classic bandwidth lines; with nothing moved
+// there is no rate to print (never NaN).
+func bandwidthReport(w io.Writer, what string, msgs int64, frame int, el time.Duration) {
+	fmt.Fprintf(w, "%s %d messages of %d bytes in %.3f s\n", what, msgs, frame, el.Seconds())
+	if msgs == 0 {
+		fmt.Fprintf(w, "throughput: none (nothing %s)\n", what)
+		return
+	}
+	if el <= 0 {
+		fmt.Fprintf(w, "throughput: n/a (too short to time)\n")
+		return
+	}
+	bytes := float64(msgs) * float64(frame)
+	fmt.Fprintf(w, "throughput: %.2f MB/s, %.2f Mbps\n", bytes/el.Seconds()/1e6, bytes*8/el.Seconds()/1e6)
+	fmt.Fprintf(w, "per-packet overhead: %.2f µs\n", float64(el.Microseconds())/float64(msgs))
+}

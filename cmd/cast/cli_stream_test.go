@@ -1,0 +1,226 @@
+package main
+
+// Real-process cases of the streaming commands: exit status, last line,
+// nothing hangs. Rates stay modest so a loaded 2-vCPU machine keeps up.
+
+import (
+	"image/png"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// listenAddr waits for the child's "listening on HOST:PORT" and returns
+// 127.0.0.1:PORT.
+func (c *child) listenAddr() string {
+	c.t.Helper()
+	a := c.waitOutput(`listening on (\S+?),? `, hangBudget)
+	ap, err := netip.ParseAddrPort(a)
+	if err != nil {
+		c.t.Fatalf("listening on %q: %v", a, err)
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
+}
+
+// deadPort returns a loopback address nobody listens on (a port the
+// kernel handed out and that was closed again).
+func deadPort(t *testing.T) string {
+	t.Helper()
+	nf := netFlags{path: "udp", pin: -1, idle: "spin", batch: 64}
+	p, err := nf.open(netip.MustParseAddrPort("127.0.0.1:0"), netip.AddrPort{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := p.LocalAddr().String()
+	p.Close()
+	return a
+}
+
+func TestCLISendRecv(t *testing.T) {
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", "5000")
+	addr := r.listenAddr()
+	s := runCast(t, "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", "5000", "-rate", "20000", "-linger", "1s")
+	s.expect(0, "stdout", `^naks \d+, retransmits`)
+	r.wait(hangBudget)
+	r.expect(0, "stdout", `^outcome: live$`)
+	if !strings.Contains(r.stdout.String(), "received 5000 records (seq 1..5000, in order: true)") {
+		t.Fatalf("recv:\n%s", r.stdout.String())
+	}
+}
+
+// Nobody listening: the ICMP port unreachable the kernel reports says so.
+func TestCLISendNobodyListening(t *testing.T) {
+	for _, path := range []string{"udp", "mmsg"} {
+		t.Run(path, func(t *testing.T) {
+			runCast(t, "send", "-to", deadPort(t), "-n", "2000", "-path", path).
+				expect(1, "stderr", `^cast send: nobody is listening at 127\.0\.0\.1:\d+: \d+ datagrams came back refused`)
+		})
+	}
+}
+
+// The receiver is gone mid-stream (killed): the sender exits 3.
+func TestCLISendReceiverGone(t *testing.T) {
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-json")
+	addr := r.listenAddr()
+	s := startCast(t, "", "send", "-to", addr, "-n", "20000", "-rate", "4000")
+	r.waitOutput(`"seq":(2000),`, hangBudget) // half a second of a listening receiver
+	r.cmd.Process.Kill()
+	r.wait(hangBudget)
+	s.wait(hangBudget)
+	s.expect(3, "stderr", `^cast send: the receiver at 127\.0\.0\.1:\d+ went away while records were being sent`)
+}
+
+// A receiver asked for more than the sender sends exits 1 once the
+// sender went silent.
+func TestCLIRecvSenderSilent(t *testing.T) {
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", "3000")
+	addr := r.listenAddr()
+	runCast(t, "send", "-to", addr, "-n", "1000", "-rate", "20000", "-linger", "1s").expect(0, "stdout", `^naks`)
+	r.wait(hangBudget)
+	r.expect(1, "stderr", `^cast recv: the sender went silent after 1000 of 3000 records$`)
+}
+
+// A receiver that loses almost everything faults: exit 3 and the outcome.
+func TestCLIRecvFaulted(t *testing.T) {
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-drop", "95", "-json")
+	addr := r.listenAddr()
+	s := startCast(t, "", "send", "-to", addr, "-n", "2000", "-rate", "2000", "-linger", "30s")
+	r.wait(hangBudget)
+	r.expect(3, "stderr", `^cast recv: stopped after \d+ records: receiver (faulted|must reconnect)`)
+	if !strings.Contains(r.stdout.String(), `"event":"`) {
+		t.Fatalf("no event line in -json output:\n%s", r.stdout.String())
+	}
+	s.wait(hangBudget) // exit status depends on when the receiver died; it must only end
+}
+
+func TestCLIBandwidth(t *testing.T) {
+	// A reorder window that outlasts the kernel's losses on a loaded
+	// machine (until flow control paces the sender).
+	r := startCast(t, "", "bandwidth", "-mode", "receiver", "-addr", "127.0.0.1:0", "-n", "10000", "-reorder", "16384")
+	addr := r.listenAddr()
+	s := runCast(t, "bandwidth", "-mode", "sender", "-addr", addr, "-n", "10000", "-rate", "20000")
+	s.expect(0, "stdout", `^naks \d+, retransmits \d+, over mmsg`)
+	r.wait(hangBudget)
+	r.expect(0, "stdout", `^gaps NAKed \d+, dropped by -drop 0, over mmsg`)
+	if !regexp.MustCompile(`received 10000 messages of 1427 bytes in [0-9.]+ s\nthroughput: [0-9.]+ MB/s`).MatchString(r.stdout.String()) {
+		t.Fatalf("receiver:\n%s", r.stdout.String())
+	}
+}
+
+func TestCLIBandwidthNobodyListening(t *testing.T) {
+	runCast(t, "bandwidth", "-mode", "sender", "-addr", deadPort(t), "-n", "5000").
+		expect(1, "stderr", `^cast bandwidth: nobody is listening at`)
+}
+
+// Ctrl-C before any data: no NaN, exit 130.
+func TestCLIBandwidthInterruptedBeforeData(t *testing.T) {
+	r := startCast(t, "", "bandwidth", "-mode", "receiver", "-addr", "127.0.0.1:0", "-idle", "park")
+	r.listenAddr()
+	r.signal(syscall.SIGINT)
+	r.wait(hangBudget)
+	r.expect(130, "stderr", `^cast bandwidth: interrupted: received 0 of 100000 records$`)
+	if out := r.stdout.String(); strings.Contains(out, "NaN") || !strings.Contains(out, "throughput: none") {
+		t.Fatalf("stdout:\n%s", out)
+	}
+}
+
+// The classic pair: a receiver serving two senders one after another,
+// per-message lines, CSV and plot; RTT timed from each first send.
+func TestCLIClassicPair(t *testing.T) {
+	dir := t.TempDir()
+	r := startCast(t, dir, "receiver", "-port", "0", "-senders", "2", "-drop", "10")
+	addr := r.listenAddr()
+	csvPath, pngPath := filepath.Join(dir, "rtt.csv"), filepath.Join(dir, "rtt.png")
+	s1 := runCast(t, "sender", "-addr", addr, "-n", "60", "-size", "1", "-csv", csvPath, "-plot", pngPath)
+	s1.expect(0, "stdout", `^throughput = \d+ msg/s`)
+	if got := strings.Count(s1.stdout.String(), "24 bytes to "+addr+": seq="); got != 60 {
+		t.Fatalf("%d per-message lines, want 60:\n%s", got, s1.stdout.String())
+	}
+	if !strings.Contains(s1.stdout.String(), "60 messages sent, 60 echoed, ") {
+		t.Fatalf("summary:\n%s", s1.stdout.String())
+	}
+	s2 := runCast(t, "sender", "-addr", addr, "-n", "30", "-q")
+	s2.expect(0, "stdout", `^throughput = `)
+	r.wait(hangBudget)
+	r.expect(0, "stdout", `^all 2 senders: received 90, dropped \d+, total \d+$`)
+	if !strings.Contains(r.stdout.String(), "received: 60\n") || !strings.Contains(r.stdout.String(), "received: 30\n") {
+		t.Fatalf("receiver:\n%s", r.stdout.String())
+	}
+
+	// CSV: one row per message, in order; each RTT spans from the first
+	// send to the echo, so the next message leaves right after it: the
+	// RTTs add up to (nearly) the whole run.
+	b, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(rows) != 61 || rows[0] != "seq,bytes,sent_s,rtt_us,retransmitted" {
+		t.Fatalf("csv: %d rows, header %q", len(rows), rows[0])
+	}
+	var sum, end float64
+	for i, row := range rows[1:] {
+		f := strings.Split(row, ",")
+		if len(f) != 5 || f[0] != strconv.Itoa(i+1) || f[1] != "24" {
+			t.Fatalf("csv row %d: %q", i+1, row)
+		}
+		sent, _ := strconv.ParseFloat(f[2], 64)
+		rtt, _ := strconv.ParseFloat(f[3], 64)
+		sum += rtt / 1e6
+		end = sent + rtt/1e6
+	}
+	if sum < 0.8*end {
+		t.Fatalf("RTTs add up to %.3f s of a %.3f s run: not timed from each first send", sum, end)
+	}
+	f, err := os.Open(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil || img.Bounds().Dx() != plotW {
+		t.Fatalf("plot: %v %v", err, img)
+	}
+}
+
+// Ctrl-C in a long classic run: lines were streamed before the end, the
+// summary counts what was really sent, exit 130.
+func TestCLIClassicSenderInterrupted(t *testing.T) {
+	r := startCast(t, "", "receiver", "-port", "0")
+	addr := r.listenAddr()
+	s := startCast(t, "", "sender", "-addr", addr, "-n", "1000000")
+	s.waitOutput(`(seq=20 rtt)`, hangBudget)
+	s.signal(syscall.SIGINT)
+	s.wait(hangBudget)
+	s.expect(130, "stderr", `^cast sender: interrupted: \d+ of 1000000 messages echoed$`)
+	m := regexp.MustCompile(`(\d+) messages sent, (\d+) echoed`).FindStringSubmatch(s.stdout.String())
+	if m == nil {
+		t.Fatalf("no summary:\n%s", s.stdout.String())
+	}
+	sent, _ := strconv.Atoi(m[1])
+	echoed, _ := strconv.Atoi(m[2])
+	if sent < 20 || sent > echoed+1 {
+		t.Fatalf("summary says %d sent, %d echoed", sent, echoed)
+	}
+	r.signal(syscall.SIGINT)
+	r.wait(hangBudget)
+	r.expect(130, "stderr", `^cast receiver: interrupted: served 1 senders`)
+}
+
+func TestCLIClassicSenderNobodyListening(t *testing.T) {
+	runCast(t, "sender", "-addr", deadPort(t), "-n", "10").
+		expect(1, "stderr", "^cast sender: nobody is listening at 127\\.0\\.0\\.1:\\d+ \\(ICMP port unreachable\\): is `cast receiver` running\\?$")
+}
+
+func TestCLIClassicSizes(t *testing.T) {
+	runCast(t, "sender", "-size", "1428").expect(2, "stderr", `^cast sender: -size 1428: want 0..1427$`)
+	runCast(t, "bandwidth", "-mode", "sender", "-size", "-1").expect(2, "stderr", `^cast bandwidth: -size -1: want 0..1427$`)
+	if classicPayload(0) != 8 || classicPayload(1427) != 1411 {
+		t.Fatal("classicPayload")
+	}
+}
