@@ -8,8 +8,16 @@
 #   scripts/netns.sh down   delete both namespaces (and with them the veth pair)
 #   scripts/netns.sh status show the pair
 #
+#   scripts/netns.sh bridge-up [N]   N hosts (default 3) on one Linux bridge, for
+#                                    multicast fan-out: host i is 10.198.0.(i+1)/24
+#                                    and fd00:198::(i+1)/64 on its veth <LINK>h<i>
+#   scripts/netns.sh bridge-down     delete the bridge and its hosts
+#   scripts/netns.sh bridge-status   show them
+#
 # Environment (defaults): NS_A=walcast-a NS_B=walcast-b LINK_A=wca LINK_B=wcb
 # ADDR_A=10.199.0.1/24 ADDR_B=10.199.0.2/24 QUEUES=1 GRO=off (on|off) MTU=1500
+# Bridge: FAN=walcast-fan (namespaces $FAN-sw, $FAN-h0 …; veths fanh0 … in the
+# hosts, fanp0 … on the bridge) FAN_NET=10.198.0 FAN_NET6=fd00:198: GRO MTU as above.
 set -euo pipefail
 
 NS_A=${NS_A:-walcast-a}
@@ -83,9 +91,82 @@ status() {
 	done
 }
 
+FAN=${FAN:-walcast-fan}
+FAN_NET=${FAN_NET:-10.198.0}
+FAN_NET6=${FAN_NET6:-fd00:198:}
+
+fan_hosts() { ip netns list | awk '{print $1}' | grep -E "^$FAN-h[0-9]+$" | sort -V || true; }
+
+bridge_up() {
+	[ "$(id -u)" -eq 0 ] || die "needs root"
+	command -v ip >/dev/null || die "needs ip(8) (iproute2; run scripts/setup.sh)"
+	local n=${1:-3} i ns
+	case "$n" in '' | *[!0-9]*) die "bridge-up N: N must be a number" ;; esac
+	if [ "$n" -lt 2 ] || [ "$n" -gt 32 ]; then die "bridge-up N: N must be 2..32"; fi
+	have_ns "$FAN-sw" || ip netns add "$FAN-sw"
+	ip -n "$FAN-sw" link set lo up
+	if ! ip -n "$FAN-sw" link show dev fanbr >/dev/null 2>&1; then
+		# mcast_snooping 0: flood multicast to every port, like an
+		# unmanaged switch, so delivery never waits for an IGMP report.
+		ip -n "$FAN-sw" link add fanbr type bridge mcast_snooping 0
+	fi
+	ip -n "$FAN-sw" link set fanbr up
+	for ((i = 0; i < n; i++)); do
+		ns=$FAN-h$i
+		have_ns "$ns" || ip netns add "$ns"
+		if ! ip -n "$ns" link show dev "fanh$i" >/dev/null 2>&1; then
+			ip -n "$FAN-sw" link del dev "fanp$i" 2>/dev/null || true
+			ip link add "fanh$i" netns "$ns" numtxqueues 1 numrxqueues 1 \
+				type veth peer name "fanp$i" netns "$FAN-sw" numtxqueues 1 numrxqueues 1
+		fi
+		ip -n "$FAN-sw" link set "fanp$i" master fanbr mtu "$MTU" up
+		ip -n "$ns" link set lo up
+		ip -n "$ns" addr replace "$FAN_NET.$((i + 1))/24" dev "fanh$i"
+		ip -n "$ns" -6 addr replace "$FAN_NET6:$((i + 1))/64" dev "fanh$i" nodad
+		ip -n "$ns" link set dev "fanh$i" mtu "$MTU" up
+		if command -v ethtool >/dev/null; then
+			ip netns exec "$ns" ethtool -K "fanh$i" gro "$GRO" >/dev/null
+		fi
+	done
+	bridge_status
+	cat <<USAGE
+Use it, for example (group 239.198.0.1, port 9000):
+  ip netns exec $FAN-h1 ./bin/cast recv -group 239.198.0.1:9000 -iface fanh1 &
+  ip netns exec $FAN-h2 ./bin/cast recv -group 239.198.0.1:9000 -iface fanh2 &
+  ip netns exec $FAN-h0 ./bin/cast send -to 239.198.0.1:9000 -iface fanh0 -n 100000
+  scripts/netns.sh bridge-down              # when done
+USAGE
+}
+
+bridge_down() {
+	[ "$(id -u)" -eq 0 ] || die "needs root"
+	local ns
+	for ns in $(fan_hosts) "$FAN-sw"; do
+		if have_ns "$ns"; then ip netns del "$ns"; fi
+	done
+	echo "netns.sh: $FAN-sw and its hosts removed"
+}
+
+bridge_status() {
+	if ! have_ns "$FAN-sw"; then
+		echo "== $FAN-sw (absent)"
+		return
+	fi
+	echo "== $FAN-sw"
+	ip -n "$FAN-sw" -br link show master fanbr
+	local ns
+	for ns in $(fan_hosts); do
+		echo "== $ns"
+		ip -n "$ns" -br addr show
+	done
+}
+
 case "${1:-}" in
 up) up ;;
 down) down ;;
 status) status ;;
-*) die "usage: $0 up|down|status" ;;
+bridge-up) bridge_up "${2:-3}" ;;
+bridge-down) bridge_down ;;
+bridge-status) bridge_status ;;
+*) die "usage: $0 up|down|status|bridge-up [N]|bridge-down|bridge-status" ;;
 esac
