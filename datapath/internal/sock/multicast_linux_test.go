@@ -167,3 +167,65 @@ func TestMulticastErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestMulticastGSO sends runs of equal frames to a group as UDP GSO
+// super-datagrams (what datapath/mmsg does) and checks that each member,
+// with and without UDP_GRO, gets every segment as its own datagram.
+func TestMulticastGSO(t *testing.T) {
+	if err := batch.ProbeGSO(); err != nil {
+		t.Skipf("UDP GSO: %v", err)
+	}
+	b := netns.NewBridge(t, netns.DefaultBridgeConfig(3))
+	group := netip.MustParseAddr("239.198.0.7")
+	any := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
+	snd := openIn(t, b.Hosts[0], Config{Local: any, Multicast: datapath.Multicast{Iface: b.Hosts[0].Link}})
+	plain := openIn(t, b.Hosts[1], Config{Local: any, SockBuf: 4 << 20,
+		Multicast: datapath.Multicast{Iface: b.Hosts[1].Link, Groups: []netip.Addr{group}}})
+	port := plain.Local.Port()
+	gro := openIn(t, b.Hosts[2], Config{Local: netip.AddrPortFrom(netip.IPv4Unspecified(), port), SockBuf: 4 << 20, GRO: true,
+		Multicast: datapath.Multicast{Iface: b.Hosts[2].Link, Groups: []netip.Addr{group}}})
+	const n = 48
+	v := batch.New(n, 256)
+	to := netip.AddrPortFrom(group, port)
+	for i := range n {
+		m := make([]byte, 144)
+		m[0] = byte(i)
+		v.Append(m, to)
+	}
+	tx := batch.NewTx(snd.FD, n, batch.TxConfig{Family: snd.Family, GSO: true})
+	for sent := 0; sent < n; {
+		k, e := tx.SendRange(v, sent)
+		if e != 0 && e != unix.EAGAIN {
+			t.Fatalf("send: %v", e)
+		}
+		sent += k
+	}
+	if tx.Supers() == 0 || tx.GSOTurnedOff() {
+		t.Fatalf("no GSO super-datagram sent (supers %d, off %v)", tx.Supers(), tx.GSOTurnedOff())
+	}
+	for _, r := range []*Socket{plain, gro} {
+		rx := batch.NewRx(r.FD, 64, batch.RxConfig{GRO: r.GRO})
+		got := map[byte]bool{}
+		rv := batch.New(64, 2048)
+		deadline := time.Now().Add(2 * time.Second)
+		for len(got) < n && time.Now().Before(deadline) {
+			k, e := rx.Recv(rv)
+			if e != 0 && e != unix.EAGAIN {
+				t.Fatalf("recv: %v", e)
+			}
+			for i := range k {
+				m, _ := rv.Msg(i)
+				if len(m) != 144 {
+					t.Fatalf("GRO %v: datagram of %d bytes", r.GRO, len(m))
+				}
+				got[m[0]] = true
+			}
+			if k == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if len(got) != n {
+			t.Errorf("GRO %v: %d of %d datagrams", r.GRO, len(got), n)
+		}
+	}
+}
