@@ -3,6 +3,7 @@ package mmsg
 import (
 	"errors"
 	"fmt"
+	"github.com/walcast/walcast/datapath"
 	"net/netip"
 )
 
@@ -16,6 +17,11 @@ type Config struct {
 	SockBuf int
 	// BusyPollUS is SO_BUSY_POLL in µs (default 50; 0 = off).
 	BusyPollUS int
+	// Multicast configures group sending and receiving (zero: none).
+	// A receiver binds Local to the unspecified address on the group's
+	// port and lists the groups; a sender names the interface. See
+	// datapath.Multicast.
+	Multicast datapath.Multicast
 	// Batch is the most datagrams one sendmmsg/recvmmsg moves (default 64).
 	Batch int
 	// GSO sends runs of equal-length frames as UDP_SEGMENT
@@ -63,6 +69,12 @@ func (c Config) Validate() error {
 	}
 	if c.Coalesce && (c.MaxDatagram < 64 || c.MaxDatagram > 65507) {
 		return fmt.Errorf("mmsg: MaxDatagram %d outside 64..65507", c.MaxDatagram)
+	}
+	if c.Multicast.Enabled() {
+		v6 := c.Local.IsValid() && c.Local.Addr().Is6() && !c.Local.Addr().Is4In6()
+		if err := c.Multicast.Validate(v6); err != nil {
+			return err
+		}
 	}
 	if c.Local.IsValid() && c.Peer.IsValid() && c.Local.Addr().Unmap().Is4() != c.Peer.Addr().Unmap().Is4() {
 		return fmt.Errorf("mmsg: local %s and peer %s are of different address families", c.Local, c.Peer)

@@ -39,7 +39,7 @@ func New(c Config) (*Path, error) {
 	} else {
 		f.GROReason = "off in config"
 	}
-	s, err := sock.Open(sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, GRO: gro})
+	s, err := sock.Open(sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, Multicast: c.Multicast, GRO: gro})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package udp
 import (
 	"errors"
 	"fmt"
+	"github.com/walcast/walcast/datapath"
 	"net/netip"
 )
 
@@ -18,6 +19,11 @@ type Config struct {
 	// BusyPollUS is SO_BUSY_POLL in µs (default 50; 0 = off). It acts
 	// only on devices with a NAPI id; see Path.NAPIID.
 	BusyPollUS int
+	// Multicast configures group sending and receiving (zero: none).
+	// A receiver binds Local to the unspecified address on the group's
+	// port and lists the groups; a sender names the interface. See
+	// datapath.Multicast.
+	Multicast datapath.Multicast
 }
 
 // DefaultConfig returns a Config bound to 127.0.0.1 on a free port.
@@ -33,6 +39,12 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.SockBuf < 0 || c.BusyPollUS < 0 {
 		return errors.New("udp: SockBuf and BusyPollUS must be >= 0")
+	}
+	if c.Multicast.Enabled() {
+		v6 := c.Local.IsValid() && c.Local.Addr().Is6() && !c.Local.Addr().Is4In6()
+		if err := c.Multicast.Validate(v6); err != nil {
+			return err
+		}
 	}
 	if c.Local.IsValid() && c.Peer.IsValid() && c.Local.Addr().Unmap().Is4() != c.Peer.Addr().Unmap().Is4() {
 		return fmt.Errorf("udp: local %s and peer %s are of different address families", c.Local, c.Peer)
