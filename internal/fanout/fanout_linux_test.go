@@ -43,3 +43,37 @@ func TestFanoutSmoke(t *testing.T) {
 	}
 	check(t, res)
 }
+
+func TestFanoutUnicast(t *testing.T) {
+	netns.Require(t)
+	c := DefaultConfig()
+	c.Mode = Unicast
+	c.Receivers, c.Records, c.Rate = 3, 10_000, 10_000
+	c.Timeout = 60 * time.Second
+	res, err := Run(context.Background(), c)
+	logResult(t, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+	if d := res.DatagramsPerRecord(); d < 3 {
+		t.Errorf("unicast to 3 receivers sent %.2f datagrams per record, want ≥ 3", d)
+	}
+}
+
+func TestFanoutKillRestart(t *testing.T) {
+	netns.Require(t)
+	c := DefaultConfig()
+	c.Receivers, c.Records, c.Rate = 3, 30_000, 20_000
+	c.WAL, c.Kill, c.KillAt, c.Down = true, 1, 10_000, 200*time.Millisecond
+	c.Timeout = 60 * time.Second
+	res, err := Run(context.Background(), c)
+	logResult(t, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, res)
+	if k := res.Receivers[1]; !k.Killed || k.TCP == 0 {
+		t.Errorf("receiver 1: killed %v, %d records over TCP", k.Killed, k.TCP)
+	}
+}
