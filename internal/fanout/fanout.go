@@ -31,7 +31,7 @@ func (m Mode) String() string {
 
 // Config is one fan-out run.
 type Config struct {
-	// Receivers is N, 1..16.
+	// Receivers is N, 1..15.
 	Receivers int
 	// Records is how many records the producer sends.
 	Records int
@@ -40,9 +40,9 @@ type Config struct {
 	// Rate is the producer's offered rate in records per second (paced
 	// in 1 ms steps); 0 sends as fast as the sender accepts.
 	Rate int
-	// Loss is the probability (0..1) that a datagram arriving at a
-	// receiver's interface is dropped, drawn independently per receiver
-	// (BPF impair program on each receiver's veth, ingress).
+	// Loss is the probability (0..1) that a datagram the bridge forwards
+	// to a receiver is dropped, drawn independently per receiver (the
+	// tc-BPF impair program on the egress of the receiver's bridge port).
 	Loss float64
 	// Mode is Multicast or Unicast.
 	Mode Mode
@@ -79,8 +79,8 @@ func DefaultConfig() Config {
 // Validate reports a configuration Run would reject.
 func (c Config) Validate() error {
 	switch {
-	case c.Receivers < 1 || c.Receivers > 16:
-		return fmt.Errorf("fanout: Receivers %d outside 1..16", c.Receivers)
+	case c.Receivers < 1 || c.Receivers > 15:
+		return fmt.Errorf("fanout: Receivers %d outside 1..15", c.Receivers)
 	case c.Records < 1:
 		return fmt.Errorf("fanout: Records %d < 1", c.Records)
 	case c.Payload < 16 || c.Payload > 1400:

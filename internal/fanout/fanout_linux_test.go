@@ -34,7 +34,7 @@ func logResult(t *testing.T, res Result) {
 func TestFanoutSmoke(t *testing.T) {
 	netns.Require(t)
 	c := DefaultConfig()
-	c.Receivers, c.Records, c.Rate = 3, 20_000, 20_000
+	c.Receivers, c.Records, c.Rate, c.WAL = 3, 20_000, 10_000, true
 	c.Timeout = 30 * time.Second
 	res, err := Run(context.Background(), c)
 	logResult(t, res)
@@ -48,7 +48,7 @@ func TestFanoutUnicast(t *testing.T) {
 	netns.Require(t)
 	c := DefaultConfig()
 	c.Mode = Unicast
-	c.Receivers, c.Records, c.Rate = 3, 10_000, 10_000
+	c.Receivers, c.Records, c.Rate, c.WAL = 3, 10_000, 5_000, true
 	c.Timeout = 60 * time.Second
 	res, err := Run(context.Background(), c)
 	logResult(t, res)

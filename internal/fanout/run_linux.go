@@ -45,7 +45,7 @@ type receiver struct {
 	port  uint16
 	tap   *receiverTap
 	loop  *cast.Loop
-	imp   *bpf.Impair
+	imp   *bpf.TCImpair
 	lat   *latency.Samples
 	clk   clock
 	total uint64
@@ -101,7 +101,9 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 
-	br, err := netns.CreateBridge(netns.DefaultBridgeConfig(c.Receivers + 1))
+	lc := netns.DefaultLANConfig()
+	lc.Hosts, lc.Tag = c.Receivers+1, "mc"
+	br, err := netns.CreateLAN(lc)
 	if br != nil {
 		defer br.Close()
 	}
@@ -128,7 +130,7 @@ func Run(ctx context.Context, c Config) (Result, error) {
 
 type run struct {
 	cfg  Config
-	br   *netns.Bridge
+	br   *netns.LAN
 	clk  clock
 	port uint16
 
@@ -241,10 +243,14 @@ func (r *run) setup() error {
 		}
 		rv.port = p.LocalAddr().Port()
 		if c.Loss > 0 {
-			im, _, err := h.AttachImpair(bpf.ImpairConfig{Port: rv.port, DropFraction: c.Loss, RecordType: -1})
+			// On the bridge port's egress: what the switch forwards to
+			// this receiver, whoever sent it, one datagram at a time
+			// (the hosts segment GSO in software).
+			port := r.br.Ports[i+1]
+			im, _, err := port.AttachTCImpair(bpf.ImpairConfig{Port: rv.port, DropFraction: c.Loss, RecordType: -1}, bpf.Egress, bpf.TCAuto)
 			if err != nil {
 				p.Close()
-				return fmt.Errorf("fanout: loss injector on %s: %w", h.Link, err)
+				return fmt.Errorf("fanout: loss injector on %s: %w", port.Link, err)
 			}
 			rv.imp = im
 		}
@@ -279,12 +285,19 @@ func (r *run) receiverConfig(nakTo netip.AddrPort) protocol.ReceiverConfig {
 	if r.cfg.NakDebounce > 0 {
 		rc.NakDebounce = int64(r.cfg.NakDebounce)
 	}
-	rc.ReorderSlots = 8192
+	rc.ReorderSlots = 32768
 	if r.cfg.ReorderSlots > 0 {
 		rc.ReorderSlots = r.cfg.ReorderSlots
 	}
+	rc.MaxFrame = r.maxFrame()
+	// A loop starved for 100 ms and more on a loaded 2-vCPU machine must
+	// not turn a repairable gap into a fault.
+	rc.MaxNakRetries = 400
 	return rc
 }
+
+// maxFrame is the run's only frame size: small slots make deep rings cheap.
+func (r *run) maxFrame() int { return max(wal.HeaderSize+r.cfg.Payload, 128) }
 
 func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort) error {
 	rcv, err := protocol.NewReceiver(r.receiverConfig(nakTo))
@@ -331,6 +344,8 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	}
 	sc := protocol.DefaultSenderConfig()
 	sc.Dest = dest
+	sc.MaxFrame = r.maxFrame()
+	sc.RingSlots = 65536 // every record of the reorder window stays hot
 	sc.AcceptAnyNakSource = r.cfg.Mode == Multicast
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {

@@ -31,6 +31,10 @@ type LANConfig struct {
 	StaticNeigh bool
 	// Tag goes into the namespace names, as in Config.
 	Tag string
+	// Prefix6, when valid, also gives host i the IPv6 address
+	// Prefix6.Addr()+i+1 (Host.Addr6), added without duplicate address
+	// detection so it is usable at once.
+	Prefix6 netip.Prefix
 }
 
 // DefaultLANConfig is two hosts on 10.199.1.0/24, one queue, MTU 1500,
@@ -53,6 +57,9 @@ func (c LANConfig) Validate() error {
 	if c.MTU != 0 && (c.MTU < 68 || c.MTU > 65535) {
 		return fmt.Errorf("netns: MTU %d outside 68..65535", c.MTU)
 	}
+	if c.Prefix6.IsValid() && (!c.Prefix6.Addr().Is6() || c.Prefix6.Addr().Is4In6() || c.Prefix6.Bits() > 120) {
+		return fmt.Errorf("netns: LAN Prefix6 %v must be an IPv6 prefix of /120 or wider", c.Prefix6)
+	}
 	return validTag(c.Tag)
 }
 
@@ -67,4 +74,13 @@ type LAN struct {
 	// bridge's name.
 	Switch, Bridge string
 	Cfg            LANConfig
+}
+
+// hostAddr is the i-th host address of p: the network address plus i+1.
+func hostAddr(p netip.Prefix, i int) netip.Addr {
+	a := p.Masked().Addr()
+	for range i + 1 {
+		a = a.Next()
+	}
+	return a
 }

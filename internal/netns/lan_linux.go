@@ -48,6 +48,9 @@ func CreateLAN(c LANConfig) (*LAN, error) {
 	for i := range c.Hosts {
 		a := hostAddr(c.Prefix, i)
 		h := Host{NS: ns + "-h" + strconv.Itoa(i), Link: "wc" + id + "h" + strconv.Itoa(i), Addr: a, Prefix: netip.PrefixFrom(a, c.Prefix.Bits())}
+		if c.Prefix6.IsValid() {
+			h.Addr6 = hostAddr(c.Prefix6, i)
+		}
 		l.Hosts = append(l.Hosts, h)
 		l.Ports = append(l.Ports, Host{NS: l.Switch, Link: "wc" + id + "p" + strconv.Itoa(i)})
 	}
@@ -72,6 +75,11 @@ func CreateLAN(c LANConfig) (*LAN, error) {
 		steps = append(steps,
 			[]string{"-n", h.NS, "link", "set", "lo", "up"},
 			[]string{"-n", h.NS, "addr", "add", h.Prefix.String(), "dev", h.Link},
+		)
+		if h.Addr6.IsValid() {
+			steps = append(steps, []string{"-n", h.NS, "-6", "addr", "add", netip.PrefixFrom(h.Addr6, c.Prefix6.Bits()).String(), "dev", h.Link, "nodad"})
+		}
+		steps = append(steps,
 			[]string{"-n", h.NS, "link", "set", h.Link, "up"},
 			[]string{"-n", l.Switch, "link", "set", p.Link, "master", l.Bridge},
 			[]string{"-n", l.Switch, "link", "set", p.Link, "up"},

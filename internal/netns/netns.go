@@ -87,6 +87,7 @@ type Host struct {
 	Addr   netip.Addr       // IPv4 address of Link
 	Prefix netip.Prefix     // Addr with its prefix length
 	MAC    net.HardwareAddr // hardware address of Link
+	Addr6  netip.Addr       // IPv6 address of Link (LAN with Prefix6 only)
 }
 
 // Pair is two namespaces joined by one veth pair.

@@ -43,34 +43,3 @@ func (h Host) AttachImpair(bpf.ImpairConfig) (*bpf.Impair, bpf.Mode, error) {
 
 // Ping returns ErrNotSupported.
 func (h Host) Ping(netip.Addr, time.Duration) error { return ErrNotSupported }
-
-// NewBridge skips tb: network namespaces need Linux.
-func NewBridge(tb testing.TB, c BridgeConfig) *Bridge {
-	tb.Helper()
-	tb.Skip(ErrNotSupported.Error())
-	return nil
-}
-
-// CreateBridge returns ErrNotSupported.
-func CreateBridge(BridgeConfig) (*Bridge, error) { return nil, ErrNotSupported }
-
-// Close does nothing.
-func (b *Bridge) Close() error { return nil }
-
-// NewLAN skips tb: network namespaces need Linux.
-func NewLAN(tb testing.TB, c LANConfig) *LAN {
-	tb.Helper()
-	tb.Skip(ErrNotSupported.Error())
-	return nil
-}
-
-// CreateLAN returns ErrNotSupported.
-func CreateLAN(LANConfig) (*LAN, error) { return nil, ErrNotSupported }
-
-// Close does nothing.
-func (l *LAN) Close() error { return nil }
-
-// AttachTCImpair returns ErrNotSupported.
-func (h Host) AttachTCImpair(bpf.ImpairConfig, bpf.Direction, bpf.TCMode) (*bpf.TCImpair, bpf.TCMode, error) {
-	return nil, 0, ErrNotSupported
-}

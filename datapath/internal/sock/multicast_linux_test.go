@@ -58,7 +58,10 @@ func recvAll(s *Socket, quiet time.Duration) []string {
 }
 
 func TestMulticastBridge(t *testing.T) {
-	b := netns.NewBridge(t, netns.DefaultBridgeConfig(4))
+	c := netns.DefaultLANConfig()
+	c.Hosts, c.Tag = 4, "mc"
+	c.Prefix6 = netip.MustParsePrefix("fd00:199:1::/64")
+	b := netns.NewLAN(t, c)
 	for _, v6 := range []bool{false, true} {
 		name := "ipv4"
 		group := netip.MustParseAddr("239.198.0.1")
@@ -70,7 +73,7 @@ func TestMulticastBridge(t *testing.T) {
 			group = netip.MustParseAddr("ff15::198:1")
 			other = netip.MustParseAddr("ff15::198:9")
 			any = netip.IPv6Unspecified()
-			src = b.Addr6Of
+			src = func(i int) netip.Addr { return b.Hosts[i].Addr6 }
 		}
 		t.Run(name, func(t *testing.T) {
 			// Two receivers share host 1 (SO_REUSEADDR) and each gets every
@@ -175,7 +178,9 @@ func TestMulticastGSO(t *testing.T) {
 	if err := batch.ProbeGSO(); err != nil {
 		t.Skipf("UDP GSO: %v", err)
 	}
-	b := netns.NewBridge(t, netns.DefaultBridgeConfig(3))
+	c := netns.DefaultLANConfig()
+	c.Hosts, c.Tag = 3, "mc"
+	b := netns.NewLAN(t, c)
 	group := netip.MustParseAddr("239.198.0.7")
 	any := netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
 	snd := openIn(t, b.Hosts[0], Config{Local: any, Multicast: datapath.Multicast{Iface: b.Hosts[0].Link}})
