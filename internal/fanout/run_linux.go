@@ -138,7 +138,6 @@ type run struct {
 	rcv     []*receiver
 
 	walDir string
-	w      *wal.Writer
 	srv    *replay.Server
 	srvLn  net.Listener
 	srvErr chan error
