@@ -5,6 +5,7 @@ package main
 
 import (
 	"image/png"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -223,4 +224,53 @@ func TestCLIClassicSizes(t *testing.T) {
 	if classicPayload(0) != 8 || classicPayload(1427) != 1411 {
 		t.Fatal("classicPayload")
 	}
+}
+
+// The README's replay flow: `cast send -wal` writes stream 1, `cast
+// replay serve` serves it, `cast replay tail` (stream 1 by default)
+// catches up; a stream that is not there is named with the server's
+// answer; an endpoint that is down is named with the connection error;
+// both give up after -wait; Ctrl-C exits 130.
+func TestCLIReplayTail(t *testing.T) {
+	dir := t.TempDir()
+	walDir := filepath.Join(dir, "wal")
+	r := startCast(t, dir, "recv", "-listen", "127.0.0.1:0", "-n", "500")
+	addr := r.listenAddr()
+	runCast(t, "send", "-to", addr, "-n", "500", "-rate", "20000", "-wal", walDir, "-linger", "1s").expect(0, "stdout", `^wal .*: durable through seq 500$`)
+	r.wait(hangBudget)
+
+	srv := startCast(t, dir, "replay", "serve", "-wal", walDir, "-listen", "127.0.0.1:0", "-plaintext")
+	ep := srv.waitOutput(`on (127\.0\.0\.1:\d+) \(`, hangBudget)
+
+	tail := runCast(t, "replay", "tail", "-endpoints", ep, "-from", "1", "-caught-up", "-plaintext")
+	tail.expect(0, "stderr", `^500 records, tip 500$`)
+	if lines := strings.Count(tail.stdout.String(), "\n"); lines != 500 || !strings.HasPrefix(tail.stdout.String(), "1 1 128\n") {
+		t.Fatalf("tail printed %d lines:\n%.200s", lines, tail.stdout.String())
+	}
+
+	runCast(t, "replay", "tail", "-endpoints", ep, "-stream", "2", "-plaintext", "-wait", "1s").
+		expect(1, "stderr", `^cast replay: gave up after 1s without an endpoint serving the stream .*: 127\.0\.0\.1:\d+ holds nothing of stream 2 \(not available\)$`)
+	runCast(t, "replay", "tail", "-endpoints", deadTCP(t), "-plaintext", "-wait", "1s").
+		expect(1, "stderr", `^cast replay: gave up after 1s .*connection refused$`)
+
+	// Following the live tail until Ctrl-C.
+	f := startCast(t, dir, "replay", "tail", "-endpoints", ep, "-from", "400", "-plaintext")
+	f.waitOutput(`(500 1 128)`, hangBudget)
+	f.signal(syscall.SIGINT)
+	f.wait(hangBudget)
+	f.expect(130, "stderr", `^cast replay: interrupted: 101 records, tip 500$`)
+	srv.signal(syscall.SIGINT)
+	srv.wait(hangBudget)
+}
+
+// deadTCP returns a loopback TCP address nobody listens on.
+func deadTCP(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ln.Addr().String()
+	ln.Close()
+	return a
 }

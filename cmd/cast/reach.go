@@ -26,12 +26,14 @@ type reach struct {
 	p    datapath.Path
 	naks func() uint64 // NAKs served so far (nil: unknown)
 	mu   sync.Mutex
-	// alive: 200 ms passed with datagrams sent and none refused (with
-	// nobody listening, every send call after the first ICMP error fails).
+	// alive: send calls went through that no ICMP error answered. With
+	// nobody listening the first datagram draws one, which the next send
+	// call reports, and so on: a sample that saw 4 calls and no refusal
+	// proves a listener; over a whole run nobody listening gives 1 to 2.7
+	// calls per refusal (udp loses the refused call's datagram, mmsg
+	// retries once and splits batches), so ≥ 3 per refusal (+8) does too.
 	alive              bool
-	lastSent, lastRefd uint64
-	cleanSince         time.Time // last refusal (or start)
-	sentAtClean        uint64
+	lastCalls, lastRefd uint64
 	lastNaks           uint64
 	lastNakAt          time.Time
 	lastRefusedAt      time.Time
@@ -42,43 +44,42 @@ type reach struct {
 }
 
 func newReach(p datapath.Path, naks func() uint64) *reach {
-	r := &reach{p: p, naks: naks, cleanSince: time.Now()}
-	r.lastSent, r.lastRefd = pathCounters(p)
-	r.sentAtClean = r.lastSent
+	r := &reach{p: p, naks: naks}
+	r.lastCalls, r.lastRefd = pathCounters(p)
 	return r
 }
 
-// pathCounters returns the datagrams sent and refused so far.
-func pathCounters(p datapath.Path) (sent, refused uint64) {
+// pathCounters returns the send calls made and refused so far.
+func pathCounters(p datapath.Path) (calls, refused uint64) {
 	if d, ok := p.(*drop.Path); ok {
 		p = d.Inner()
 	}
 	switch v := p.(type) {
 	case *udp.Path:
 		s := v.Stats()
-		return s.Sent, s.Refused
+		return s.SendCalls, s.Refused
 	case *mmsg.Path:
 		s := v.Stats()
-		return s.Sent, s.Refused
+		return s.SendCalls, s.Refused
 	}
 	return 0, 0
 }
 
-// sample records one interval; call it every few tens of ms.
+// sample records one interval; call it every few ms.
 func (r *reach) sample() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	sent, refd := pathCounters(r.p)
-	now := time.Now()
-	if refd > r.lastRefd {
-		r.lastRefusedAt, r.cleanSince, r.sentAtClean = now, now, sent
-	} else if now.Sub(r.cleanSince) >= 200*time.Millisecond && sent >= r.sentAtClean+2 {
+	calls, refd := pathCounters(r.p)
+	if (refd == 0 && calls >= 4) || calls >= 3*refd+8 {
 		r.alive = true
+	}
+	if refd > r.lastRefd {
+		r.lastRefusedAt = time.Now()
 	}
 	if r.marked && refd > r.markRefd && r.refusedAfterMark.IsZero() {
 		r.refusedAfterMark = time.Now()
 	}
-	r.lastSent, r.lastRefd = sent, refd
+	r.lastCalls, r.lastRefd = calls, refd
 	if r.naks != nil {
 		if n := r.naks(); n != r.lastNaks {
 			r.lastNaks, r.lastNakAt = n, time.Now()
@@ -96,9 +97,9 @@ func (r *reach) mark() {
 	r.refusingAtMark = !r.lastRefusedAt.IsZero() && time.Since(r.lastRefusedAt) < 250*time.Millisecond
 }
 
-// watch samples every 20 ms until stop is closed.
+// watch samples every 5 ms until stop is closed.
 func (r *reach) watch(stop <-chan struct{}) {
-	t := time.NewTicker(20 * time.Millisecond)
+	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		select {

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/walcast/walcast/replay"
@@ -160,24 +163,35 @@ func replayServe(args []string) error {
 }
 
 func replayTail(args []string) error {
-	fs := newFlagSet("replay tail", "-endpoints A[,B...] [flags]", "Catch up from a seq over TCP, then follow the live tail.")
+	fs := newFlagSet("replay tail", "-endpoints A[,B...] [flags]", "Catch up from a seq over TCP, then follow the live tail. Without -follow it gives\n"+
+		"up (exit 1, naming the last reason: connection error or the server's NotAvailable\n"+
+		"answer) when no endpoint has served the stream for -wait. Exits 0 after -count\n"+
+		"records or at CaughtUp with -caught-up, 130 on Ctrl-C.")
 	endpoints := fs.String("endpoints", "127.0.0.1:7400", "comma-separated host:port, tried in order (federation on NotAvailable)")
-	stream := fs.Uint("stream", 1, "stream id")
+	stream := fs.Uint("stream", 1, "stream id (`cast send -wal` writes stream 1 unless told otherwise)")
 	from := fs.Uint64("from", 1, "first seq wanted (ignored when -tip names an existing tip file)")
 	tipPath := fs.String("tip", "", "tip file: resume after its seq and keep it up to date")
 	out := fs.String("out", "", "append raw frames to this file instead of printing")
 	count := fs.Uint64("count", 0, "stop after this many records (0: follow forever)")
 	untilCaught := fs.Bool("caught-up", false, "stop at the server's CaughtUp")
+	wait := fs.Duration("wait", 10*time.Second, "give up when no endpoint has served the stream for this long")
+	follow := fs.Bool("follow", false, "never give up: retry the endpoints forever")
 	ca := fs.String("ca", envOr("RSX_REPL_CA_PATH", "certs/ca.pem"), "CA certificate(s) to trust (PEM)")
 	cert := fs.String("cert", "", "client certificate for mutual TLS (PEM)")
 	key := fs.String("key", "", "client key for mutual TLS (PEM)")
 	plaintext := fs.Bool("plaintext", false, "connect without TLS (explicit opt-out)")
-	verbose := fs.Bool("v", false, "print connection events to stderr")
+	verbose := fs.Bool("v", false, "print every connection event to stderr (without it: each new error or NotAvailable reason once)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *from == 0 {
 		return usagef("-from 0: seqs start at 1")
+	}
+	if err := checkRange("stream", *stream, 0, 1<<32-1); err != nil {
+		return err
+	}
+	if err := checkRange("wait", *wait, time.Millisecond, 365*24*time.Hour); err != nil {
+		return err
 	}
 	cfg := replay.DefaultClientConfig()
 	for _, e := range strings.Split(*endpoints, ",") {
@@ -185,9 +199,15 @@ func replayTail(args []string) error {
 			cfg.Endpoints = append(cfg.Endpoints, e)
 		}
 	}
+	if len(cfg.Endpoints) == 0 {
+		return usagef("-endpoints: want at least one HOST:PORT")
+	}
 	cfg.Stream = uint32(*stream)
 	cfg.StartTip = *from - 1
 	cfg.Plaintext = *plaintext
+	if *follow {
+		cfg.RetryBudget = math.MaxInt32
+	}
 	if *tipPath != "" {
 		abs, err := filepath.Abs(*tipPath)
 		if err != nil {
@@ -209,22 +229,8 @@ func replayTail(args []string) error {
 		}
 		cfg.TLS = t
 	}
-	live := false // after CaughtUp, print each record at once
-	cfg.OnEvent = func(e replay.Event) {
-		if e.Kind == replay.EventCaughtUp {
-			live = true
-		}
-		if *verbose {
-			fmt.Fprintf(os.Stderr, "%v %s tip=%d", e.Kind, e.Endpoint, e.Tip)
-			if e.Err != nil {
-				fmt.Fprintf(os.Stderr, " err=%v", e.Err)
-			}
-			if e.Delay > 0 {
-				fmt.Fprintf(os.Stderr, " delay=%v", e.Delay.Round(time.Millisecond))
-			}
-			fmt.Fprintln(os.Stderr)
-		}
-	}
+	w := &tailWatch{verbose: *verbose, since: time.Now()}
+	cfg.OnEvent = w.event
 	cl, err := replay.NewClient(cfg)
 	if err != nil {
 		return err
@@ -241,9 +247,11 @@ func replayTail(args []string) error {
 		sink = bufio.NewWriter(replayOut)
 	}
 	defer sink.Flush()
+	w.flush = sink.Flush
 	var n uint64
 	var hdr [wal.HeaderSize]byte
 	h := func(hd wal.Header, p []byte) error {
+		w.served()
 		if *out != "" {
 			hd.Put(hdr[:])
 			sink.Write(hdr[:])
@@ -252,7 +260,7 @@ func replayTail(args []string) error {
 			fmt.Fprintf(sink, "%d %d %d\n", wal.Seq(p), hd.Type, hd.Len)
 		}
 		n++
-		if live {
+		if w.live.Load() {
 			if err := sink.Flush(); err != nil {
 				return err
 			}
@@ -262,19 +270,125 @@ func replayTail(args []string) error {
 		}
 		return nil
 	}
-	ctx, stop := replayContext()
+	sctx, stop := replayContext()
 	defer stop()
+	ctx, giveUp := context.WithCancelCause(sctx)
+	defer giveUp(nil)
+	if !*follow {
+		go w.watchdog(ctx, *wait, giveUp)
+	}
 	if *untilCaught {
 		_, err = cl.CatchUp(ctx, h)
 	} else {
 		err = cl.Run(ctx, h)
 	}
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
 	if ferr := sink.Flush(); err == nil {
 		err = ferr
 	}
 	fmt.Fprintf(os.Stderr, "%d records, tip %d\n", n, cl.Tip())
-	return err
+	switch {
+	case sctx.Err() != nil:
+		return interruptedf("%d records, tip %d", n, cl.Tip())
+	case errors.Is(context.Cause(ctx), errTailGaveUp):
+		return failf("%v", context.Cause(ctx))
+	case errors.Is(err, context.Canceled):
+		return nil
+	case err != nil:
+		return failf("stream %d: %v", *stream, err)
+	}
+	return nil
+}
+
+var errTailGaveUp = errors.New("gave up")
+
+// tailWatch follows a replay client's events: it prints them (all with
+// -v; otherwise each new failure or NotAvailable reason once) and tells
+// whether an endpoint is serving the stream, for the -wait watchdog.
+type tailWatch struct {
+	verbose bool
+	live    atomic.Bool // after CaughtUp: flush each record
+	flush   func() error
+	mu      sync.Mutex
+	serving bool
+	since   time.Time // when serving last changed
+	reason  string    // the last failure, printed
+}
+
+func (w *tailWatch) served() {
+	w.mu.Lock()
+	if !w.serving {
+		w.serving, w.since = true, time.Now()
+	}
+	w.mu.Unlock()
+}
+
+func (w *tailWatch) event(e replay.Event) {
+	if e.Kind == replay.EventCaughtUp {
+		w.live.Store(true)
+		w.served()
+		if w.flush != nil {
+			w.flush() // the history is out: show it (same goroutine as the handler)
+		}
+	}
+	if w.verbose {
+		fmt.Fprintf(os.Stderr, "%v %s tip=%d", e.Kind, e.Endpoint, e.Tip)
+		if e.Err != nil {
+			fmt.Fprintf(os.Stderr, " err=%v", e.Err)
+		}
+		if e.Delay > 0 {
+			fmt.Fprintf(os.Stderr, " delay=%v", e.Delay.Round(time.Millisecond))
+		}
+		fmt.Fprintln(os.Stderr)
+	}
+	var why string
+	switch e.Kind {
+	case replay.EventNotAvailable:
+		na := e.NotAvailable
+		if na.Oldest == 0 && na.Highest == 0 {
+			why = fmt.Sprintf("%s holds nothing of stream %d (not available)", e.Endpoint, na.Stream)
+		} else {
+			why = fmt.Sprintf("%s holds seqs %d..%d of stream %d, not %d (not available)", e.Endpoint, na.Oldest, na.Highest, na.Stream, na.Requested)
+		}
+	case replay.EventConnectFailed, replay.EventDisconnected:
+		if e.Err != nil {
+			why = fmt.Sprintf("%s: %v", e.Endpoint, e.Err)
+		}
+	default:
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.serving {
+		w.serving, w.since = false, time.Now()
+	}
+	if why != "" && why != w.reason {
+		w.reason = why
+		if !w.verbose {
+			fmt.Fprintln(os.Stderr, why)
+		}
+	}
+}
+
+// watchdog gives up once nothing has served the stream for wait.
+func (w *tailWatch) watchdog(ctx context.Context, wait time.Duration, giveUp context.CancelCauseFunc) {
+	t := time.NewTicker(min(wait/10, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		idle := !w.serving && time.Since(w.since) > wait
+		why := w.reason
+		w.mu.Unlock()
+		if idle {
+			if why == "" {
+				why = "no answer"
+			}
+			giveUp(fmt.Errorf("%w after %v without an endpoint serving the stream (-wait; -follow retries forever): %s", errTailGaveUp, wait, why))
+			return
+		}
+	}
 }
