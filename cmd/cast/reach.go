@@ -32,15 +32,15 @@ type reach struct {
 	// proves a listener; over a whole run nobody listening gives 1 to 2.7
 	// calls per refusal (udp loses the refused call's datagram, mmsg
 	// retries once and splits batches), so ≥ 3 per refusal (+8) does too.
-	alive              bool
+	alive               bool
 	lastCalls, lastRefd uint64
-	lastNaks           uint64
-	lastNakAt          time.Time
-	lastRefusedAt      time.Time
-	marked             bool
-	markRefd           uint64    // refused count when the last record was sent
-	refusingAtMark     bool      // refusals in the 250 ms before mark
-	refusedAfterMark   time.Time // first refusal seen after mark
+	lastNaks            uint64
+	lastNakAt           time.Time
+	lastRefusedAt       time.Time
+	marked              bool
+	markRefd            uint64    // refused count when the last record was sent
+	refusingAtMark      bool      // refusals in the 250 ms before mark
+	refusedAfterMark    time.Time // first refusal seen after mark
 }
 
 func newReach(p datapath.Path, naks func() uint64) *reach {
