@@ -8,7 +8,7 @@ TESTFLAGS ?= -race -timeout 30m
 FUZZTIME  ?= 3s
 BENCHTIME ?= 1s
 
-.PHONY: all build test setup fmt-check vet lint unit fuzz fuzz-smoke bench demo clean
+.PHONY: all build test check stress-test setup fmt-check vet lint unit fuzz fuzz-smoke bench demo clean
 
 all: build
 
@@ -49,6 +49,45 @@ unit:
 	$(GO) test -json -p 1 -timeout 30m -run '^TestLarge' $(PKGS) | $(TESTSUM)
 	$(GO) test -json $(TESTFLAGS) -skip '^TestLarge' $(PKGS) | $(TESTSUM)
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) test -json $(TESTFLAGS) ./... | $(GO) run ../internal/testsum; fi
+
+# The fast development lane: gofmt, vet (linux and darwin), staticcheck and
+# the tests that are neither TestLarge* nor -short-skipped, without the
+# race detector, of PKGS (default all; the bench module only then):
+#   make check PKGS=./wal/          make check PKGS='./cast/... ./replay'
+# Test results are cached as `go test` caches them; CHECKFLAGS=-count=1
+# reruns them.
+CHECKFLAGS ?=
+check: fmt-check
+	$(GO) vet $(PKGS)
+	GOOS=darwin $(GO) vet $(PKGS)
+	$(GOBIN)/staticcheck $(PKGS)
+	$(GO) test -json -short -p 1 -timeout 10m $(CHECKFLAGS) -skip '^TestLarge' $(PKGS) | $(TESTSUM)
+	@if [ "$(PKGS)" = ./... ] && [ -f bench/go.mod ]; then cd bench && $(GO) vet ./... && $(GOBIN)/staticcheck ./... && \
+		$(GO) test -json -short -p 1 -timeout 10m $(CHECKFLAGS) ./... | $(GO) run ../internal/testsum; fi
+
+# The load lane: every TestLarge* test, then every test of the packages
+# that use real sockets (STRESS_PKGS), without the race detector, one
+# package at a time, while bin/burn keeps STRESS_BURN CPUs busy (default 1:
+# on a 2-vCPU machine the tests' sender and receiver loops share what is
+# left). burn is started and stopped here; it also exits by itself when
+# this shell is gone. Load averages are printed before and after.
+# Run it under the test lock on a shared machine:
+#   flock /tmp/walcast-test.lock make stress-test
+STRESS_BURN ?= 1
+STRESS_PKGS ?= ./cast ./batch ./datapath/... ./replay ./cmd/cast ./internal/benchkit
+STRESS_RUN  ?=
+stress-test:
+	$(GO) build -o bin/burn ./internal/burn
+	@echo "stress: load before: $$(cut -d' ' -f1-3 /proc/loadavg); burning $(STRESS_BURN) CPU(s)"
+	@./bin/burn -n $(STRESS_BURN) -for 2h & burn=$$!; trap 'kill $$burn 2>/dev/null; wait $$burn 2>/dev/null' EXIT; \
+	sleep 1; rc=0; \
+	if [ -z "$(STRESS_RUN)" ]; then \
+		$(GO) test -json -count=1 -p 1 -timeout 40m -run '^TestLarge' $(PKGS) | $(TESTSUM) || rc=1; \
+		$(GO) test -json -count=1 -p 1 -timeout 40m -skip '^TestLarge' $(STRESS_PKGS) | $(TESTSUM) || rc=1; \
+	else \
+		$(GO) test -json -count=1 -p 1 -timeout 40m -run '$(STRESS_RUN)' $(STRESS_PKGS) | $(TESTSUM) || rc=1; \
+	fi; \
+	echo "stress: load after: $$(cut -d' ' -f1-3 /proc/loadavg)"; exit $$rc
 
 fuzz-smoke:
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
