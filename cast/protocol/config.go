@@ -24,11 +24,17 @@ const (
 	DefaultSilenceIntervals  = 10          // heartbeat intervals without data or heartbeat
 	DefaultMaxNakRunsPerPump = 64
 	DefaultMaxColdInFlight   = 4
+	DefaultMaxColdQueued     = 60
 	DefaultMaxColdRecords    = 256
+	DefaultColdRate          = 50_000 // records/s served from the WAL at most (docs/protocol.md)
+	DefaultColdBurst         = 4096   // records: one NAK clamped to the default ring
 
 	// MaxDatagram is the largest UDP payload an IPv4 datagram can carry;
 	// MaxFrame may not exceed it.
 	MaxDatagram = 65507
+	// maxColdRate bounds ColdRate and ColdBurst so that the token bucket's
+	// record·ns arithmetic cannot overflow.
+	maxColdRate = 1 << 30
 	// minDataFrame is a header plus the 8-byte seq.
 	minDataFrame = wal.HeaderSize + 8
 )
@@ -57,11 +63,23 @@ type SenderConfig struct {
 	// RetxDedupWindow suppresses a second retransmit of the same ring
 	// slot within this time, in ns. 0 disables the dedup.
 	RetxDedupWindow int64
-	// MaxColdInFlight caps the cold reads queued or running at once;
-	// NAKed seqs beyond the cap are dropped (the receiver asks again).
+	// MaxColdInFlight caps the cold reads running at once (handed out by
+	// ColdRequests and not yet finished).
 	MaxColdInFlight int
+	// MaxColdQueued caps the cold requests waiting for one of those;
+	// NAKed seqs beyond are dropped (the receiver asks again).
+	MaxColdQueued int
 	// MaxColdRecords is the largest Count of one ColdRequest.
 	MaxColdRecords int
+	// ColdRate and ColdBurst budget the records served from the WAL (a
+	// token bucket: ColdRate records/s, at most ColdBurst at once), so
+	// that NAKs for old seqs, a flood included, cannot amplify from the
+	// disk beyond it. NAKed cold seqs over budget are dropped and counted
+	// (the receiver asks again). A cold seq served within
+	// RetxDedupWindow, or covered by a queued or running read, is not
+	// read again.
+	ColdRate  int64
+	ColdBurst int64
 	// Coalesce packs consecutive data frames into one datagram of up to
 	// MaxFrame bytes (delta 13). Off by default.
 	Coalesce bool
@@ -76,7 +94,10 @@ func DefaultSenderConfig() SenderConfig {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		RetxDedupWindow:   DefaultRetxDedupWindow,
 		MaxColdInFlight:   DefaultMaxColdInFlight,
+		MaxColdQueued:     DefaultMaxColdQueued,
 		MaxColdRecords:    DefaultMaxColdRecords,
+		ColdRate:          DefaultColdRate,
+		ColdBurst:         DefaultColdBurst,
 	}
 }
 
@@ -97,8 +118,17 @@ func (c SenderConfig) Validate() error {
 	if c.MaxColdInFlight < 1 {
 		return fmt.Errorf("%w: MaxColdInFlight %d must be ≥ 1", ErrConfig, c.MaxColdInFlight)
 	}
+	if c.MaxColdQueued < 0 {
+		return fmt.Errorf("%w: MaxColdQueued %d must be ≥ 0", ErrConfig, c.MaxColdQueued)
+	}
 	if c.MaxColdRecords < 1 {
 		return fmt.Errorf("%w: MaxColdRecords %d must be ≥ 1", ErrConfig, c.MaxColdRecords)
+	}
+	if c.ColdRate < 1 || c.ColdRate > maxColdRate {
+		return fmt.Errorf("%w: ColdRate %d records/s must be in 1..%d", ErrConfig, c.ColdRate, maxColdRate)
+	}
+	if c.ColdBurst < 1 || c.ColdBurst > maxColdRate {
+		return fmt.Errorf("%w: ColdBurst %d records must be in 1..%d", ErrConfig, c.ColdBurst, maxColdRate)
 	}
 	return nil
 }

@@ -34,9 +34,13 @@
 // out. A NAK is verified (version, len, CRC, source), its count clamped
 // to RingSlots and to the seqs actually sent, served from the ring where
 // the slot still holds the seq (with a per-slot dedup window), and the
-// rest is queued as at most MaxColdInFlight cold requests of at most
-// MaxColdRecords records, which the loop serves off the hot thread.
-// Retransmits always go to Dest, never to the NAK's source.
+// rest is queued as cold requests of at most MaxColdRecords records
+// (MaxColdInFlight running, MaxColdQueued waiting), which the loop serves
+// off the hot thread. Cold seqs are de-duplicated across NAKs (a seq
+// queued, running or served within RetxDedupWindow is not read again)
+// and budgeted (ColdRate records/s, ColdBurst at once), so NAKs for old
+// seqs cannot amplify from the WAL. Retransmits always go to Dest, never
+// to the NAK's source.
 //
 // # Driving a Receiver
 //

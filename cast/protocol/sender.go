@@ -53,6 +53,16 @@ type coldSlot struct {
 	used   bool
 }
 
+// coldRecentSlots is how many recently served cold ranges the Sender
+// remembers for de-duplication across NAKs.
+const coldRecentSlots = 32
+
+// coldServed is a cold range [from, end) served at time at.
+type coldServed struct {
+	from, end uint64
+	at        int64
+}
+
 // SenderStats are the Sender's counters. All are totals since NewSender.
 type SenderStats struct {
 	Sent       uint64 // data records sent (first transmission)
@@ -72,10 +82,15 @@ type SenderStats struct {
 	RetxDeferred uint64 // NAKed ranges continued on a later Tick (batch full)
 	RetxDropped  uint64 // NAKed seqs dropped: too many ranges waiting for batch room
 	ColdQueued   uint64 // cold requests queued
-	ColdDedup    uint64 // cold seqs already covered by a queued request
-	ColdRejected uint64 // cold seqs dropped: in-flight cap reached or no WAL
-	ColdMissing  uint64 // requested cold seqs the WAL did not return
-	ColdErrors   uint64 // cold reads reported failed by the loop
+	// ColdDedup counts cold seqs not read again: covered by a queued or
+	// running request, or served within RetxDedupWindow.
+	ColdDedup uint64
+	// ColdOverBudget counts cold seqs dropped because the ColdRate budget
+	// was spent (the receiver asks again).
+	ColdOverBudget uint64
+	ColdRejected   uint64 // cold seqs dropped: every request slot busy, or no WAL
+	ColdMissing    uint64 // requested cold seqs the WAL did not return
+	ColdErrors     uint64 // cold reads reported failed by the loop
 }
 
 // Sender is the sending half of a stream: a sans-I/O state machine. It
@@ -99,8 +114,16 @@ type Sender struct {
 	nakFrom   netip.AddrPort
 	checkSrc  bool
 	cold      []coldSlot
-	retx      []retxRange // NAKed ranges waiting for room in the batch
-	coal      struct {
+	running   int // cold slots taken and not finished
+	// The cold budget: tokens in record·ns (one record costs 1e9), refilled
+	// at ColdRate per second up to ColdBurst records.
+	coldTokens int64
+	coldFull   int64
+	coldAt     int64 // time of the last refill
+	recent     [coldRecentSlots]coldServed
+	recentNext int
+	retx       []retxRange // NAKed ranges waiting for room in the batch
+	coal       struct {
 		vec  *batch.Vec
 		idx  int
 		n    int    // bytes in the message
@@ -131,9 +154,12 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		next:    1,
 		hbEvery: int64(cfg.HeartbeatInterval),
 		dedup:   int64(cfg.RetxDedupWindow),
-		cold:    make([]coldSlot, cfg.MaxColdInFlight),
+		cold:    make([]coldSlot, cfg.MaxColdInFlight+cfg.MaxColdQueued),
 		retx:    make([]retxRange, 0, maxDeferred),
 	}
+	s.coldFull = cfg.ColdBurst * 1e9
+	s.coldTokens = s.coldFull
+	s.coldAt = never
 	s.ring = make([]byte, cfg.RingSlots*s.slot)
 	for i := range s.retxAt {
 		s.retxAt[i] = never
@@ -411,6 +437,14 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 // serveRange retransmits seqs from … end−1: hot hits into out, misses
 // queued as cold reads. It returns end, or the seq at which out filled.
 func (s *Sender) serveRange(from, end uint64, now int64, out *batch.Vec) uint64 {
+	// Seqs more than RingSlots behind the next one cannot be in the ring
+	// (their slot holds a newer seq): queue them without walking the
+	// ring, so a NAK for old seqs costs O(1) here, flood or not.
+	if ring := uint64(s.cfg.RingSlots); s.next > ring && from < s.next-ring {
+		oldEnd := min(end, s.next-ring)
+		s.queueCold(from, oldEnd-from, now)
+		from = oldEnd
+	}
 	var coldFrom uint64
 	for seq := from; seq < end; seq++ {
 		i := seq & s.mask
@@ -421,7 +455,7 @@ func (s *Sender) serveRange(from, end uint64, now int64, out *batch.Vec) uint64 
 			continue
 		}
 		if coldFrom != 0 {
-			s.queueCold(coldFrom, seq-coldFrom)
+			s.queueCold(coldFrom, seq-coldFrom, now)
 			coldFrom = 0
 		}
 		if s.dedup > 0 && now-s.retxAt[i] < s.dedup {
@@ -436,7 +470,7 @@ func (s *Sender) serveRange(from, end uint64, now int64, out *batch.Vec) uint64 
 		s.stats.RetxHot++
 	}
 	if coldFrom != 0 {
-		s.queueCold(coldFrom, end-coldFrom)
+		s.queueCold(coldFrom, end-coldFrom, now)
 	}
 	return end
 }
@@ -475,16 +509,22 @@ func (s *Sender) drainRetx(now int64, out *batch.Vec) {
 }
 
 // queueCold queues [from, from+n) for a cold read, skipping seqs already
-// covered by a queued or running request and splitting by MaxColdRecords.
-func (s *Sender) queueCold(from, n uint64) {
+// covered by a queued or running request or served within the dedup
+// window, splitting by MaxColdRecords and spending the cold budget.
+func (s *Sender) queueCold(from, n uint64, now int64) {
 	if s.log == nil {
 		s.stats.ColdRejected += n
 		return
 	}
+	s.refillCold(now)
 	end := from + n
 	for from < end {
-		// Skip the prefix covered by an existing request.
-		if c := s.coveredUntil(from); c > from {
+		if s.coldTokens < 1e9 {
+			s.stats.ColdOverBudget += end - from
+			return
+		}
+		// Skip the prefix covered by an existing request or a recent serve.
+		if c := s.coveredUntil(from, now); c > from {
 			if c > end {
 				c = end
 			}
@@ -497,11 +537,11 @@ func (s *Sender) queueCold(from, n uint64) {
 			k = uint64(s.cfg.MaxColdRecords)
 		}
 		// Stop before the next covered seq so requests never overlap.
-		for j := range s.cold {
-			c := &s.cold[j]
-			if c.used && c.req.From > from && c.req.From < from+k {
-				k = c.req.From - from
-			}
+		if c := s.nextCovered(from, now); c < from+k {
+			k = c - from
+		}
+		if budget := uint64(s.coldTokens / 1e9); k > budget {
+			k = budget
 		}
 		slot := -1
 		for j := range s.cold {
@@ -515,46 +555,99 @@ func (s *Sender) queueCold(from, n uint64) {
 			return
 		}
 		s.cold[slot] = coldSlot{req: ColdRequest{From: from, Count: int(k)}, used: true}
+		s.coldTokens -= int64(k) * 1e9
 		s.stats.ColdQueued++
 		from += k
 	}
 }
 
-// coveredUntil returns the end (exclusive) of the request covering seq,
-// or 0.
-func (s *Sender) coveredUntil(seq uint64) uint64 {
+// refillCold adds the cold budget earned since the last refill.
+func (s *Sender) refillCold(now int64) {
+	if s.coldAt == never {
+		s.coldAt = now
+		return
+	}
+	el := now - s.coldAt
+	if el <= 0 {
+		return
+	}
+	s.coldAt = now
+	if room := s.coldFull - s.coldTokens; el >= room/s.cfg.ColdRate+1 {
+		s.coldTokens = s.coldFull
+	} else {
+		s.coldTokens += el * s.cfg.ColdRate
+	}
+}
+
+// coveredUntil returns the end (exclusive) of the queued or running
+// request, or of the range served within the dedup window, that covers
+// seq; 0 if none does.
+func (s *Sender) coveredUntil(seq uint64, now int64) uint64 {
 	for j := range s.cold {
 		c := &s.cold[j]
 		if c.used && seq >= c.req.From && seq < c.req.From+uint64(c.req.Count) {
 			return c.req.From + uint64(c.req.Count)
 		}
 	}
+	for j := range s.recent {
+		r := &s.recent[j]
+		if seq >= r.from && seq < r.end && now-r.at < s.dedup {
+			return r.end
+		}
+	}
 	return 0
 }
 
-// ColdRequests copies the queued cold reads into dst, marks them running
-// and returns how many it copied. The loop reads each on its I/O
-// goroutine (e.g. with wal.Writer.ReadRange) and reports back with
-// ColdDone or ColdFailed on the Sender's goroutine.
+// nextCovered returns the lowest seq above from at which a queued or
+// running request, or a range served within the dedup window, begins
+// (MaxUint64 if none).
+func (s *Sender) nextCovered(from uint64, now int64) uint64 {
+	next := uint64(math.MaxUint64)
+	for j := range s.cold {
+		if c := &s.cold[j]; c.used && c.req.From > from && c.req.From < next {
+			next = c.req.From
+		}
+	}
+	for j := range s.recent {
+		if r := &s.recent[j]; r.from > from && r.from < next && now-r.at < s.dedup {
+			next = r.from
+		}
+	}
+	return next
+}
+
+// ColdRequests copies queued cold reads into dst, lowest seqs first (the
+// receiver delivers in order), marks them running and returns how many
+// it copied: at most MaxColdInFlight are running at once. The loop reads
+// each on its I/O goroutine (e.g. with wal.Writer.ReadRange) and reports
+// back with ColdDone or ColdFailed on the Sender's goroutine.
 func (s *Sender) ColdRequests(dst []ColdRequest) int {
 	n := 0
-	for j := range s.cold {
-		if n == len(dst) {
+	for n < len(dst) && s.running < s.cfg.MaxColdInFlight {
+		best := -1
+		for j := range s.cold {
+			c := &s.cold[j]
+			if c.used && !c.taken && (best < 0 || c.req.From < s.cold[best].req.From) {
+				best = j
+			}
+		}
+		if best < 0 {
 			break
 		}
-		c := &s.cold[j]
-		if c.used && !c.taken {
-			c.taken = true
-			dst[n] = c.req
-			n++
-		}
+		s.cold[best].taken = true
+		s.running++
+		dst[n] = s.cold[best].req
+		n++
 	}
 	return n
 }
 
 // ColdPending reports whether cold requests wait to be taken by
-// ColdRequests.
+// ColdRequests and one may be taken now.
 func (s *Sender) ColdPending() bool {
+	if s.running >= s.cfg.MaxColdInFlight {
+		return false
+	}
 	for j := range s.cold {
 		if s.cold[j].used && !s.cold[j].taken {
 			return true
@@ -596,7 +689,9 @@ func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.
 	if c.served < req.Count {
 		s.stats.ColdMissing += uint64(req.Count - c.served)
 	}
-	*c = coldSlot{}
+	s.recent[s.recentNext] = coldServed{from: req.From, end: end, at: now}
+	s.recentNext = (s.recentNext + 1) % coldRecentSlots
+	s.finishCold(c)
 	return nil
 }
 
@@ -604,9 +699,14 @@ func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.
 // the receiver will ask again.
 func (s *Sender) ColdFailed(req ColdRequest) {
 	if c := s.findCold(req); c != nil {
-		*c = coldSlot{}
+		s.finishCold(c)
 		s.stats.ColdErrors++
 	}
+}
+
+func (s *Sender) finishCold(c *coldSlot) {
+	*c = coldSlot{}
+	s.running--
 }
 
 func (s *Sender) findCold(req ColdRequest) *coldSlot {

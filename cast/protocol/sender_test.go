@@ -267,11 +267,118 @@ func TestSenderCold(t *testing.T) {
 	if st := s.Stats(); st.RetxCold != 9 || st.ColdMissing != 1+5 || st.ColdErrors != 1 {
 		t.Fatalf("stats %+v", st)
 	}
-	// All slots free again: a new NAK queues.
-	s.Handle(nakFrame(5, 1), mem.AddrB, 0, out)
+	// Served at 0: within the dedup window a new NAK is not read again.
+	s.Handle(nakFrame(5, 1), mem.AddrB, int64(cfg.RetxDedupWindow)-1, out)
+	if n := s.ColdRequests(reqs[:]); n != 0 {
+		t.Fatalf("%d requests within the dedup window", n)
+	}
+	// After it, with all slots free again, a new NAK queues.
+	s.Handle(nakFrame(5, 1), mem.AddrB, int64(cfg.RetxDedupWindow), out)
 	if n := s.ColdRequests(reqs[:]); n != 1 {
 		t.Fatalf("%d requests after completion", n)
 	}
+}
+
+var coldBuf [DefaultMaxColdRecords * 128]byte
+
+// serveColdNow plays the loop's part at time now: it reads every cold
+// request the Sender hands out from log and finishes it, so the next NAK
+// finds the slots free. It returns the records retransmitted.
+func serveColdNow(t testing.TB, s *Sender, log *fakeLog, now int64, out *batch.Vec) int {
+	t.Helper()
+	var reqs [64]ColdRequest
+	sent := 0
+	for {
+		n := s.ColdRequests(reqs[:])
+		if n == 0 {
+			return sent
+		}
+		for _, r := range reqs[:n] {
+			_, nb, _ := log.ReadRange(r.From, r.Count, coldBuf[:])
+			for rest := coldBuf[:nb]; ; {
+				rest = s.ColdDone(r, rest, now, out)
+				sent += out.Len()
+				out.Reset()
+				if len(rest) == 0 {
+					break
+				}
+			}
+		}
+	}
+}
+
+// TestSenderColdBudget: cold retransmits are de-duplicated across NAKs
+// and budgeted, so a flood of NAKs for old seqs cannot amplify from the
+// WAL (issue 16 item 9: {1, 2^64−1} from the peer's address).
+func TestSenderColdBudget(t *testing.T) {
+	t.Run("flood of {1, 2^64-1} for one second", func(t *testing.T) {
+		log := newFakeLog(1)
+		s, out := newTestSender(t, senderCfg(), log)
+		sendN(t, s, out, 10000) // 1..5904 are out of the 4096-slot ring
+		const naks = 20_000     // one every 50 µs
+		retx := 0
+		for i := 0; i < naks; i++ {
+			now := int64(i) * 50_000
+			s.Handle(nakFrame(1, math.MaxUint64), mem.AddrB, now, out)
+			retx += out.Len() // hot part (none here: all cold)
+			out.Reset()
+			retx += serveColdNow(t, s, log, now, out)
+		}
+		st := s.Stats()
+		bound := DefaultColdBurst + DefaultColdRate // one second of budget
+		if st.RetxCold > uint64(bound) || uint64(retx) != st.RetxCold {
+			t.Fatalf("%d cold retransmits (%d counted) for %d NAKs, budget %d: %+v", retx, st.RetxCold, naks, bound, st)
+		}
+		if st.ColdDedup == 0 || st.ColdOverBudget == 0 {
+			t.Fatalf("neither de-duplicated nor budgeted: %+v", st)
+		}
+		t.Logf("%d NAKs → %d cold retransmits (%.3f per NAK); dedup %d, over budget %d seqs", naks, st.RetxCold, float64(st.RetxCold)/naks, st.ColdDedup, st.ColdOverBudget)
+	})
+	t.Run("budget refills at ColdRate", func(t *testing.T) {
+		cfg := senderCfg()
+		cfg.RingSlots, cfg.ColdRate, cfg.ColdBurst = 16, 1000, 10
+		log := newFakeLog(1)
+		s, out := newTestSender(t, cfg, log)
+		sendN(t, s, out, 200)
+		s.Handle(nakFrame(1, 16), mem.AddrB, 0, out)
+		if got := serveColdNow(t, s, log, 0, out); got != 10 || s.Stats().ColdOverBudget != 6 {
+			t.Fatalf("burst: %d served, %+v", got, s.Stats())
+		}
+		s.Handle(nakFrame(11, 6), mem.AddrB, int64(5*ms), out) // 5 ms earn 5 records
+		if got := serveColdNow(t, s, log, int64(5*ms), out); got != 5 || s.Stats().ColdOverBudget != 7 {
+			t.Fatalf("after 5 ms: %d served, %+v", got, s.Stats())
+		}
+		s.Handle(nakFrame(16, 1), mem.AddrB, int64(time.Hour), out) // full again, no overflow
+		if got := serveColdNow(t, s, log, int64(time.Hour), out); got != 1 {
+			t.Fatalf("after an hour: %d served", got)
+		}
+	})
+	t.Run("requests wait for a free read, lowest seqs first", func(t *testing.T) {
+		cfg := senderCfg()
+		cfg.RingSlots = 16
+		log := newFakeLog(1)
+		s, out := newTestSender(t, cfg, log)
+		sendN(t, s, out, 1000)
+		for i := 0; i < 100; i++ { // 100 single-seq gaps, highest first
+			s.Handle(nakFrame(uint64(800-2*i), 1), mem.AddrB, 0, out)
+		}
+		st := s.Stats()
+		if st.ColdQueued != DefaultMaxColdInFlight+DefaultMaxColdQueued || st.ColdRejected != 100-st.ColdQueued {
+			t.Fatalf("stats %+v", st)
+		}
+		var reqs [64]ColdRequest
+		n := s.ColdRequests(reqs[:])
+		if n != DefaultMaxColdInFlight || reqs[0].From != 800-2*63 || reqs[1].From != 800-2*62 {
+			t.Fatalf("handed out %v", reqs[:n])
+		}
+		if s.ColdPending() || s.ColdRequests(reqs[:]) != 0 {
+			t.Fatal("more than MaxColdInFlight running")
+		}
+		s.ColdFailed(reqs[0])
+		if !s.ColdPending() || s.ColdRequests(reqs[:]) != 1 {
+			t.Fatal("a finished read did not make room")
+		}
+	})
 }
 
 func retransmittedTo(t testing.TB, out *batch.Vec) []uint64 { return retransmitted(t, out) }
@@ -382,6 +489,10 @@ func TestConfigValidate(t *testing.T) {
 		{name: "frame below a seq", s: func(c *SenderConfig) { c.MaxFrame = 20 }},
 		{name: "negative dedup", s: func(c *SenderConfig) { c.RetxDedupWindow = -1 }},
 		{name: "no cold reads", s: func(c *SenderConfig) { c.MaxColdInFlight = 0 }},
+		{name: "negative cold queue", s: func(c *SenderConfig) { c.MaxColdQueued = -1 }},
+		{name: "no cold budget", s: func(c *SenderConfig) { c.ColdRate = 0 }},
+		{name: "cold burst 0", s: func(c *SenderConfig) { c.ColdBurst = 0 }},
+		{name: "cold rate beyond the bucket arithmetic", s: func(c *SenderConfig) { c.ColdRate = 1 << 40 }},
 		{name: "reorder ring not a power of two", r: func(c *ReceiverConfig) { c.ReorderSlots = 3000 }},
 		{name: "receiver heartbeat zero", r: func(c *ReceiverConfig) { c.HeartbeatInterval = 0 }},
 		{name: "negative debounce", r: func(c *ReceiverConfig) { c.NakDebounce = int64(-time.Second) }},

@@ -243,9 +243,9 @@ func runDemo(args []string) error {
 	fmt.Printf("loss injected  %d datagrams dropped at the receiver\n", dropped)
 	fmt.Printf("gaps recovered %d NAKs for %d records; duplicates discarded %d\n", rs.NaksSent, rs.NakSeqs, rs.Duplicates)
 	fmt.Printf("retransmits    %d (hot ring %d, WAL %d)\n", ss.RetxHot+ss.RetxCold, ss.RetxHot, ss.RetxCold)
-	if ss.ColdQueued+ss.ColdRejected > 0 {
+	if ss.ColdQueued+ss.ColdRejected+ss.ColdOverBudget > 0 {
 		ls := sloop.Stats()
-		fmt.Printf("cold reads     %d queued, %d served, %d rejected (in-flight cap), %d missing, %d failed\n", ss.ColdQueued, ls.ColdReads, ss.ColdRejected, ss.ColdMissing, ss.ColdErrors+ls.ColdErrors)
+		fmt.Printf("cold reads     %d queued, %d served, %d seqs rejected (queue full), %d over budget, %d missing, %d failed\n", ss.ColdQueued, ls.ColdReads, ss.ColdRejected, ss.ColdOverBudget, ss.ColdMissing, ss.ColdErrors+ls.ColdErrors)
 	}
 	fmt.Printf("throughput     %.0f records/s, %.3f Gbit/s (%.2f s)\n", float64(d)/el.Seconds(), float64(d)*float64(frame)*8/el.Seconds()/1e9, el.Seconds())
 	if ls := lat.Summarize(); ls.N > 0 {

@@ -265,6 +265,7 @@ func runSend(args []string) error {
 	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them)")
 	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
 	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
+	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
@@ -299,7 +300,7 @@ func runSend(args []string) error {
 		return err
 	}
 	sc := protocol.DefaultSenderConfig()
-	sc.Coalesce = nf.coalesce
+	sc.Coalesce, sc.ColdRate = nf.coalesce, *coldRate
 	var w *wal.Writer
 	var log protocol.Log
 	if *walDir != "" {
@@ -356,6 +357,9 @@ func runSend(args []string) error {
 	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
 		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
 	fmt.Printf("naks %d, retransmits %d (hot ring %d, WAL %d), heartbeats %d\n", st.Naks, st.RetxHot+st.RetxCold, st.RetxHot, st.RetxCold, st.Heartbeats)
+	if st.ColdOverBudget+st.ColdRejected > 0 {
+		fmt.Printf("cold seqs not served: %d over the -cold-rate budget, %d with every read slot busy (the receiver asks again)\n", st.ColdOverBudget, st.ColdRejected)
+	}
 	if w != nil {
 		if err := w.Flush(); err != nil {
 			return err
