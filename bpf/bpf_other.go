@@ -77,3 +77,19 @@ func (*TCImpair) Detach() error { return nil }
 
 // Close does nothing on this platform.
 func (*TCImpair) Close() error { return nil }
+
+// SyscallCounter counts threads' system calls; on this platform it cannot
+// load.
+type SyscallCounter struct{}
+
+// NewSyscallCounter returns ErrNotSupported on this platform.
+func NewSyscallCounter(int) (*SyscallCounter, error) { return nil, ErrNotSupported }
+
+// Watch returns ErrNotSupported on this platform.
+func (*SyscallCounter) Watch(int) error { return ErrNotSupported }
+
+// Count returns ErrNotSupported on this platform.
+func (*SyscallCounter) Count(int) (uint64, error) { return 0, ErrNotSupported }
+
+// Close does nothing on this platform.
+func (*SyscallCounter) Close() error { return nil }

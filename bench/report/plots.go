@@ -43,7 +43,7 @@ func plots(r *Report, dir string) ([]string, error) {
 			names = append(names, name)
 		}
 	}
-	for _, wl := range []string{"rtt", "oneway"} {
+	for _, wl := range []string{"rtt", "oneway", "paths-rtt", "paths-loss"} {
 		add(percentilePlot(r.Workload(wl), wl, dir))
 	}
 	add(barPlot(r.Workload("rtt"), dir))

@@ -16,7 +16,7 @@ import (
 )
 
 // Workloads in the order `all` runs them.
-var Workloads = []string{"rtt", "oneway", "throughput", "loss-recovery", "loss-degradation", "classic", "wal", "outage"}
+var Workloads = []string{"rtt", "oneway", "throughput", "loss-recovery", "loss-degradation", "classic", "wal", "outage", "paths"}
 
 // Drops of the loss-degradation workload (per direction).
 var LossDrops = []float64{0, 0.01, 0.05, 0.10, 0.25, 0.30, 0.40, 0.50}
@@ -117,6 +117,8 @@ func Run(o Options) (*report.Report, error) {
 			runWAL(o, r)
 		case "outage":
 			runOutage(o, r)
+		case "paths":
+			runPaths(o, r)
 		}
 	}
 	r.Goals = Goals(r)

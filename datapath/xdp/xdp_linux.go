@@ -35,6 +35,7 @@ type Path struct {
 	redirect *bpf.Redirect
 	mode     bpf.Mode
 	zeroCopy bool
+	zcErr    error // why zero-copy bind failed (CopyAuto fell back)
 	closed   bool
 	stats    Stats
 }
@@ -231,6 +232,7 @@ func (p *Path) bind() error {
 		if err = bind(); err != nil {
 			// veth and drivers without XSK support refuse zero-copy
 			// (EOPNOTSUPP); copy mode works on every device.
+			p.zcErr = err
 			sa.Flags = flags | unix.XDP_COPY
 			err = bind()
 		}
@@ -405,6 +407,22 @@ func (p *Path) Mode() bpf.Mode { return p.mode }
 
 // ZeroCopy reports whether the socket bound in zero-copy mode.
 func (p *Path) ZeroCopy() bool { return p.zeroCopy }
+
+// ZeroCopyErr is the error the kernel gave for a zero-copy bind when
+// Config.Copy was CopyAuto and the path fell back to copy mode (veth:
+// EOPNOTSUPP); nil otherwise.
+func (p *Path) ZeroCopyErr() error { return p.zcErr }
+
+// NAPIID is the socket's SO_INCOMING_NAPI_ID: the NAPI context of the
+// queue its frames came from, 0 before the first frame or where the device
+// has none (generic XDP on veth), in which case busy polling does nothing.
+func (p *Path) NAPIID() int {
+	id, err := unix.GetsockoptInt(p.fd, unix.SOL_SOCKET, unix.SO_INCOMING_NAPI_ID)
+	if err != nil {
+		return 0
+	}
+	return id
+}
 
 // FD is the AF_XDP socket (for poll(2) or diagnostics; owned by the Path).
 func (p *Path) FD() int { return p.fd }

@@ -30,6 +30,12 @@ func (*Path) Mode() bpf.Mode { return bpf.ModeAuto }
 // ZeroCopy is false on this platform.
 func (*Path) ZeroCopy() bool { return false }
 
+// ZeroCopyErr is ErrNotSupported on this platform.
+func (*Path) ZeroCopyErr() error { return ErrNotSupported }
+
+// NAPIID is 0 on this platform.
+func (*Path) NAPIID() int { return 0 }
+
 // FD is -1 on this platform.
 func (*Path) FD() int { return -1 }
 

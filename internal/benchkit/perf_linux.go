@@ -45,11 +45,16 @@ type Counters struct {
 // OpenCounters opens the group on the calling thread. It returns an error
 // only when no event at all could be opened (then every reading is n/a);
 // the returned Counters is usable either way.
-func OpenCounters() (*Counters, error) {
+func OpenCounters() (*Counters, error) { return OpenCountersFor(0) }
+
+// OpenCountersFor opens the group on thread tid of this process (0: the
+// calling thread), for a thread that cannot open its own, such as a loop
+// whose code is not the caller's.
+func OpenCountersFor(tid int) (*Counters, error) {
 	c := &Counters{fd: make([]int, len(perfSpecs)), why: make([]string, len(perfSpecs)), leader: -1}
 	for i, s := range perfSpecs {
 		c.fd[i] = -1
-		fd, err := openPerf(s, c.leader)
+		fd, err := openPerf(s, tid, c.leader)
 		if err != nil {
 			c.why[i] = perfWhy(err)
 			continue
@@ -67,7 +72,7 @@ func OpenCounters() (*Counters, error) {
 	return c, nil
 }
 
-func openPerf(s perfSpec, group int) (int, error) {
+func openPerf(s perfSpec, tid, group int) (int, error) {
 	attr := unix.PerfEventAttr{
 		Type:        s.typ,
 		Config:      s.config,
@@ -77,13 +82,13 @@ func openPerf(s perfSpec, group int) (int, error) {
 	if group < 0 {
 		attr.Bits = unix.PerfBitDisabled
 	}
-	fd, err := perfEventOpen(&attr, 0, -1, group, unix.PERF_FLAG_FD_CLOEXEC)
+	fd, err := perfEventOpen(&attr, tid, -1, group, unix.PERF_FLAG_FD_CLOEXEC)
 	if err == unix.EACCES || err == unix.EPERM {
 		// perf_event_paranoid >= 2 without CAP_PERFMON: user space only.
 		// Software events such as context switches then read 0, which is
 		// still better than nothing for cycles and instructions.
 		attr.Bits |= unix.PerfBitExcludeKernel | unix.PerfBitExcludeHv
-		fd, err = perfEventOpen(&attr, 0, -1, group, unix.PERF_FLAG_FD_CLOEXEC)
+		fd, err = perfEventOpen(&attr, tid, -1, group, unix.PERF_FLAG_FD_CLOEXEC)
 	}
 	return fd, err
 }

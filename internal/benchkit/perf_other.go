@@ -12,6 +12,9 @@ func OpenCounters() (*Counters, error) {
 	return &Counters{}, fmt.Errorf("benchkit: perf_event_open: %w", ErrUnsupported)
 }
 
+// OpenCountersFor reports that perf counters exist only on Linux.
+func OpenCountersFor(int) (*Counters, error) { return OpenCounters() }
+
 // Available lists no events.
 func (c *Counters) Available() []string { return nil }
 

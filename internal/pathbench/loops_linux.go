@@ -1,0 +1,86 @@
+package pathbench
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/wal"
+	"golang.org/x/sys/unix"
+)
+
+// loopCfg is a spinning loop on path p pinned to cpu, with a Sender
+// and/or a Receiver with default settings (reorder slots raised for the
+// loss rows). tid receives the loop thread's id on its first iteration.
+func loopCfg(p datapath.Path, cpu, batch int, sender, receiver bool, tid *atomic.Int64) (cast.LoopConfig, error) {
+	c := cast.DefaultLoopConfig()
+	c.Path, c.Thread, c.Batch = p, affinity.Config{CPU: cpu}, batch
+	if sender {
+		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+		if err != nil {
+			return c, err
+		}
+		c.Sender = s
+	}
+	if receiver {
+		rc := protocol.DefaultReceiverConfig()
+		rc.ReorderSlots = 1 << 15
+		r, err := protocol.NewReceiver(rc)
+		if err != nil {
+			return c, err
+		}
+		c.Receiver = r
+	}
+	c.OnPoll = func(*cast.Loop, int64) { noteTID(tid) }
+	return c, nil
+}
+
+// noteTID stores the calling thread's id once (one atomic load after).
+func noteTID(tid *atomic.Int64) {
+	if tid.Load() == 0 {
+		tid.Store(int64(unix.Gettid()))
+	}
+}
+
+// waitTIDs waits for the loops' first iterations.
+func waitTIDs(limit time.Duration, tids ...*atomic.Int64) error {
+	deadline := time.Now().Add(limit)
+	for _, t := range tids {
+		for t.Load() == 0 {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pathbench: a loop did not start within %v", limit)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// sendOK reports whether a Send error only means "not now" (batch or
+// window full).
+func sendOK(err error) bool {
+	return err == nil || errors.Is(err, protocol.ErrBatchFull) || errors.Is(err, wal.ErrBackpressure)
+}
+
+// Payload layout after the seq the Sender writes at [0:8).
+func putIndex(p []byte, i uint64) { binary.LittleEndian.PutUint64(p[8:], i) }
+func getIndex(p []byte) uint64    { return binary.LittleEndian.Uint64(p[8:]) }
+func putStamp(p []byte, ns int64) { binary.LittleEndian.PutUint64(p[16:], uint64(ns)) }
+func getStamp(p []byte) int64     { return int64(binary.LittleEndian.Uint64(p[16:])) }
+func payloadOK(p []byte) bool     { return len(p) >= 24 }
+func payloadLen(record int) int   { return record - wal.HeaderSize }
+func closeAll(ls ...*cast.Loop) error {
+	var errs []error
+	for _, l := range ls {
+		if l != nil {
+			errs = append(errs, l.Close())
+		}
+	}
+	return errors.Join(errs...)
+}

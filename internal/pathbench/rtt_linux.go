@@ -1,0 +1,183 @@
+package pathbench
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/xdp"
+	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/internal/netns"
+	"github.com/walcast/walcast/wal"
+)
+
+// rtt is a casting ping-pong over spec s between the pair's hosts: the
+// client loop on A sends one record and waits for the echo loop on B to
+// send it back on its own stream; the round trip is timed on the client
+// loop's clock. The probes' phase boundaries run on the client loop thread
+// (first measured ping, last echo).
+func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
+	row := newRow("rtt", s, c.Size)
+	pa, pb, err := openPair(s, pr.A, pr.B)
+	if err != nil {
+		return refusedOrFailed(row, err)
+	}
+	var tidA, tidB atomic.Int64
+	ecfg, err := loopCfg(pb, c.CPUs[1], s.Batch, true, true, &tidB)
+	if err != nil {
+		pa.Close()
+		pb.Close()
+		return failed(row, err)
+	}
+	ecfg.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) { _, _ = l.Send(h.Type, p) }
+	echo, err := cast.StartLoop(ecfg)
+	if err != nil {
+		pa.Close()
+		return failed(row, err)
+	}
+
+	total := c.Warmup + c.N
+	samples := benchkit.NewSamples(c.N)
+	payload := make([]byte, payloadLen(c.Size))
+	var (
+		i           int
+		t0          int64
+		outstanding bool
+		sendErr     error
+		start, end  time.Time
+		probes      [2]*probe
+		ready       atomic.Bool // probes are open
+		done        = make(chan struct{})
+	)
+	ping := func(l *cast.Loop) {
+		putIndex(payload, uint64(i))
+		t0 = l.Now()
+		if _, err := l.Send(1, payload); err != nil {
+			if !sendOK(err) {
+				sendErr = err
+				i = total
+				close(done)
+			}
+			return
+		}
+		outstanding = true
+	}
+	ccfg, err := loopCfg(pa, c.CPUs[0], s.Batch, true, true, &tidA)
+	if err != nil {
+		echo.Close()
+		pa.Close()
+		return failed(row, err)
+	}
+	ccfg.OnPoll = func(l *cast.Loop, _ int64) {
+		noteTID(&tidA)
+		// Ping only once the probes are open, so the warm-up ends after.
+		if !outstanding && i < total && ready.Load() {
+			ping(l)
+		}
+	}
+	ccfg.OnRecord = func(l *cast.Loop, _ wal.Header, p []byte) {
+		if !payloadOK(p) || getIndex(p) != uint64(i) || !outstanding {
+			return
+		}
+		d := l.Now() - t0
+		outstanding = false
+		if i >= c.Warmup {
+			samples.Record(d)
+		}
+		i++
+		switch i {
+		case c.Warmup:
+			start = time.Now()
+			probes[0].begin()
+			probes[1].begin()
+		case total:
+			end = time.Now()
+			probes[0].end(int64(c.N))
+			probes[1].end(int64(c.N))
+			close(done)
+			return
+		}
+		ping(l)
+	}
+	client, err := cast.StartLoop(ccfg)
+	if err != nil {
+		echo.Close()
+		return failed(row, err)
+	}
+	if err := waitTIDs(10*time.Second, &tidA, &tidB); err != nil {
+		closeAll(client, echo)
+		return failed(row, err)
+	}
+	probes[0], probes[1] = openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
+	defer probes[0].close()
+	defer probes[1].close()
+	if c.Warmup == 0 { // no warm-up: the first ping starts the phase
+		start = time.Now()
+		probes[0].begin()
+		probes[1].begin()
+	}
+	ready.Store(true)
+	limit := max(30*time.Second, time.Duration(total)*time.Millisecond)
+	var timedOut bool
+	select {
+	case <-done:
+	case <-client.Done():
+	case <-echo.Done():
+	case <-time.After(limit):
+		timedOut = true
+	}
+	note := pathNote(pa)
+	cerr := closeAll(client, echo)
+	xa, xb := xdpStats(pa), xdpStats(pb) // after the loops stopped (and closed the paths)
+	switch {
+	case sendErr != nil:
+		return failed(row, sendErr)
+	case timedOut:
+		return failed(row, fmt.Errorf("timed out after %d of %d round trips", i, total))
+	case i < total:
+		return failed(row, fmt.Errorf("a loop stopped after %d of %d round trips: %v", i, total, cerr))
+	}
+	row.Latency = samples.Summarize()
+	row.Records, row.Seconds = int64(c.N), end.Sub(start).Seconds()
+	row.RecPerS = float64(c.N) / row.Seconds
+	row.A, row.B = probes[0].thread(int64(c.N)), probes[1].thread(int64(c.N))
+	row.Note = note
+	if xa != nil {
+		per := float64(total)
+		row.Note += fmt.Sprintf("; client per round trip: %.2f TX kicks, %.2f RX kicks; echo: %.2f TX kicks, %.2f RX kicks",
+			float64(xa.TxKicks)/per, float64(xa.RecvKicks)/per, float64(xb.TxKicks)/per, float64(xb.RecvKicks)/per)
+	}
+	if n := client.ReceiverStats().NaksSent + echo.ReceiverStats().NaksSent; n > 0 {
+		row.Note += fmt.Sprintf("; %d NAKs", n)
+	}
+	return row
+}
+
+// xdpStats returns the path's counters if it is an AF_XDP path.
+func xdpStats(p datapath.Path) *xdp.Stats {
+	if x, ok := p.(*xdp.Path); ok {
+		s := x.Stats()
+		return &s
+	}
+	return nil
+}
+
+func newRow(workload string, s Spec, size int) Row {
+	return Row{Row: benchkit.Row{Workload: workload, Name: s.Name, Path: s.Kind, Mode: "spin"}, Spec: s.Name, Size: size}
+}
+
+func failed(r Row, err error) Row {
+	r.Failed = err.Error()
+	return r
+}
+
+func refusedOrFailed(r Row, err error) Row {
+	if isRefused(err) {
+		r.Refused = err.Error()
+		return r
+	}
+	return failed(r, err)
+}

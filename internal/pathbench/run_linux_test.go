@@ -1,0 +1,83 @@
+package pathbench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/internal/netns"
+)
+
+// TestRunSmoke runs every workload once over one path of each kind with
+// tiny counts: every row is measured (or refused with a reason), the loss
+// rows got the configured loss in both directions, and no namespace of the
+// run is left behind. It asserts behaviour, never speed.
+func TestRunSmoke(t *testing.T) {
+	netns.Require(t)
+	c := DefaultConfig()
+	var err error
+	if c.Specs, err = ParseSpecs("udp,mmsg-b64-gso,xdp-native,xdp-generic-busy"); err != nil {
+		t.Fatal(err)
+	}
+	c.Runs, c.N, c.Warmup = 1, 300, 50
+	c.Sizes = []int{144}
+	c.TputTime, c.LossTime, c.LossRate, c.Loss = 200*time.Millisecond, 300*time.Millisecond, 10000, 0.05
+	c.Tag = "xdp-smoke"
+	var log bytes.Buffer
+	c.Log = &log
+	r, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r.Text(&out, false)
+	t.Logf("progress:\n%s\nreport:\n%s", log.String(), out.String())
+	if len(r.Rows) != 3*len(c.Specs) || len(r.Summary) != len(r.Rows) {
+		t.Fatalf("%d rows, %d summary rows for %d specs × 3 workloads", len(r.Rows), len(r.Summary), len(c.Specs))
+	}
+	for _, x := range r.Rows {
+		if x.Failed != "" {
+			t.Errorf("%s %s failed: %s", x.Workload, x.Spec, x.Failed)
+		}
+		if x.Refused != "" {
+			if x.Path != "xdp" {
+				t.Errorf("%s %s refused: %s", x.Workload, x.Spec, x.Refused)
+			}
+			continue
+		}
+		switch x.Workload {
+		case "rtt":
+			if x.Latency.N != c.N || x.Latency.P50 <= 0 {
+				t.Errorf("rtt %s: %d samples, p50 %d", x.Spec, x.Latency.N, x.Latency.P50)
+			}
+			if x.A.Syscalls <= 0 && !strings.Contains(strings.Join(r.Notes, " "), "n/a") {
+				t.Errorf("rtt %s: %v syscalls per round trip", x.Spec, x.A.Syscalls)
+			}
+		case "throughput":
+			if x.RecPerS <= 0 || x.Delivered == 0 {
+				t.Errorf("throughput %s: %v rec/s", x.Spec, x.RecPerS)
+			}
+		case "loss":
+			if x.DeliveredPct != 100 {
+				t.Errorf("loss %s: delivered %.2f %%: %s", x.Spec, x.DeliveredPct, x.Note)
+			}
+			if x.LossAB == 0 || x.MatchedAB == 0 || x.Retx == 0 {
+				t.Errorf("loss %s: no loss injected A→B (%v of %d) or nothing retransmitted (%d)", x.Spec, x.LossAB, x.MatchedAB, x.Retx)
+			}
+		}
+	}
+	for _, ck := range r.Checks {
+		if strings.Contains(ck.Text, "configured") && !ck.Met {
+			t.Errorf("%s: %s", ck.Text, ck.Detail)
+		}
+	}
+	left, _ := os.ReadDir("/run/netns")
+	for _, e := range left {
+		if strings.HasPrefix(e.Name(), "walcast-"+c.Tag+"-") {
+			t.Errorf("namespace %s left behind", e.Name())
+		}
+	}
+}

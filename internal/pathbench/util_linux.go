@@ -1,0 +1,5 @@
+package pathbench
+
+import "errors"
+
+func isRefused(err error) bool { return errors.Is(err, errRefused) }
