@@ -34,5 +34,6 @@
 // collide.
 //
 // The package shells out to ip(8) and ethtool(8) (iproute2, ethtool), which
-// scripts/setup.sh installs. It must not be imported by non-test library code.
+// scripts/setup.sh installs. It must not be imported by the transport's library
+// code; tests and bench tools (internal/pathbench, `cast bench paths`) use it.
 package netns
