@@ -25,12 +25,16 @@ type Multicast struct {
 	// Groups are joined for receiving (MCAST_JOIN_GROUP), each an IPv4
 	// or IPv6 multicast address of the socket's family.
 	Groups []netip.Addr
-	// Sources, when not empty, restrict every joined group to datagrams
-	// from these senders (source-specific multicast,
+	// Sources, when not empty, restrict every group of Groups to
+	// datagrams from these senders (source-specific multicast,
 	// MCAST_JOIN_SOURCE_GROUP): the kernel then drops what another host
 	// sends to the group, and with IGMPv3/MLDv2 the network may stop
 	// forwarding it at all.
 	Sources []netip.Addr
+	// AnySource are groups joined from every source even when Sources is
+	// set: a casting receiver filters its data group by the sender but
+	// must hear the control group, where the other receivers send.
+	AnySource []netip.Addr
 	// TTL is the hop limit of multicast this socket sends
 	// (IP_MULTICAST_TTL / IPV6_MULTICAST_HOPS); 0 keeps the kernel's 1
 	// (the local link only). At most 255.
@@ -43,7 +47,7 @@ type Multicast struct {
 
 // Enabled reports whether any multicast option is set.
 func (m Multicast) Enabled() bool {
-	return m.Iface != "" || len(m.Groups) > 0 || len(m.Sources) > 0 || m.TTL != 0 || m.NoLoop
+	return m.Iface != "" || len(m.Groups) > 0 || len(m.AnySource) > 0 || len(m.Sources) > 0 || m.TTL != 0 || m.NoLoop
 }
 
 // ErrNotMulticast is wrapped by Validate for a group that is not a
@@ -58,7 +62,7 @@ func (m Multicast) Validate(v6 bool) error {
 	if v6 {
 		fam = "IPv6"
 	}
-	for _, g := range m.Groups {
+	for _, g := range append(m.Groups[:len(m.Groups):len(m.Groups)], m.AnySource...) {
 		g = g.Unmap()
 		if !g.IsValid() || !g.IsMulticast() {
 			return fmt.Errorf("%w: group %v", ErrNotMulticast, g)

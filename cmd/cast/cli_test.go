@@ -63,11 +63,18 @@ type child struct {
 // startCast starts `cast args...` in dir (empty: a temporary directory).
 func startCast(t *testing.T, dir string, args ...string) *child {
 	t.Helper()
+	return startWrapped(t, dir, nil, args...)
+}
+
+// startWrapped starts `wrap... cast args...` (e.g. wrap = ip netns exec NS).
+func startWrapped(t *testing.T, dir string, wrap []string, args ...string) *child {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
 	c := &child{t: t, args: args, done: make(chan struct{})}
-	c.cmd = exec.Command(os.Args[0], args...)
+	argv := append(append(append([]string(nil), wrap...), os.Args[0]), args...)
+	c.cmd = exec.Command(argv[0], argv[1:]...)
 	c.cmd.Dir = dir
 	c.cmd.Env = append(os.Environ(), childEnv+"=1")
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr

@@ -29,6 +29,9 @@ func runRecv(args []string) error {
 	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: learnt from the first datagram)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per delivered record and per event")
+	groupS := fs.String("group", "", "join the multicast GROUP:PORT instead of -listen; NAKs go to the control group (see -control), so -peer is not needed")
+	var mf mcastFlags
+	mf.add(fs, true)
 	var rf recvFlags
 	rf.add(fs)
 	var nf netFlags
@@ -51,6 +54,26 @@ func runRecv(args []string) error {
 	}
 	peer, err := addrFlag("peer", *peerS, false)
 	if err != nil {
+		return err
+	}
+	if *groupS != "" {
+		g, err := addrFlag("group", *groupS, true)
+		if err != nil {
+			return err
+		}
+		if ok, err := mf.resolve("group", g); err != nil {
+			return err
+		} else if !ok {
+			return usagef("-group %s: not a multicast address", g)
+		}
+		if flagGiven(fs, "peer") || flagGiven(fs, "listen") {
+			return usagef("-group replaces -listen and -peer")
+		}
+		if nf.mc, err = mf.receiver(); err != nil {
+			return err
+		}
+		local, peer = mf.local(), mf.ctrl
+	} else if _, err := mf.resolve("listen", local); err != nil {
 		return err
 	}
 	ctx, cancel := signalContext()
@@ -167,7 +190,11 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		p.Close()
 		return res, err
 	}
-	fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+	if nf.mc.Enabled() {
+		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)
+	} else {
+		fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+	}
 	ring := l.Received()
 	var start, lastAt time.Time
 	var buf []byte

@@ -35,6 +35,7 @@ type netFlags struct {
 	noGSO    bool
 	coalesce bool
 	drop     float64
+	mc       datapath.Multicast // group options (multicast.go); the socket is then never connected
 }
 
 func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
@@ -69,11 +70,14 @@ func (nf *netFlags) check() error {
 // open opens the datapath bound to local and, when peer is valid,
 // connected to it; with -drop it loses received datagrams.
 func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
+	if nf.mc.Enabled() {
+		peer = netip.AddrPort{} // a group member talks to many addresses
+	}
 	var p datapath.Path
 	switch nf.path {
 	case "udp":
 		c := udp.DefaultConfig()
-		c.Local, c.Peer = local, peer
+		c.Local, c.Peer, c.Multicast = local, peer, nf.mc
 		u, err := udp.New(c)
 		if err != nil {
 			return nil, err
@@ -81,7 +85,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 		p = u
 	case "mmsg":
 		c := mmsg.DefaultConfig()
-		c.Local, c.Peer, c.Batch, c.GSO = local, peer, nf.batch, !nf.noGSO
+		c.Local, c.Peer, c.Batch, c.GSO, c.Multicast = local, peer, nf.batch, !nf.noGSO, nf.mc
 		m, err := mmsg.New(c)
 		if err != nil {
 			return nil, err
@@ -257,8 +261,10 @@ func waitQuiet(ctx context.Context, l *cast.Loop, quiet, max time.Duration) {
 
 func runSend(args []string) error {
 	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind.")
-	to := fs.String("to", "", "receiver address HOST:PORT (required)")
-	bind := fs.String("bind", "0.0.0.0:0", "local address HOST:PORT; NAKs arrive here")
+	to := fs.String("to", "", "receiver address HOST:PORT, or a multicast GROUP:PORT (required)")
+	bind := fs.String("bind", "0.0.0.0:0", "local address HOST:PORT; NAKs arrive here (with a group: the group's port)")
+	var mf mcastFlags
+	mf.add(fs, false)
 	var o sendOpts
 	fs.IntVar(&o.n, "n", 100000, "records to send")
 	fs.IntVar(&o.payload, "size", 128, "payload bytes per record (first 8 are the seq); the frame adds 16")
@@ -292,6 +298,16 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
+	group, err := mf.resolve("to", peer)
+	if err != nil {
+		return err
+	}
+	if group {
+		nf.mc = mf.sender()
+		if !flagGiven(fs, "bind") {
+			local = mf.local()
+		}
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 
@@ -301,6 +317,9 @@ func runSend(args []string) error {
 	}
 	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce, sc.ColdRate = nf.coalesce, *coldRate
+	if group {
+		mf.senderConfig(&sc)
+	}
 	var w *wal.Writer
 	var log protocol.Log
 	if *walDir != "" {

@@ -115,9 +115,9 @@ func multicastJoin(fd, family, ifindex int, m datapath.Multicast) error {
 	if on == "" {
 		on = "the interface of the route to the group"
 	}
-	for _, g := range m.Groups {
+	for i, g := range append(m.Groups[:len(m.Groups):len(m.Groups)], m.AnySource...) {
 		g = g.Unmap()
-		if len(m.Sources) == 0 {
+		if len(m.Sources) == 0 || i >= len(m.Groups) {
 			var req groupReq
 			req.iface = uint32(ifindex)
 			putStorage(&req.group, family, g)

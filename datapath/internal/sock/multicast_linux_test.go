@@ -77,8 +77,9 @@ func TestMulticastBridge(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			// Two receivers share host 1 (SO_REUSEADDR) and each gets every
-			// datagram; host 2 receives only from host 0 (source filter);
-			// host 3 joins nothing and gets nothing.
+			// datagram; host 2 receives the group only from host 0 (source
+			// filter) and the other group from anyone; host 3 joins only the
+			// other group.
 			snd := openIn(t, b.Hosts[0], Config{Local: netip.AddrPortFrom(any, 0),
 				Multicast: datapath.Multicast{Iface: b.Hosts[0].Link, TTL: 1}})
 			port := uint16(0)
@@ -92,7 +93,8 @@ func TestMulticastBridge(t *testing.T) {
 			r1c := openIn(t, b.Hosts[1], Config{Local: netip.AddrPortFrom(any, port),
 				Multicast: datapath.Multicast{Iface: b.Hosts[1].Link, Groups: []netip.Addr{other}}})
 			r2 := openIn(t, b.Hosts[2], Config{Local: netip.AddrPortFrom(any, port),
-				Multicast: datapath.Multicast{Iface: b.Hosts[2].Link, Groups: []netip.Addr{group}, Sources: []netip.Addr{src(0)}}})
+				Multicast: datapath.Multicast{Iface: b.Hosts[2].Link, Groups: []netip.Addr{group}, Sources: []netip.Addr{src(0)},
+					AnySource: []netip.Addr{other}}})
 			r3 := openIn(t, b.Hosts[3], Config{Local: netip.AddrPortFrom(any, port),
 				Multicast: datapath.Multicast{Iface: b.Hosts[3].Link, Groups: []netip.Addr{other}}})
 			// A stranger on host 3 sends to the group too: the source
@@ -104,7 +106,9 @@ func TestMulticastBridge(t *testing.T) {
 			sendTo(t, snd, to, []byte("a"))
 			sendTo(t, snd, to, []byte("b"))
 			sendTo(t, stranger, to, []byte("x"))
-			want := map[*Socket]string{r1: "abx", r1b: "abx", r1c: "", r2: "ab", r3: ""}
+			// Host 2's second group is joined from any source.
+			sendTo(t, stranger, netip.AddrPortFrom(other, port), []byte("y"))
+			want := map[*Socket]string{r1: "abx", r1b: "abx", r1c: "y", r2: "aby", r3: "y"}
 			for s, w := range want {
 				got := ""
 				for _, d := range recvAll(s, 200*time.Millisecond) {

@@ -81,7 +81,7 @@ func Open(c Config) (*Socket, error) {
 		unix.Close(fd)
 		return nil, OpError("bind", local, err)
 	}
-	if len(c.Multicast.Groups) > 0 {
+	if len(c.Multicast.Groups)+len(c.Multicast.AnySource) > 0 {
 		if err := multicastJoin(fd, family, ifindex, c.Multicast); err != nil {
 			unix.Close(fd)
 			return nil, err
