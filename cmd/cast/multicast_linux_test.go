@@ -17,20 +17,20 @@ func TestCLIMulticast(t *testing.T) {
 	c := netns.DefaultLANConfig()
 	c.Hosts, c.Tag = 3, "mc"
 	lan := netns.NewLAN(t, c)
-	const n = 20000
+	const n = 10000
 	group := "239.199.1.1:9311"
 	var recv []*child
 	for i, drop := range []string{"0", "1"} {
 		h := lan.Hosts[i+1]
 		r := startWrapped(t, "", []string{"ip", "netns", "exec", h.NS},
-			"recv", "-group", group, "-iface", h.Link, "-n", fmt.Sprint(n), "-idle", "park", "-drop", drop, "-debounce", "5ms", "-reorder", "32768")
+			"recv", "-group", group, "-iface", h.Link, "-n", fmt.Sprint(n), "-idle", "park", "-drop", drop, "-debounce", "20ms", "-reorder", "32768")
 		r.waitOutput(`receiving groups`, hangBudget)
 		recv = append(recv, r)
 	}
 	s := startWrapped(t, "", []string{"ip", "netns", "exec", lan.Hosts[0].NS},
-		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "10000", "-idle", "park", "-linger", "3s")
+		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "5000", "-idle", "park", "-linger", "3s", "-wal", t.TempDir())
 	s.wait(hangBudget)
-	s.expect(0, "stdout", `^naks \d+, retransmits`)
+	s.expect(0, "stdout", `^wal .*: durable through seq \d+`)
 	for i, r := range recv {
 		r.wait(hangBudget)
 		out := r.stdout.String()
