@@ -46,6 +46,25 @@ type Config struct {
 	// deleted; pruning runs at every rotation (default 4 h). Zero keeps
 	// everything.
 	Retention time.Duration
+	// SeqReserve is how many seqs the I/O goroutine reserves durably
+	// ahead of the appender (default 65536; at least 64). Append never
+	// assigns a seq beyond the reservation, so a crash can only leave
+	// reserved seqs unused, never reissue one with other content: Open
+	// continues after the reservation with a Skip marker. The cost is one
+	// small write + fdatasync every SeqReserve/2 records, on the I/O
+	// goroutine.
+	SeqReserve int
+	// VerifySealed makes Open read and check every record of every sealed
+	// segment. By default a sealed segment whose sidecar index matches it
+	// (size, first and last record) is trusted without reading the rest;
+	// the active segment is always read whole. Damage a default Open does
+	// not see is found when the record is read (ReadAt, replay) and by
+	// Verify.
+	VerifySealed bool
+	// Repair makes Open repair a damaged log (see [Repair]: damaged
+	// records are moved to a quarantine directory and replaced by Skip
+	// markers) instead of refusing it with a *DamageError.
+	Repair bool
 	// DisableDirectIO forces buffered writes + fdatasync even where
 	// O_DIRECT works (for comparison benchmarks).
 	DisableDirectIO bool
@@ -64,6 +83,7 @@ func DefaultConfig(dir string) Config {
 		FlushBytes:    64 << 10,
 		MaxFlushLag:   10 * time.Millisecond,
 		Retention:     4 * time.Hour,
+		SeqReserve:    1 << 16,
 	}
 }
 
@@ -73,6 +93,7 @@ const (
 	MaxSegmentSize = 1 << 31   // bytes; index offsets are u32
 	MinBufferSize  = 256 << 10 // bytes; holds several maximum-size frames
 	MaxBufferSize  = 1 << 30   // bytes
+	MinSeqReserve  = 64        // seqs
 )
 
 // Validate reports the first field that is out of range.
@@ -92,6 +113,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("wal: config: FlushBytes %d must be positive", c.FlushBytes)
 	case c.MaxFlushLag <= 0:
 		return fmt.Errorf("wal: config: MaxFlushLag %v must be positive", c.MaxFlushLag)
+	case c.SeqReserve < MinSeqReserve:
+		return fmt.Errorf("wal: config: SeqReserve %d below %d", c.SeqReserve, MinSeqReserve)
 	case c.Retention < 0:
 		return fmt.Errorf("wal: config: Retention %v is negative", c.Retention)
 	}

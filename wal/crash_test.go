@@ -40,7 +40,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// crashChild appends until it is killed, printing the durable watermark.
+// crashChild appends until it is killed, printing the durable watermark
+// and the highest seq appended (handed out) so far.
 func crashChild(dir string) {
 	w, err := Open(crashConfig(dir))
 	if err != nil {
@@ -64,7 +65,7 @@ func crashChild(dir string) {
 				return
 			}
 			d = nd
-			fmt.Printf("durable %d\n", d)
+			fmt.Printf("durable %d appended %d\n", d, w.NextSeq()-1)
 		}
 	}()
 	for {
@@ -92,7 +93,8 @@ func runCrashes(t *testing.T, rounds int) {
 	dir := t.TempDir()
 	c := crashConfig(dir)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	var lastDurable, recovered uint64
+	var lastDurable, lastAppended, recovered uint64
+	skips := 0
 	for round := 0; round < rounds; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
 		cmd.Env = append(os.Environ(), crashEnv+"="+dir)
@@ -141,12 +143,12 @@ func runCrashes(t *testing.T, rounds int) {
 				if !ok {
 					break run
 				}
-				if d, ok := strings.CutPrefix(l, "durable "); ok {
-					v, _ := strconv.ParseUint(d, 10, 64)
-					if v < start-1 {
-						t.Fatalf("round %d: durable %d below the start %d", round, v, start)
+				if d, a, ok := parseDurable(l); ok {
+					if d < start-1 {
+						t.Fatalf("round %d: durable %d below the start %d", round, d, start)
 					}
-					lastDurable = max(lastDurable, v)
+					lastDurable = max(lastDurable, d)
+					lastAppended = max(lastAppended, a)
 				} else {
 					t.Fatalf("round %d: child: %s", round, l)
 				}
@@ -157,9 +159,9 @@ func runCrashes(t *testing.T, rounds int) {
 		cmd.Process.Kill() // SIGKILL
 		cmd.Wait()
 		for l := range lines { // watermarks printed before the kill count too
-			if d, ok := strings.CutPrefix(l, "durable "); ok {
-				v, _ := strconv.ParseUint(d, 10, 64)
-				lastDurable = max(lastDurable, v)
+			if d, a, ok := parseDurable(l); ok {
+				lastDurable = max(lastDurable, d)
+				lastAppended = max(lastAppended, a)
 			}
 		}
 		// Recover in the parent and check everything.
@@ -172,17 +174,33 @@ func runCrashes(t *testing.T, rounds int) {
 			w.Close()
 			t.Fatalf("round %d: lost durable records: recovered up to %d, child reported %d durable", round, last, lastDurable)
 		}
+		// No seq the child handed out is handed out again: the log goes on
+		// after them, with a Skip marker for those that did not survive.
+		if last < lastAppended {
+			w.Close()
+			t.Fatalf("round %d: the next seq %d reuses a seq the child handed out (up to %d)", round, last+1, lastAppended)
+		}
+		if sk := w.Stats().Recovery.Skip; sk != nil {
+			skips++
+			if sk.From <= lastDurable || sk.Seq <= lastAppended || sk.Seq != last {
+				w.Close()
+				t.Fatalf("round %d: Skip %+v; durable %d, appended %d, last %d", round, *sk, lastDurable, lastAppended, last)
+			}
+		}
 		buf := make([]byte, 1<<17)
 		for _, seq := range []uint64{1, lastDurable, last, (last + 1) / 2} {
 			if seq == 0 {
 				continue
 			}
 			n, err := w.ReadAt(seq, buf)
+			if errors.Is(err, ErrNotFound) {
+				continue // a seq a crash left unused (inside a Skip)
+			}
 			if err != nil {
 				w.Close()
 				t.Fatalf("round %d: ReadAt(%d): %v", round, seq, err)
 			}
-			checkFrame(t, seq, buf[:n])
+			checkRecord(t, seq, buf[:n])
 		}
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
@@ -197,5 +215,13 @@ func runCrashes(t *testing.T, rounds int) {
 		t.Fatal("the child never reported a durable record")
 	}
 	verifyDir(t, c, recovered)
-	t.Logf("%d kills; %d records recovered, last durable watermark %d", rounds, recovered, lastDurable)
+	t.Logf("%d kills; %d records recovered, last durable watermark %d, %d Skip markers", rounds, recovered, lastDurable, skips)
+}
+
+// parseDurable parses the child's "durable D appended A" line.
+func parseDurable(l string) (d, a uint64, ok bool) {
+	if _, err := fmt.Sscanf(l, "durable %d appended %d", &d, &a); err != nil {
+		return 0, 0, false
+	}
+	return d, a, true
 }

@@ -51,11 +51,13 @@ func FuzzScanSegment(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer fh.Close()
-		res, _ := scanSkipping(fh, 0, 0)
-		for i := uint64(0); i < uint64(len(res.entries)/idxEntrySize); i++ {
-			off, l := idxEntryAt(res.entries, i)
-			if int64(off)+int64(l) > int64(len(data)) {
-				t.Fatalf("entry %d beyond the data", i)
+		a := analyzeSegment(fh, path, int64(len(data)), 0, nil, 0)
+		for _, r := range a.runs {
+			for i := uint64(0); i < uint64(len(r.entries)/idxEntrySize); i++ {
+				off, l := idxEntryAt(r.entries, i)
+				if int64(off)+int64(l) > int64(len(data)) {
+					t.Fatalf("entry %d beyond the data", i)
+				}
 			}
 		}
 		Verify(dir, 0)
@@ -92,7 +94,7 @@ func FuzzRecoverActive(f *testing.F) {
 		}
 		// Damaged records in the middle are kept (and reported); anything
 		// else must verify.
-		if rep.Bad != nil && len(w.Stats().Recovery.Corrupt) == 0 {
+		if rep.Bad != nil {
 			t.Fatalf("recovered log does not verify: %v", rep.Bad)
 		}
 	})

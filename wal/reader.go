@@ -81,7 +81,18 @@ func (r *Reader) open() (bool, error) {
 			break
 		}
 		if r.next < sf.First {
-			return false, fmt.Errorf("wal: reader: seq %d: %w (oldest on disk is %d)", r.next, ErrNotFound, sf.First)
+			// Seqs no segment holds: a Skip marker at the start of sf
+			// explains them (the reader continues with it), or the oldest
+			// segment starts after them (pruned), or a segment is missing.
+			if typ, sk, ok := firstRecord(sf.Path); ok && typ == TypeSkip && sk.Seq == sf.First && sk.From <= r.next {
+				r.next = sf.First
+				pick = sf
+				break
+			}
+			if i == 0 {
+				return false, fmt.Errorf("wal: reader: seq %d: %w (oldest on disk is %d)", r.next, ErrNotFound, sf.First)
+			}
+			return false, missing(files[i-1].Last+1, sf.First-1, sf.Path)
 		}
 	}
 	if pick == nil {
@@ -108,8 +119,17 @@ func (r *Reader) open() (bool, error) {
 		s0 := &frameScanner{f: f, name: pick.Path, buf: make([]byte, 64<<10)}
 		if fr, _, err := s0.next(); err == nil {
 			if first := Seq(fr[HeaderSize:]); first > r.next {
+				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && le.Uint16(fr[2:]) == TypeSkip && sk.From <= r.next {
+					r.next = first // the Skip marker at the start explains the seqs before it
+					r.sc.seek(0)
+					r.seeked = false
+					return true, nil
+				}
 				r.f.Close()
 				r.f, r.sc = nil, nil
+				if len(files) > 1 {
+					return false, missing(files[len(files)-2].Last+1, first-1, pick.Path)
+				}
 				return false, fmt.Errorf("wal: reader: seq %d: %w (active segment starts at %d)", r.next, ErrNotFound, first)
 			}
 		}
@@ -172,6 +192,13 @@ func (r *Reader) Next() (frame []byte, err error) {
 			if r.next != 0 && seq < r.next {
 				continue // seeking forward from an index checkpoint
 			}
+			if r.next != 0 && seq > r.next && le.Uint16(fr[2:]) == TypeSkip {
+				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && sk.From <= r.next {
+					r.seeked = false
+					r.next = seq + 1 // the marker stands for the seqs up to it
+					return fr, nil
+				}
+			}
 			if r.next != 0 && seq > r.next {
 				if r.seeked {
 					// The index pointed past the seq: scan this file instead.
@@ -179,7 +206,7 @@ func (r *Reader) Next() (frame []byte, err error) {
 					r.sc.seek(0)
 					continue
 				}
-				return nil, &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrSeq}
+				return nil, r.damaged(off, &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrSeq})
 			}
 			r.seeked = false
 			r.next = seq + 1
@@ -206,7 +233,7 @@ func (r *Reader) Next() (frame []byte, err error) {
 			if err == errPartial {
 				err = &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrLen}
 			}
-			return nil, err
+			return nil, r.damaged(off, err)
 		}
 		// End of the active segment's data (or a frame still being
 		// written): forget buffered bytes and see whether the file has
@@ -220,6 +247,12 @@ func (r *Reader) Next() (frame []byte, err error) {
 				return nil, io.EOF
 			}
 			if errors.As(err, &fe) {
+				if r.indexed(r.next) {
+					// The writer made this record durable (it indexes a
+					// record only after fdatasync): it is damaged, not
+					// still being written.
+					return nil, r.damaged(off, err)
+				}
 				return nil, io.EOF // possibly a block being rewritten; retry later
 			}
 			return nil, err
@@ -230,4 +263,38 @@ func (r *Reader) Next() (frame []byte, err error) {
 		// Sealed: its length is final; read it to the end as a sealed file.
 		r.active = false
 	}
+}
+
+// damaged turns a bad frame at off (the record r.next should be there)
+// into a *DamageError that also matches the codec error.
+func (r *Reader) damaged(off int64, err error) error {
+	var fe *FrameError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	return &DamageError{File: fe.File, Off: off, Seq: r.next, Last: r.next, What: "unreadable record: " + fe.Err.Error(), Err: fe.Err}
+}
+
+// indexed reports whether the active segment's sidecar lists seq: the
+// writer wrote and synced it.
+func (r *Reader) indexed(seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	f, err := os.Open(filepath.Join(r.dir, idxName(ActiveName(r.stream))))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var h [idxHeaderSize]byte
+	if _, err := f.ReadAt(h[:], 0); err != nil || [8]byte(h[0:8]) != idxMagic {
+		return false
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	first := binary.LittleEndian.Uint64(h[8:])
+	n := uint64(max(fi.Size()-idxHeaderSize, 0)) / idxEntrySize
+	return n > 0 && seq >= first && seq < first+n
 }

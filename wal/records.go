@@ -11,7 +11,17 @@ const (
 	TypeHeartbeat          uint16 = 0x12 // UDP sender → receiver, 64-byte payload
 	TypeReplicationRequest uint16 = 0x13 // TCP client → server, 64-byte payload
 	TypeNotAvailable       uint16 = 0x15 // TCP server → client, 64-byte payload
+	// TypeSkip is walcast's Skip marker: a log record (it carries a seq
+	// and is stored, sent, NAKed and replayed like data) saying that the
+	// seqs from Skip.From up to its own seq have no record. See [Skip].
+	TypeSkip uint16 = 0x17
 )
+
+// IsProtocolType reports whether typ is one of the record types the
+// transport reserves (0x10–0x17: Status, NAK, Heartbeat,
+// ReplicationRequest, bitmap NAK, NotAvailable, session end, Skip). An
+// application never sends them as data.
+func IsProtocolType(typ uint16) bool { return typ-0x10 <= 7 }
 
 // Payload sizes of the control records, in bytes.
 const (
@@ -39,11 +49,22 @@ type Heartbeat struct {
 }
 
 // ReplicationRequest opens a TCP replay of Stream from seq From
-// (0 = from the oldest record the server holds).
+// (0 = from the oldest record the server holds). Flags are walcast's
+// capability bits in payload bytes 16..20, zero in the reference: a server
+// sends walcast's extensions only to a client that set them.
 type ReplicationRequest struct {
 	Stream uint32
 	From   uint64
+	Flags  uint32
 }
+
+// ReplicationRequest flags.
+const (
+	// ReplayExt: the client understands Skip records (0x17) on the stream
+	// and the Damaged field of a NotAvailable, which may then also arrive
+	// mid-stream.
+	ReplayExt uint32 = 1
+)
 
 // CaughtUp tells a replay client that every record up to LiveSeq has been
 // sent. Seq is always 0 as emitted; TsNs is the server's wall clock in ns
@@ -57,11 +78,16 @@ type CaughtUp struct {
 
 // NotAvailable answers a ReplicationRequest the server cannot serve.
 // Oldest and Highest are 0 when the server holds nothing for the stream.
+// Damaged (walcast, payload bytes 32..40, sent only to a client that set
+// [ReplayExt]) is the seq at which the server's log is damaged: every
+// record before it was sent, it cannot be. Such a NotAvailable may come
+// mid-stream.
 type NotAvailable struct {
 	Requested uint64
 	Oldest    uint64
 	Highest   uint64
 	Stream    uint32
+	Damaged   uint64
 }
 
 func zero(b []byte) {
@@ -108,6 +134,7 @@ func (r ReplicationRequest) Put(p []byte) {
 	zero(p[:ControlPayloadSize])
 	le.PutUint32(p[0:], r.Stream)
 	le.PutUint64(p[8:], r.From)
+	le.PutUint32(p[16:], r.Flags)
 }
 
 // ParseReplicationRequest decodes a ReplicationRequest payload; ErrPayload
@@ -116,7 +143,7 @@ func ParseReplicationRequest(p []byte) (ReplicationRequest, error) {
 	if len(p) < ControlPayloadSize {
 		return ReplicationRequest{}, ErrPayload
 	}
-	return ReplicationRequest{Stream: le.Uint32(p[0:]), From: le.Uint64(p[8:])}, nil
+	return ReplicationRequest{Stream: le.Uint32(p[0:]), From: le.Uint64(p[8:]), Flags: le.Uint32(p[16:])}, nil
 }
 
 // Put writes the 128-byte payload into p[0:128]. Bytes 72..128 are written
@@ -152,6 +179,7 @@ func (n NotAvailable) Put(p []byte) {
 	le.PutUint64(p[8:], n.Oldest)
 	le.PutUint64(p[16:], n.Highest)
 	le.PutUint32(p[24:], n.Stream)
+	le.PutUint64(p[32:], n.Damaged)
 }
 
 // ParseNotAvailable decodes a ReplicationNotAvailable payload; ErrPayload
@@ -165,6 +193,7 @@ func ParseNotAvailable(p []byte) (NotAvailable, error) {
 		Oldest:    le.Uint64(p[8:]),
 		Highest:   le.Uint64(p[16:]),
 		Stream:    le.Uint32(p[24:]),
+		Damaged:   le.Uint64(p[32:]),
 	}, nil
 }
 
@@ -206,4 +235,79 @@ func PutCaughtUpFrame(dst []byte, c CaughtUp) int {
 	c.Put(dst[HeaderSize:CaughtUpFrameSize])
 	_ = Seal(dst[:CaughtUpFrameSize], TypeCaughtUp)
 	return CaughtUpFrameSize
+}
+
+// Skip is the payload of a Skip marker (type [TypeSkip], 64 bytes): the
+// record at seq Seq stands for the seqs From…Seq, none of which has a
+// record of its own. [0..8) seq u64 (the record's own seq, as for every
+// data record), [8..16) from u64, [16..20) reason u32, [20..64) zero.
+//
+// A log has a hole in its seqs only between two segments, and the segment
+// after the hole starts with the Skip that explains it. Two reasons write
+// one: a writer that crashed had reserved (and may have sent) seqs it
+// never made durable, so on restart it continues past its reservation
+// ([SkipRestart]); `cast wal repair` replaced damaged records
+// ([SkipRepair]).
+type Skip struct {
+	Seq    uint64
+	From   uint64
+	Reason uint32
+}
+
+// Skip reasons.
+const (
+	// SkipRestart: seqs From…Seq−1 were reserved by a writer that crashed
+	// before they were durable. A consumer that delivered records with
+	// these seqs holds content the log never had: it must drop them.
+	SkipRestart uint32 = 1
+	// SkipRepair: the records From…Seq were damaged on disk and moved to
+	// a quarantine file by a repair. Copies a consumer delivered earlier
+	// passed their CRC and are authentic; the log no longer has them.
+	SkipRepair uint32 = 2
+)
+
+// SkipPayloadSize is the payload size of a Skip marker in bytes.
+const SkipPayloadSize = 64
+
+// SkipFrameSize is the size of a Skip marker frame in bytes.
+const SkipFrameSize = HeaderSize + SkipPayloadSize
+
+// Put writes the 64-byte payload into p[0:64] (padding zero).
+func (s Skip) Put(p []byte) {
+	_ = p[SkipPayloadSize-1]
+	zero(p[:SkipPayloadSize])
+	le.PutUint64(p[0:], s.Seq)
+	le.PutUint64(p[8:], s.From)
+	le.PutUint32(p[16:], s.Reason)
+}
+
+// ParseSkip decodes a Skip payload: ErrPayload when shorter than 64 bytes
+// or when From is 0 or above Seq.
+func ParseSkip(p []byte) (Skip, error) {
+	if len(p) < SkipPayloadSize {
+		return Skip{}, ErrPayload
+	}
+	s := Skip{Seq: le.Uint64(p[0:]), From: le.Uint64(p[8:]), Reason: le.Uint32(p[16:])}
+	if s.From == 0 || s.From > s.Seq {
+		return Skip{}, ErrPayload
+	}
+	return s, nil
+}
+
+// Lost returns the seqs a consumer whose last delivered seq was last
+// received although they are in the Skip's range: From…min(last, Seq).
+// ok is false when there are none.
+func (s Skip) Lost(last uint64) (from, to uint64, ok bool) {
+	if last < s.From {
+		return 0, 0, false
+	}
+	return s.From, min(last, s.Seq), true
+}
+
+// PutSkipFrame writes a complete Skip marker frame into dst[0:80] and
+// returns its size.
+func PutSkipFrame(dst []byte, s Skip) int {
+	s.Put(dst[HeaderSize:SkipFrameSize])
+	_ = Seal(dst[:SkipFrameSize], TypeSkip)
+	return SkipFrameSize
 }

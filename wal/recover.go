@@ -11,12 +11,18 @@ import (
 )
 
 // recover loads the stream directory: sealed segments with their indexes
-// (rebuilt when missing or stale), then the active segment, scanned from
-// its last index checkpoint; a torn tail is cut and everything after the
+// (rebuilt when missing or stale), then the active segment, whose every
+// record is read and checked; a torn tail is cut and everything after the
 // last good record is zero again. It leaves the writer ready to append at
-// committed+1.
+// committed+1. Damage — a durable record that does not read back, a seq
+// range no segment holds and no Skip explains, a sealed segment that does
+// not hold what its name says — is returned as a *DamageError (the first
+// one; Stats().Recovery.Damage lists all) and nothing is changed on disk.
 func (w *Writer) recover() error {
-	w.st.recovery.TornAt = -1
+	w.st.recovery = Recovery{TornAt: -1}
+	if err := finishRepairs(w.dir); err != nil {
+		return err
+	}
 	ents, err := os.ReadDir(w.dir)
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
@@ -27,6 +33,7 @@ func (w *Writer) recover() error {
 			os.Remove(filepath.Join(w.dir, n))
 		}
 	}
+	w.st.recovery.Unknown, w.st.recovery.OrphanIndexes = tidyDir(w.dir, w.cfg.Stream, true)
 	files, err := ListSegments(w.dir, w.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
@@ -37,6 +44,7 @@ func (w *Writer) recover() error {
 		return err
 	}
 	act := &segment{path: apath, fd: afd}
+	var dmg []*DamageError
 	var prevLast uint64
 	for _, sf := range files {
 		if sf.Active {
@@ -44,24 +52,39 @@ func (w *Writer) recover() error {
 		}
 		if sf.First <= prevLast {
 			unix.Close(afd)
-			return fmt.Errorf("wal: open: segment %s overlaps the previous one (last %d)", sf.Path, prevLast)
+			return &DamageError{File: sf.Path, Off: -1, Seq: sf.First, Last: prevLast,
+				What: fmt.Sprintf("overlaps the previous segment (which ends at seq %d); move one of them away", prevLast)}
 		}
-		s, err := w.loadSealed(sf)
+		if prevLast != 0 && sf.First > prevLast+1 && !skipExplains(sf.Path, prevLast+1, sf.First) {
+			dmg = append(dmg, missing(prevLast+1, sf.First-1, sf.Path))
+		}
+		s, d, err := w.loadSealed(sf)
 		if err != nil {
 			unix.Close(afd)
 			return err
 		}
+		dmg = append(dmg, d...)
 		w.segs = append(w.segs, s)
 		prevLast = sf.Last
 		w.st.recovery.Segments++
 		w.st.recovery.Records += s.count()
 	}
-	if err := w.recoverActive(act, prevLast); err != nil {
+	d, err := w.recoverActive(act, prevLast)
+	if err != nil {
 		unix.Close(afd)
 		return err
 	}
+	dmg = append(dmg, d...)
 	w.segs = append(w.segs, act)
 	w.act = act
+	for _, e := range dmg {
+		w.st.recovery.Damage = append(w.st.recovery.Damage, *e)
+	}
+	if len(dmg) > 0 {
+		e := *dmg[0]
+		e.More = len(dmg) - 1
+		return &e
+	}
 	w.st.recovery.Records += act.count()
 	w.committed = max(prevLast, act.last)
 	if act.count() == 0 {
@@ -69,7 +92,47 @@ func (w *Writer) recover() error {
 		act.last = w.committed
 	}
 	w.oldest.Store(w.segs[0].first)
+	if w.segs[0].count() > 0 {
+		// A log that begins with a Skip covers the seqs from its From.
+		if typ, sk, ok := firstRecord(w.segs[0].path); ok && typ == TypeSkip && sk.Seq == w.segs[0].first {
+			w.oldest.Store(sk.From)
+		}
+	}
 	return nil
+}
+
+// tidyDir looks at a stream directory's file names: it returns the
+// *.wal files whose names are not segment names of stream, and the
+// sidecar indexes without a segment (left by a kill during pruning), which
+// it removes when remove is set.
+func tidyDir(dir string, stream uint32, remove bool) (unknown, orphans []string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil
+	}
+	have := map[string]bool{}
+	for _, e := range ents {
+		have[e.Name()] = true
+	}
+	for _, e := range ents {
+		n := e.Name()
+		switch {
+		case e.IsDir():
+		case strings.HasSuffix(n, ".wal"):
+			if sf, ok := parseSegmentName(n); !ok || sf.Stream != stream {
+				unknown = append(unknown, filepath.Join(dir, n))
+			}
+		case strings.HasSuffix(n, ".idx"):
+			stem := strings.TrimSuffix(n, ".idx")
+			if sf, ok := parseSegmentName(stem + ".wal"); ok && sf.Stream == stream && !have[stem+".wal"] {
+				orphans = append(orphans, filepath.Join(dir, n))
+				if remove {
+					os.Remove(filepath.Join(dir, n))
+				}
+			}
+		}
+	}
+	return unknown, orphans
 }
 
 // openActive opens (creating) the active segment, probing O_DIRECT: open
@@ -118,60 +181,100 @@ func (w *Writer) openRead(path string) (int, error) {
 	return fd, nil
 }
 
-// loadSealed opens a sealed segment and its index, rebuilding the index by
-// a scan when the sidecar is missing or does not match the file.
-func (w *Writer) loadSealed(sf SegmentFile) (*segment, error) {
+// loadSealed opens a sealed segment and its index. A sidecar that matches
+// (header, entries, file size, first and last record) is trusted without
+// reading the rest, unless Config.VerifySealed; otherwise every record is
+// read and checked, and the index rebuilt. A segment that does not hold
+// exactly what its name says is reported as damage.
+func (w *Writer) loadSealed(sf SegmentFile) (*segment, []*DamageError, error) {
 	fd, err := w.openRead(sf.Path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := &segment{first: sf.First, last: sf.Last, path: sf.Path, fd: fd, sealed: true}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("wal: stat %s: %w", sf.Path, err)
+		return nil, nil, fmt.Errorf("wal: stat %s: %w", sf.Path, err)
 	}
 	want := sf.Last - sf.First + 1
+	if st.Size == 0 {
+		s.last = s.first - 1
+		return s, []*DamageError{{File: sf.Path, Off: 0, Seq: sf.First, Last: sf.Last,
+			What: fmt.Sprintf("empty file; its name says it holds seqs %d…%d", sf.First, sf.Last)}}, nil
+	}
 	ipath := idxName(sf.Path)
-	if first, count, e, err := readIdx(ipath); err == nil && first == sf.First && count == want &&
-		checkIdxEntries(e, st.Size) == want {
+	first, count, e, ierr := readIdx(ipath)
+	if ierr == nil && first == sf.First && count == want && checkIdxEntries(e, st.Size) == want && !w.cfg.VerifySealed {
 		lo, ll := idxEntryAt(e, want-1)
 		if int64(lo)+int64(ll) == st.Size && w.verifyEntry(fd, e, 0, sf.First) && w.verifyEntry(fd, e, want-1, sf.Last) {
 			if m, err := mmapIdx(ipath, want); err == nil {
 				s.idx, s.mapped = m[idxHeaderSize:], m
-				return s, nil
+				return s, nil, nil
 			}
 			s.idx = e
-			return s, nil
+			return s, nil, nil
 		}
 	}
-	// Rebuild from the data.
-	w.st.recovery.IndexRebuilt++
+	// Read every record.
 	f, err := os.Open(sf.Path) // buffered: the scanner's buffer is not aligned
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("wal: open: %w", err)
+		return nil, nil, fmt.Errorf("wal: open: %w", err)
 	}
-	res, corrupt := scanSkipping(f, 0, sf.First)
+	var hint []byte
+	if ierr == nil && first == sf.First {
+		hint = e
+	}
+	a := analyzeSegment(f, sf.Path, st.Size, sf.First, hint, sf.First)
 	f.Close()
-	w.st.recovery.Corrupt = append(w.st.recovery.Corrupt, offsetsIn(sf.Path, corrupt)...)
-	if res.last != sf.Last {
-		// A bad record inside a sealed segment: keep the readable prefix;
-		// `cast wal verify` names the offset.
-		s.idx = res.entries
-		if res.first == 0 {
-			s.last = s.first - 1
-		} else {
-			s.last = res.last
-		}
-		return s, nil
+	if a.ioe != nil {
+		unix.Close(fd)
+		return nil, nil, fmt.Errorf("wal: read %s: %w", sf.Path, a.ioe)
 	}
-	if m, err := writeSealedIdx(ipath, sf.First, want, res.entries); err == nil {
+	dmg := sealedDamage(sf, st.Size, &a)
+	if len(dmg) > 0 {
+		s.last = s.first - 1
+		return s, dmg, nil
+	}
+	w.st.recovery.IndexRebuilt++
+	entries := a.runs[0].entries
+	if m, err := writeSealedIdx(ipath, sf.First, want, entries); err == nil {
 		s.idx, s.mapped = m[idxHeaderSize:], m
 	} else {
-		s.idx = res.entries
+		s.idx = entries
 	}
-	return s, nil
+	return s, nil, nil
+}
+
+// sealedDamage compares what a scan found in a sealed segment with its
+// name: damaged records inside, a data end before (or after) the name's
+// last seq, bytes after the last record.
+func sealedDamage(sf SegmentFile, size int64, a *segScan) []*DamageError {
+	var dmg []*DamageError
+	for _, b := range a.bad {
+		dmg = append(dmg, b.damage(sf.Path))
+	}
+	last := a.last()
+	switch {
+	case a.torn != nil && last < sf.Last:
+		from := max(last+1, sf.First)
+		var fe *FrameError
+		errors.As(a.torn, &fe)
+		d := &DamageError{File: sf.Path, Off: a.end, Bytes: size - a.end, Seq: from, Last: sf.Last, What: "unreadable: " + a.torn.Error()}
+		if fe != nil {
+			d.Err = fe.Err
+		}
+		dmg = append(dmg, d)
+	case last < sf.Last:
+		from := max(last+1, sf.First)
+		dmg = append(dmg, &DamageError{File: sf.Path, Off: a.end, Seq: from, Last: sf.Last,
+			What: fmt.Sprintf("the file ends after %d bytes; its name says it holds seqs %d…%d", a.end, sf.First, sf.Last)})
+	case last > sf.Last || a.torn != nil || a.end != size:
+		dmg = append(dmg, &DamageError{File: sf.Path, Off: a.end, Bytes: size - a.end, Seq: sf.Last + 1, Last: sf.Last + 1,
+			What: fmt.Sprintf("%d bytes after seq %d, the last its name allows", size-a.end, sf.Last)})
+	}
+	return dmg
 }
 
 func mmapIdx(path string, count uint64) ([]byte, error) {
@@ -198,73 +301,116 @@ func (w *Writer) verifyEntry(fd int, e []byte, i, want uint64) bool {
 	return err == nil && size == int(l) && Seq(p) == want
 }
 
-// recoverActive finds the records of the active segment: index checkpoint,
-// then a scan; cuts a torn tail; makes every byte after the last record
-// zero and the file SegmentSize long again; rewrites the sidecar.
-func (w *Writer) recoverActive(act *segment, prevLast uint64) error {
+// recoverActive reads and checks every record of the active segment; cuts
+// a torn tail (a bad record with nothing good after it that the index does
+// not list: it was never durable); makes every byte after the last record
+// zero and the file SegmentSize long again; rewrites the sidecar. Damage
+// is returned, not repaired, and then nothing on disk changes.
+func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, error) {
 	f, err := os.Open(act.path) // buffered: the scanner's buffer is not aligned
 	if err != nil {
-		return fmt.Errorf("wal: open: %w", err)
+		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("wal: stat %s: %w", act.path, err)
+		return nil, fmt.Errorf("wal: stat %s: %w", act.path, err)
 	}
 	size := fi.Size()
-	// The first record tells the segment's first seq.
-	s0 := newFrameScanner(f, 0)
-	fr, _, ferr := s0.next()
-	first := prevLast + 1
-	if ferr == nil {
-		first = Seq(fr[HeaderSize:])
-		if first <= prevLast {
-			return fmt.Errorf("wal: open: active segment starts at seq %d, inside sealed data (last %d)", first, prevLast)
-		}
-	}
-	var entries []byte
-	startOff, expect := int64(0), first
-	if ifirst, _, e, err := readIdx(idxName(act.path)); err == nil && ifirst == first && ferr == nil {
-		if k := checkIdxEntries(e, size); k > 0 && w.verifyEntry(act.fd, e, k-1, first+k-1) {
-			entries = e[:(k-1)*idxEntrySize]
-			o, _ := idxEntryAt(e, k-1)
-			startOff = int64(o)
-			expect = first + k - 1
-		} else {
-			w.st.recovery.IndexRebuilt++
-		}
-	} else if ferr == nil {
-		w.st.recovery.IndexRebuilt++
-	}
-	res, corrupt := scanSkipping(f, startOff, expect)
-	w.st.recovery.Corrupt = append(w.st.recovery.Corrupt, offsetsIn(act.path, corrupt)...)
-	w.st.recovery.ScannedBytes = res.end - startOff
-	end := res.end
-	if res.bad != nil {
-		w.st.recovery.TornAt = res.end
-		w.st.recovery.TornReason = res.bad.Error()
-	}
-	entries = append(entries, res.entries...)
-	act.first = first
-	if res.last != 0 {
-		act.last = res.last
-	} else if len(entries) > 0 {
-		act.last = expect - 1
+	// The sidecar lists records that were durable: a record it covers
+	// cannot be a torn write.
+	ifirst, _, e, ierr := readIdx(idxName(act.path))
+	var k uint64
+	if ierr == nil {
+		k = checkIdxEntries(e, size)
+		e = e[:k*idxEntrySize]
 	} else {
-		act.last = first - 1
+		e = nil
 	}
-	act.idx = entries
+	expect := uint64(0)
+	if prevLast != 0 {
+		expect = 0 // the first record says where the segment starts (a Skip may follow a hole)
+	}
+	a := analyzeSegment(f, act.path, size, expect, e, ifirst)
+	if a.ioe != nil {
+		return nil, fmt.Errorf("wal: read %s: %w", act.path, a.ioe)
+	}
+	first := a.first()
+	if len(a.bad) > 0 && a.bad[0].off == 0 {
+		// The first record is damaged: its seq is the index's first, or
+		// follows the sealed data.
+		if a.bad[0].seq == 0 {
+			a.bad[0].seq = prevLast + 1
+			if ierr == nil && k > 0 {
+				a.bad[0].seq = ifirst
+			}
+			a.bad[0].last = max(a.bad[0].seq, first) - 1
+		}
+		first = a.bad[0].seq
+	}
+	if first == 0 {
+		first = prevLast + 1
+		if ierr == nil && k > 0 {
+			first = ifirst // the data is gone but the index says what was there
+		}
+	}
+	var dmg []*DamageError
+	if first <= prevLast && a.records() > 0 {
+		dmg = append(dmg, &DamageError{File: act.path, Off: 0, Seq: first, Last: prevLast,
+			What: fmt.Sprintf("the active segment starts at seq %d, inside sealed data (which ends at %d)", first, prevLast)})
+	}
+	if prevLast != 0 && first > prevLast+1 && a.records() > 0 {
+		if h := a.head; h.firstType != TypeSkip || h.firstSkip.From != prevLast+1 || h.firstSkip.Seq != first || len(a.bad) > 0 && a.bad[0].off == 0 {
+			dmg = append(dmg, missing(prevLast+1, first-1, act.path))
+		}
+	}
+	for _, b := range a.bad {
+		dmg = append(dmg, b.damage(act.path))
+	}
+	last := a.last()
+	if last == 0 {
+		last = first - 1
+	}
+	covered := uint64(0)
+	if ierr == nil && k > 0 && ifirst == first {
+		covered = ifirst + k - 1
+	}
+	if a.torn != nil {
+		if covered > last {
+			var fe *FrameError
+			errors.As(a.torn, &fe)
+			d := &DamageError{File: act.path, Off: a.end, Seq: last + 1, Last: covered,
+				What: "unreadable although the index lists it as durable: " + a.torn.Error()}
+			if fe != nil {
+				d.Err = fe.Err
+			}
+			dmg = append(dmg, d)
+		} else {
+			w.st.recovery.TornAt = a.end
+			w.st.recovery.TornReason = a.torn.Error()
+		}
+	}
+	if len(dmg) > 0 {
+		return dmg, nil
+	}
+	end := a.end
+	w.st.recovery.ScannedBytes = end
+	var entries []byte
+	if len(a.runs) > 0 {
+		entries = a.runs[0].entries
+	}
+	act.first, act.last, act.idx = first, last, entries
 	// Zero everything after the last record (a torn tail, or blocks of a
 	// write that never completed) and preallocate the segment again.
 	if size > end || size < w.cfg.SegmentSize {
 		if err := unix.Ftruncate(act.fd, end); err != nil {
-			return fmt.Errorf("wal: truncate %s at %d: %w", act.path, end, err)
+			return nil, fmt.Errorf("wal: truncate %s at %d: %w", act.path, end, err)
 		}
 		if err := w.sys.prealloc(act.fd, max(w.cfg.SegmentSize, end)); err != nil {
-			return fmt.Errorf("wal: preallocate %s: %w", act.path, err)
+			return nil, fmt.Errorf("wal: preallocate %s: %w", act.path, err)
 		}
 		if err := w.sys.datasync(act.fd); err != nil {
-			return fmt.Errorf("wal: fdatasync %s: %w", act.path, err)
+			return nil, fmt.Errorf("wal: fdatasync %s: %w", act.path, err)
 		}
 	}
 	w.actEnd = end
@@ -272,18 +418,10 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) error {
 	if tail := end & (w.align - 1); tail > 0 {
 		buf := alignedBuf(int(w.align), int(w.align))
 		if n, err := preadFull(unix.Pread, act.fd, buf, end-tail); err != nil || int64(n) < tail {
-			return fmt.Errorf("wal: read tail block of %s: %v", act.path, err)
+			return nil, fmt.Errorf("wal: read tail block of %s: %v", act.path, err)
 		}
 		copy(w.tailBlock, buf[:tail])
 	}
 	w.actIdxFd = createActiveIdx(idxName(act.path), first, entries)
-	return nil
-}
-
-func offsetsIn(path string, offs []int64) []string {
-	var out []string
-	for _, o := range offs {
-		out = append(out, fmt.Sprintf("%s@%d", filepath.Base(path), o))
-	}
-	return out
+	return nil, nil
 }

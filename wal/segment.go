@@ -172,7 +172,7 @@ func checkIdxEntries(e []byte, size int64) uint64 {
 // frameScanner reads consecutive frames of one file through a large
 // buffer, from any starting offset.
 type frameScanner struct {
-	f    *os.File
+	f    frameSource
 	name string
 	buf  []byte
 	r, w int   // buf[r:w] holds file bytes starting at off
@@ -186,6 +186,16 @@ const scanBufSize = 1 << 20
 
 func newFrameScanner(f *os.File, off int64) *frameScanner {
 	return &frameScanner{f: f, name: f.Name(), buf: make([]byte, scanBufSize), off: off}
+}
+
+// newScannerAt scans src (size bytes long) from off, with a buffer no
+// larger than the data (small files, fuzzing).
+func newScannerAt(src frameSource, name string, size, off int64) *frameScanner {
+	n := int64(scanBufSize)
+	if size >= 0 && size-off+HeaderSize < n {
+		n = max(size-off+HeaderSize, 4096)
+	}
+	return &frameScanner{f: src, name: name, buf: make([]byte, n), off: off}
 }
 
 func (s *frameScanner) seek(off int64) { s.off, s.r, s.w = off, 0, 0 }
@@ -279,13 +289,21 @@ type scanResult struct {
 	end         int64  // byte offset after the last good record
 	entries     []byte // index entries from the scan start
 	bad         error  // the first bad frame (nil at a clean end)
+	firstType   uint16 // record type of the first good record
+	firstSkip   Skip   // the first record when it is a Skip marker
 }
 
 // scanSegment reads frames from off, where seq expect is required (0 = take
 // the first frame's seq), until the end of data or the first bad frame,
 // collecting index entries.
 func scanSegment(f *os.File, off int64, expect uint64) scanResult {
-	s := newFrameScanner(f, off)
+	return scanSegmentAt(f, f.Name(), -1, off, expect)
+}
+
+// scanSegmentAt is scanSegment over any source of size bytes (-1:
+// unknown).
+func scanSegmentAt(f frameSource, name string, size, off int64, expect uint64) scanResult {
+	s := newScannerAt(f, name, size, off)
 	res := scanResult{end: off}
 	for {
 		fr, at, err := s.next()
@@ -307,6 +325,10 @@ func scanSegment(f *os.File, off int64, expect uint64) scanResult {
 		}
 		if res.first == 0 {
 			res.first = seq
+			res.firstType = le.Uint16(fr[2:])
+			if res.firstType == TypeSkip {
+				res.firstSkip, _ = ParseSkip(fr[HeaderSize:])
+			}
 		}
 		res.last = seq
 		expect = seq + 1
@@ -315,50 +337,4 @@ func scanSegment(f *os.File, off int64, expect uint64) scanResult {
 		res.entries = append(res.entries, e[:]...)
 		res.end = at + int64(len(fr))
 	}
-}
-
-// scanSkipping is scanSegment that steps over records whose CRC (or seq)
-// is bad but whose length is plausible, as long as good records with the
-// following seqs come after them: that is damage in the middle of the data,
-// not a torn tail, and cutting there would drop durable records. The bad
-// records keep their index entries (a read of them reports the damage);
-// corrupt lists their offsets. res.bad is the torn tail, if any.
-func scanSkipping(f *os.File, off int64, expect uint64) (res scanResult, corrupt []int64) {
-	res = scanSegment(f, off, expect)
-	if res.first == 0 {
-		res.first = expect
-	}
-	for res.bad != nil {
-		var fe *FrameError
-		if !errors.As(res.bad, &fe) || (fe.Err != ErrCRC && fe.Err != ErrSeq) {
-			break
-		}
-		var hdr [HeaderSize]byte
-		if _, err := f.ReadAt(hdr[:], res.end); err != nil {
-			break
-		}
-		h, err := ParseHeader(hdr[:])
-		if err != nil {
-			break
-		}
-		badSeq := res.last + 1
-		if res.last == 0 {
-			badSeq = expect
-		}
-		next := res.end + HeaderSize + int64(h.Len)
-		r2 := scanSegment(f, next, badSeq+1)
-		if r2.last == 0 {
-			break // nothing good follows: a torn tail
-		}
-		var e [idxEntrySize]byte
-		putIdxEntry(e[:], uint32(res.end), uint32(HeaderSize+int(h.Len)))
-		corrupt = append(corrupt, res.end)
-		res.entries = append(res.entries, e[:]...)
-		res.entries = append(res.entries, r2.entries...)
-		res.last, res.end, res.bad = r2.last, r2.end, r2.bad
-	}
-	if len(res.entries) == 0 {
-		res.first = 0
-	}
-	return res, corrupt
 }

@@ -12,11 +12,12 @@ type SegmentReport struct {
 	Path     string `json:"path"`
 	Active   bool   `json:"active"`
 	First    uint64 `json:"first"`     // first record's seq (0 if none)
-	Last     uint64 `json:"last"`      // last good record's seq (0 if none)
+	Last     uint64 `json:"last"`      // last good record's seq (0 if none), past any damage
 	Records  uint64 `json:"records"`   // good records
-	Bytes    int64  `json:"bytes"`     // bytes of good records
+	Bytes    int64  `json:"bytes"`     // bytes up to the end of the last good record
 	FileSize int64  `json:"file_size"` // bytes on disk (the active file is preallocated)
 	Index    string `json:"index"`     // "ok", "missing", "stale" or "lags" (active: behind the data)
+	Damaged  int    `json:"damaged"`   // damaged places in this file
 	Problem  string `json:"problem,omitempty"`
 }
 
@@ -26,50 +27,78 @@ type VerifyReport struct {
 	Segments []SegmentReport `json:"segments"`
 	Records  uint64          `json:"records"`
 	First    uint64          `json:"first"`
-	Last     uint64          `json:"last"`
+	Last     uint64          `json:"last"` // the highest good seq (damage does not hide what follows it)
+	// Damage lists every damaged place (Repair takes them out).
+	Damage []DamageError `json:"damage,omitempty"`
+	// Skips lists the Skip markers in the log (holes a crash or a repair
+	// left, each explained).
+	Skips []Skip `json:"skips,omitempty"`
+	// Unknown lists *.wal files that are not segments of the stream;
+	// OrphanIndexes sidecars without a segment (Open removes those).
+	Unknown       []string `json:"unknown,omitempty"`
+	OrphanIndexes []string `json:"orphan_indexes,omitempty"`
 	// Bad is the first problem found (nil when the log verifies): a
-	// *FrameError naming the file and byte offset, or a naming/continuity
-	// error.
+	// *DamageError naming the file, byte offset and seq, a *FrameError,
+	// or a naming/continuity error.
 	Bad error `json:"-"`
 }
 
 // Verify reads every segment of stream in dir (the stream directory, see
 // [StreamDir]) and checks: every frame decodes (version, len, CRC) and
 // carries the next seq; sealed names tell the truth (exactly first…last,
-// no bytes after the last record); segments continue each other; the
-// active segment is all zeros after its last record; sidecar indexes match.
-// It is read-only and works while a Writer appends (the active segment's
-// tail may then look short).
+// no bytes after the last record); segments continue each other, or the
+// one after a hole starts with the Skip marker that explains it; the
+// active segment is all zeros after its last record; sidecar indexes
+// match. It reads past damage (so Last is the true end), lists every
+// damaged place, and reports *.wal files of other names. It is read-only
+// and works while a Writer appends (the active segment's tail may then
+// look short). A directory it cannot read is an error.
 func Verify(dir string, stream uint32) (VerifyReport, error) {
 	rep := VerifyReport{Stream: stream}
+	if _, err := os.ReadDir(dir); err != nil {
+		return rep, fmt.Errorf("wal: verify: %w", err)
+	}
 	files, err := ListSegments(dir, stream)
 	if err != nil {
 		return rep, err
 	}
+	rep.Unknown, rep.OrphanIndexes = tidyDir(dir, stream, false)
 	setBad := func(e error) {
 		if rep.Bad == nil {
 			rep.Bad = e
 		}
 	}
+	for _, u := range rep.Unknown {
+		setBad(fmt.Errorf("%s: not a segment name of stream %d (move it out of the stream directory)", u, stream))
+	}
 	var prevLast uint64
 	for _, sf := range files {
-		sr, bad := verifySegment(sf)
-		if sr.Records > 0 {
-			if prevLast != 0 && sr.First != prevLast+1 {
-				msg := fmt.Sprintf("starts at seq %d, previous segment ends at %d", sr.First, prevLast)
-				if sr.Problem == "" {
-					sr.Problem = msg
-				}
-				setBad(fmt.Errorf("%s: %s", sf.Path, msg))
-			}
-			if rep.First == 0 {
+		sr, sk, dmg, bad := verifySegment(sf, prevLast)
+		for _, d := range dmg {
+			rep.Damage = append(rep.Damage, *d)
+			sr.Damaged++
+		}
+		if sk != nil {
+			rep.Skips = append(rep.Skips, *sk)
+		}
+		if sr.Records > 0 || len(dmg) > 0 {
+			if rep.First == 0 && sr.First != 0 {
 				rep.First = sr.First
+				if sk != nil && sk.Seq == sr.First {
+					rep.First = sk.From
+				}
 			}
-			rep.Last = sr.Last
-			prevLast = sr.Last
+			rep.Last = max(rep.Last, sr.Last)
 			rep.Records += sr.Records
-		} else if !sf.Active {
-			prevLast = sf.Last
+		}
+		switch {
+		case !sf.Active:
+			prevLast = max(prevLast, sf.Last, sr.Last)
+		case sr.Last != 0:
+			prevLast = sr.Last
+		}
+		if len(dmg) > 0 {
+			setBad(dmg[0])
 		}
 		if bad != nil {
 			setBad(bad)
@@ -79,48 +108,89 @@ func Verify(dir string, stream uint32) (VerifyReport, error) {
 	return rep, nil
 }
 
-func verifySegment(sf SegmentFile) (SegmentReport, error) {
+func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*DamageError, error) {
 	sr := SegmentReport{Path: sf.Path, Active: sf.Active}
 	f, err := os.Open(sf.Path)
 	if err != nil {
 		sr.Problem = err.Error()
-		return sr, err
+		return sr, nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		sr.Problem = err.Error()
-		return sr, err
+		return sr, nil, nil, err
 	}
 	sr.FileSize = fi.Size()
 	expect := sf.First
-	res := scanSegment(f, 0, expect)
-	sr.First, sr.Last, sr.Bytes = res.first, res.last, res.end
-	sr.Records = uint64(len(res.entries) / idxEntrySize)
+	if sf.Active {
+		expect = 0
+	}
+	ifirst, _, idx, ierr := readIdx(idxName(sf.Path))
+	if ierr != nil {
+		idx = nil
+	} else {
+		idx = idx[:checkIdxEntries(idx, sr.FileSize)*idxEntrySize]
+	}
+	a := analyzeSegment(f, sf.Path, sr.FileSize, expect, idx, ifirst)
+	sr.First, sr.Last, sr.Bytes, sr.Records = a.first(), a.last(), a.end, a.records()
+	var dmg []*DamageError
 	var bad error
-	if res.bad != nil {
-		bad = res.bad
-		sr.Problem = res.bad.Error()
+	if a.ioe != nil {
+		bad = a.ioe
 	}
-	if !sf.Active && bad == nil {
-		switch {
-		case res.last != sf.Last || res.first != sf.First:
-			bad = fmt.Errorf("%s: name says %d…%d, file holds %d…%d", sf.Path, sf.First, sf.Last, res.first, res.last)
-		case res.end != fi.Size():
-			bad = &FrameError{File: sf.Path, Off: res.end, Seq: res.last + 1, Err: errors.New("bytes after the last record of a sealed segment")}
-		}
-		if bad != nil {
-			sr.Problem = bad.Error()
-		}
+	var sk *Skip
+	if a.head.firstType == TypeSkip && a.head.last != 0 {
+		s := a.head.firstSkip
+		sk = &s
 	}
-	if sf.Active && bad == nil {
-		if off, ok := firstNonZero(f, res.end); !ok {
-			bad = &FrameError{File: sf.Path, Off: off, Seq: res.last + 1, Err: errors.New("non-zero bytes after the last record")}
-			sr.Problem = bad.Error()
+	first := sr.First
+	if len(a.bad) > 0 && a.bad[0].off == 0 && a.bad[0].seq != 0 {
+		first = a.bad[0].seq
+	}
+	if !sf.Active {
+		first = sf.First
+	}
+	if prevLast != 0 && first != 0 && first > prevLast+1 && (sk == nil || sk.From != prevLast+1 || sk.Seq != first) {
+		dmg = append(dmg, missing(prevLast+1, first-1, sf.Path))
+	}
+	if prevLast != 0 && first != 0 && first <= prevLast {
+		bad = fmt.Errorf("%s: starts at seq %d, previous segment ends at %d", sf.Path, first, prevLast)
+	}
+	if sf.Active {
+		for _, b := range a.bad {
+			dmg = append(dmg, b.damage(sf.Path))
 		}
+		if a.torn != nil {
+			covered := uint64(0)
+			if len(idx) > 0 && ifirst == first {
+				covered = ifirst + uint64(len(idx)/idxEntrySize) - 1
+			}
+			last := max(a.last(), first-1)
+			if covered > last {
+				dmg = append(dmg, &DamageError{File: sf.Path, Off: a.end, Seq: last + 1, Last: covered,
+					What: "unreadable although the index lists it as durable: " + a.torn.Error()})
+			} else if bad == nil {
+				bad = a.torn // a torn tail: Open cuts it (or a record in flight)
+			}
+		} else if off, ok := firstNonZero(f, a.end); !ok && bad == nil {
+			bad = &FrameError{File: sf.Path, Off: off, Seq: a.last() + 1, Err: errors.New("non-zero bytes after the last record")}
+		}
+	} else {
+		dmg = append(dmg, sealedDamage(sf, sr.FileSize, &a)...)
+	}
+	switch {
+	case len(dmg) > 0:
+		sr.Problem = dmg[0].Error()
+	case bad != nil:
+		sr.Problem = bad.Error()
+	}
+	res := a.head
+	if len(a.runs) == 1 && len(a.bad) == 0 {
+		res.entries = a.runs[0].entries
 	}
 	sr.Index = checkSidecar(idxName(sf.Path), sf, res)
-	return sr, bad
+	return sr, sk, dmg, bad
 }
 
 // firstNonZero reports whether f is all zeros from off to its end, and the

@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/bits"
 	"os"
@@ -45,7 +46,7 @@ type Writer struct {
 	seq     uint64 // next seq to assign
 	head    uint64 // next free ring position
 	relPos  uint64 // cached releasedPos
-	relSeq  uint64 // cached releasedSeq
+	seqLim  uint64 // cached min(releasedSeq + slots − 1, reserved): highest seq Append may assign
 	kickSeq uint64
 	kickPos uint64
 	lagN    uint32
@@ -58,6 +59,7 @@ type Writer struct {
 	releasedPos atomic.Uint64 // ring positions below this are free
 	flushStart  atomic.Int64  // ns since epoch of the running/failing flush; 0 idle
 	oldest      atomic.Uint64
+	reserved    atomic.Uint64 // highest seq covered by the durable reservation (reserve.go)
 	closed      atomic.Bool
 	ioErr       atomic.Pointer[ioError]
 	attempts    atomic.Uint64 // flush attempts finished (success or failure)
@@ -89,6 +91,9 @@ type Writer struct {
 	direct    bool
 	dirNote   string
 	rot       rotation
+	seqFd     int    // reservation file
+	seqGen    uint64 // generation of its last slot written
+	skipFrame []byte // the Skip marker Open wrote after a crash, or nil
 
 	statsMu sync.Mutex
 	st      ioStats
@@ -133,11 +138,22 @@ type Recovery struct {
 	TornAt       int64  // byte offset in the active segment where a torn tail was cut (-1: none)
 	TornReason   string // what was wrong with the first bad record
 	IndexRebuilt int    // sidecar indexes rebuilt (missing or stale)
-	ScannedBytes int64  // bytes of the active segment scanned past its index checkpoint
-	// Corrupt lists damaged records found in the middle of segment data
-	// ("file@offset"); they stay indexed (a read reports the damage) and
-	// the records after them stay readable.
-	Corrupt []string
+	ScannedBytes int64  // bytes of the active segment read and checked
+	// Damage lists every damaged place found (Open then failed with the
+	// first, unless Config.Repair repaired them: see Repaired).
+	Damage []DamageError
+	// Repaired is what Config.Repair did (nil when it did not run).
+	Repaired *RepairReport
+	// Skip is the marker Open wrote because the log had not been closed
+	// cleanly (nil when it did not write one): seqs Skip.From … Skip.Seq−1
+	// were reserved and may have been sent, but never became durable.
+	Skip *Skip
+	// Unknown lists *.wal files in the stream directory that are not
+	// segments of this stream (ignored, reported).
+	Unknown []string
+	// OrphanIndexes lists sidecars without a segment (a kill during
+	// pruning); Open removed them.
+	OrphanIndexes []string
 }
 
 // Stats is a snapshot of the Writer's counters.
@@ -184,6 +200,7 @@ func Open(cfg Config) (*Writer, error) {
 		epoch:    time.Now(),
 		lockFd:   -1,
 		actIdxFd: -1,
+		seqFd:    -1,
 		notify:   make(chan struct{}),
 		kick:     make(chan struct{}, 1),
 		quit:     make(chan struct{}),
@@ -194,9 +211,25 @@ func Open(cfg Config) (*Writer, error) {
 	if err := w.lockDir(); err != nil {
 		return nil, err
 	}
-	if err := w.recover(); err != nil {
+	reserved, err := w.openReservation()
+	if err != nil {
 		w.closeFiles()
 		return nil, err
+	}
+	if err := w.recover(); err != nil {
+		var de *DamageError
+		if cfg.Repair && errors.As(err, &de) {
+			w.closeSegments()
+			var rep RepairReport
+			if rep, err = repairLocked(dir, cfg.Stream); err == nil {
+				err = w.recover()
+				w.st.recovery.Repaired = &rep
+			}
+		}
+		if err != nil {
+			w.closeFiles()
+			return nil, err
+		}
 	}
 	c := uint64(1) << bits.Len64(uint64(cfg.BufferSize-1))
 	w.ring = make([]byte, c)
@@ -207,14 +240,32 @@ func Open(cfg Config) (*Writer, error) {
 	stageSize := min(int64(c), 4<<20) + 2*w.align
 	w.stage = alignedBuf(int(stageSize), int(w.align))
 	w.readScratch = make(chan []byte, 8)
+	if reserved > w.committed {
+		// A crash: seqs committed+1 … reserved may have been handed out
+		// (and sent) without becoming durable. Continue past them.
+		if err := w.skipPast(reserved); err != nil {
+			w.closeFiles()
+			return nil, err
+		}
+	}
 	last := w.committed
 	w.seq = last + 1
 	w.published.Store(last)
 	w.durable.Store(last)
 	w.releasedSeq.Store(last)
-	w.relSeq = last
 	w.kickSeq = last
+	if err := w.writeReservation(last + uint64(cfg.SeqReserve)); err != nil {
+		w.closeFiles()
+		return nil, err
+	}
+	w.seqLim = min(last+w.smask, w.reserved.Load())
 	go w.ioLoop()
+	if w.skipFrame != nil {
+		if err := w.writeSkip(); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
@@ -343,10 +394,12 @@ func (w *Writer) reserve(n uint64) (uint64, bool) {
 	if phys := pos & w.rmask; phys+n > c {
 		pos += c - phys
 	}
-	if pos+n-w.relPos > c || w.seq-w.relSeq > w.smask {
+	if pos+n-w.relPos > c || w.seq > w.seqLim {
+		// The slot array and the seq reservation bound the seq in one
+		// check: seqLim is the lower of the two limits.
 		w.relPos = w.releasedPos.Load()
-		w.relSeq = w.releasedSeq.Load()
-		if pos+n-w.relPos > c || w.seq-w.relSeq > w.smask {
+		w.seqLim = min(w.releasedSeq.Load()+w.smask, w.reserved.Load())
+		if pos+n-w.relPos > c || w.seq > w.seqLim {
 			return 0, false
 		}
 	}
@@ -433,33 +486,52 @@ func (w *Writer) Close() error {
 	}
 	close(w.quit)
 	<-w.done
+	clean := w.durable.Load() >= w.published.Load()
+	var rerr error
+	if clean {
+		// Everything handed out is durable: shrink the reservation so
+		// that the next Open continues at durable + 1 without a Skip.
+		rerr = w.writeReservation(w.durable.Load())
+	}
 	w.mu.Lock()
 	w.closeFiles()
 	w.mu.Unlock()
 	w.broadcast()
-	if e := w.ioErr.Load(); e != nil && w.durable.Load() < w.published.Load() {
+	if e := w.ioErr.Load(); e != nil && !clean {
 		return e.err
 	}
-	return nil
+	return rerr
 }
 
 func (w *Writer) closeFiles() {
-	for _, s := range w.segs {
-		dropSegment(s)
-	}
-	w.segs = nil
-	if w.actIdxFd >= 0 {
-		unix.Close(w.actIdxFd)
-		w.actIdxFd = -1
-	}
+	w.closeSegments()
 	if w.rot.nextFd >= 0 {
 		unix.Close(w.rot.nextFd)
 		os.Remove(w.rot.tmpPath)
 		w.rot.nextFd = -1
 	}
+	if w.seqFd >= 0 {
+		unix.Close(w.seqFd)
+		w.seqFd = -1
+	}
 	if w.lockFd >= 0 {
 		unix.Close(w.lockFd)
 		w.lockFd = -1
+	}
+}
+
+// closeSegments closes the segment files and forgets them.
+func (w *Writer) closeSegments() {
+	for _, s := range w.segs {
+		dropSegment(s)
+	}
+	if w.act != nil && (len(w.segs) == 0 || w.segs[len(w.segs)-1] != w.act) {
+		dropSegment(w.act)
+	}
+	w.segs, w.act = nil, nil
+	if w.actIdxFd >= 0 {
+		unix.Close(w.actIdxFd)
+		w.actIdxFd = -1
 	}
 }
 

@@ -28,15 +28,22 @@ func (w *Writer) ioLoop() {
 }
 
 func (w *Writer) flushCycle() {
+	extended, rerr := w.reserveAhead()
 	pub := w.published.Load()
-	if pub <= w.committed && !w.rotPending() {
+	if pub <= w.committed && !w.rotPending() && rerr == nil {
+		if extended {
+			w.broadcast() // wake appenders waiting for the reservation
+		}
 		return
 	}
 	if w.flushStart.Load() == 0 {
 		w.flushStart.Store(w.now())
 	}
 	t0 := time.Now()
-	err := w.writePending(pub)
+	err := rerr
+	if err == nil {
+		err = w.writePending(pub)
+	}
 	d := time.Since(t0)
 	w.statsMu.Lock()
 	if err != nil {

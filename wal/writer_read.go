@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -51,6 +52,9 @@ func (w *Writer) ReadRange(from uint64, n int, dst []byte) (frames, bytes int, e
 			continue
 		}
 		k, b, err := w.readDisk(seq, n-frames, dst[bytes:])
+		if err == errNoSegment {
+			break // a hole (or pruned): not in the log
+		}
 		if err != nil {
 			if frames > 0 {
 				break // return the good prefix; the next call reports err
@@ -65,7 +69,7 @@ func (w *Writer) ReadRange(from uint64, n int, dst []byte) (frames, bytes int, e
 		seq += uint64(k)
 	}
 	if frames == 0 {
-		if seq <= w.published.Load() && seq >= w.oldestLocked() {
+		if seq <= w.published.Load() && seq >= w.oldestLocked() && w.findSeg(seq) != nil {
 			return 0, 0, io.ErrShortBuffer
 		}
 		return 0, 0, ErrNotFound
@@ -95,12 +99,16 @@ func (w *Writer) findSeg(seq uint64) *segment {
 	return nil
 }
 
+// errNoSegment: no segment holds the seq (a hole a Skip explains, or
+// pruned).
+var errNoSegment = errors.New("wal: no segment holds the seq")
+
 // readDisk reads up to max consecutive frames from seq within one segment
 // with one pread (caller holds mu.RLock).
 func (w *Writer) readDisk(seq uint64, maxFrames int, dst []byte) (frames, bytes int, err error) {
 	s := w.findSeg(seq)
 	if s == nil {
-		return 0, 0, nil
+		return 0, 0, errNoSegment
 	}
 	i0 := seq - s.first
 	off0, l0 := idxEntryAt(s.idx, i0)
