@@ -154,12 +154,12 @@ type goodRun struct {
 
 // segScan is what analyzeSegment found in one segment file.
 type segScan struct {
-	runs []goodRun    // in file order; seqs increase
-	bad  []badRecord  // damaged stretches with good records after them
-	torn error        // the bad record that ends the data (nil at a clean end)
-	end  int64        // byte offset after the last good record
-	ioe  error        // a read error (the analysis is then incomplete)
-	head scanResult   // the first run's scan (first record type, Skip)
+	runs []goodRun   // in file order; seqs increase
+	bad  []badRecord // damaged stretches with good records after them
+	torn error       // the bad record that ends the data (nil at a clean end)
+	end  int64       // byte offset after the last good record
+	ioe  error       // a read error (the analysis is then incomplete)
+	head scanResult  // the first run's scan (first record type, Skip)
 }
 
 func (a *segScan) first() uint64 {
