@@ -103,6 +103,15 @@ const (
 	// EventResumed: the receiver was reset to the tip; UDP delivery
 	// resumes at Tip+1.
 	EventResumed
+	// EventSkipped: a Skip marker (Skip set) says the seqs Skip.From …
+	// Skip.Seq have no record in the producer's log; the stream continues
+	// after it. LostFrom…LostTo (0, 0: none) are the seqs of that range
+	// this consumer had already delivered: with reason wal.SkipRestart
+	// their content never became durable at the producer — the
+	// application must drop what it applied for them. The marker itself
+	// reaches deliver in its place (type wal.TypeSkip) right after this
+	// event.
+	EventSkipped
 )
 
 func (k ConsumerEventKind) String() string {
@@ -113,6 +122,8 @@ func (k ConsumerEventKind) String() string {
 		return "caught-up"
 	case EventResumed:
 		return "resumed"
+	case EventSkipped:
+		return "skipped"
 	}
 	return "unknown"
 }
@@ -126,6 +137,10 @@ type ConsumerEvent struct {
 	From, To  uint64        // seqs delivered by the catch-up (From > To: none)
 	Records   uint64        // records the catch-up delivered
 	Duration  time.Duration // escalation (or bootstrap start) to caught up
+	Skip      wal.Skip      // for EventSkipped
+	// LostFrom…LostTo are, for EventSkipped, the seqs this consumer delivered
+	// that the Skip stands for (0, 0: none).
+	LostFrom, LostTo uint64
 }
 
 // ConsumerStats are a [Consumer]'s counters.
@@ -137,6 +152,10 @@ type ConsumerStats struct {
 	Faults      uint64 // of which Faulted
 	Reconnects  uint64 // of which Reconnect
 	CatchUps    uint64 // TCP catch-ups completed (bootstrap included)
+	Skips       uint64 // Skip markers applied
+	// LostSeqs counts seqs this consumer delivered that a Skip marker then
+	// declared without a record (each reported by an EventSkipped).
+	LostSeqs uint64
 	// StaleRestarts counts SenderRestarted outcomes dismissed because the
 	// producer still holds the tip record: a heartbeat from before a
 	// catch-up, read after ResetAfterReplay.
@@ -187,8 +206,8 @@ type Consumer struct {
 	statsMu   sync.Mutex
 	recvStats protocol.ReceiverStats
 
-	udpRecords, tcpRecords, escalations, faults, reconnects, catchUps, stale atomic.Uint64
-	lastRecovery                                                             atomic.Int64
+	udpRecords, tcpRecords, escalations, faults, reconnects, catchUps, stale, skips, lost atomic.Uint64
+	lastRecovery                                                                          atomic.Int64
 }
 
 // NewConsumer builds a consumer reading the stream from path (bound to
@@ -230,6 +249,7 @@ func (c *Consumer) Stats() ConsumerStats {
 		Tip: c.cl.Tip(), UDPRecords: c.udpRecords.Load(), TCPRecords: c.tcpRecords.Load(),
 		Escalations: c.escalations.Load(), Faults: c.faults.Load(), Reconnects: c.reconnects.Load(),
 		CatchUps: c.catchUps.Load(), StaleRestarts: c.stale.Load(), LastRecovery: time.Duration(c.lastRecovery.Load()),
+		Skips: c.skips.Load(), LostSeqs: c.lost.Load(),
 		Receiver: rs, Replay: c.cl.Stats(),
 	}
 }
@@ -249,6 +269,9 @@ func (c *Consumer) apply(h wal.Header, p []byte) (bool, error) {
 	if seq <= c.tip {
 		return false, nil
 	}
+	if h.Type == wal.TypeSkip {
+		return c.applySkip(h, p)
+	}
 	if seq != c.tip+1 && c.tip != 0 {
 		return false, fmt.Errorf("%w: %d after %d", errOrder, seq, c.tip)
 	}
@@ -257,6 +280,32 @@ func (c *Consumer) apply(h wal.Header, p []byte) (bool, error) {
 	}
 	c.tip, c.tipCRC, c.crcKnown = seq, h.CRC, true
 	c.cl.SetTip(seq)
+	return true, nil
+}
+
+// applySkip applies a Skip marker: it reports the seqs of its range this
+// consumer delivered (EventSkipped), hands the marker to deliver and moves
+// the tip to it.
+func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
+	sk, err := wal.ParseSkip(p)
+	if err != nil {
+		return false, fmt.Errorf("%w: bad Skip marker: %w", errOrder, err)
+	}
+	if c.tip != 0 && sk.From > c.tip+1 {
+		return false, fmt.Errorf("%w: Skip %d…%d after %d", errOrder, sk.From, sk.Seq, c.tip)
+	}
+	ev := ConsumerEvent{Kind: EventSkipped, Skip: sk}
+	if from, to, ok := sk.Lost(c.tip); ok {
+		ev.LostFrom, ev.LostTo = from, to
+		c.lost.Add(to - from + 1)
+	}
+	c.skips.Add(1)
+	c.event(ev)
+	if err := c.deliver(h, p); err != nil {
+		return false, err
+	}
+	c.tip, c.tipCRC, c.crcKnown = sk.Seq, h.CRC, true
+	c.cl.SetTip(sk.Seq)
 	return true, nil
 }
 

@@ -135,10 +135,20 @@ const (
 	EventPeerSilent                           // silence with no gap open (clears on traffic)
 	EventPeerHeard                            // traffic again after EventPeerSilent
 	EventError                                // the loop stopped on a datapath error (Event.Err)
+	// EventSkip: the Receiver applied a Skip marker (Event.Skip): the
+	// stream jumped over seqs that have no record; Skip.LostFrom…LostTo
+	// are seqs already delivered that the marker stands for.
+	EventSkip
+	// EventLogError: the Sender's log cannot make records durable
+	// (Event.Err: a full disk, an I/O error, a stalled flush); heartbeats
+	// are withheld until EventLogRecovered.
+	EventLogError
+	EventLogRecovered // the Sender's log makes progress again
 )
 
 var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
-	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error"}
+	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error", EventSkip: "skip",
+	EventLogError: "log_error", EventLogRecovered: "log_recovered"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -151,8 +161,9 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind    EventKind
 	At      int64            // loop clock, ns
-	Outcome protocol.Outcome // the Receiver's outcome at the time
-	Err     error            // EventError only
+	Outcome protocol.Outcome    // the Receiver's outcome at the time
+	Err     error               // EventError, EventLogError
+	Skip    protocol.SkipNotice // EventSkip
 }
 
 // LoopStats are the loop's own counters (safe to read from any goroutine).
@@ -214,6 +225,7 @@ type Loop struct {
 
 	lastKind   protocol.OutcomeKind
 	lastSilent bool
+	logErr     error
 	events     chan Event
 
 	stop      atomic.Bool
@@ -442,6 +454,9 @@ func (l *Loop) iterate() bool {
 			l.rcv.Tick(l.now, l.out)
 			l.checkEvents()
 		}
+		if l.snd != nil {
+			l.checkLog()
+		}
 		l.next = l.now + l.tick
 		l.snapshot()
 	}
@@ -477,6 +492,9 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 }
 
 func (l *Loop) deliver(h wal.Header, p []byte) {
+	if h.Type == wal.TypeSkip && l.rcv != nil {
+		l.emit(Event{Kind: EventSkip, At: l.now, Skip: l.rcv.LastSkip()})
+	}
 	l.delivered.Add(1)
 	if l.cfg.OnRecord != nil {
 		l.cfg.OnRecord(l, h, p)
@@ -524,6 +542,19 @@ func (l *Loop) checkEvents() {
 		}
 		l.emit(Event{Kind: k, At: l.now, Outcome: o})
 	}
+}
+
+// checkLog reports the Sender's log failing and recovering (once per
+// change; the error values are the log's own, so this allocates nothing).
+func (l *Loop) checkLog() {
+	err := l.snd.LogErr()
+	switch {
+	case err != nil && l.logErr == nil:
+		l.emit(Event{Kind: EventLogError, At: l.now, Err: err})
+	case err == nil && l.logErr != nil:
+		l.emit(Event{Kind: EventLogRecovered, At: l.now})
+	}
+	l.logErr = err
 }
 
 func (l *Loop) emit(e Event) {

@@ -171,6 +171,7 @@ type ClientStats struct {
 	Retries        uint64 // backoff sleeps
 	TipWrites      uint64 // tip file writes
 	TipWriteErrors uint64 // failed tip file writes
+	Damaged        uint64 // connections an endpoint ended at damage in its log
 }
 
 // Client follows one stream from a set of endpoints. Its methods must not
@@ -182,7 +183,7 @@ type Client struct {
 	persisted atomic.Uint64 // last tip written to the file
 	persistMu sync.Mutex
 
-	connects, connFailed, notAvail, records, bytes, dups, badFrames, timeouts, retries, tipWrites, tipErrs atomic.Uint64
+	connects, connFailed, notAvail, records, bytes, dups, badFrames, timeouts, retries, tipWrites, tipErrs, damaged atomic.Uint64
 
 	buf []byte // frame buffer: header + largest payload
 }
@@ -242,6 +243,7 @@ func (c *Client) Stats() ClientStats {
 		Connects: c.connects.Load(), ConnectFailed: c.connFailed.Load(), NotAvailable: c.notAvail.Load(),
 		Records: c.records.Load(), Bytes: c.bytes.Load(), Duplicates: c.dups.Load(), BadFrames: c.badFrames.Load(),
 		Timeouts: c.timeouts.Load(), Retries: c.retries.Load(), TipWrites: c.tipWrites.Load(), TipWriteErrors: c.tipErrs.Load(),
+		Damaged: c.damaged.Load(),
 	}
 }
 
@@ -338,6 +340,8 @@ func (c *Client) loop(ctx context.Context, h Handler, goal *catchGoal) error {
 			return nil
 		case isHandlerError(err):
 			return err
+		case errors.Is(err, ErrDamaged):
+			return err // waiting does not repair a log: no retry, no spin
 		case err == nil:
 			fails = 0
 			continue
@@ -422,8 +426,14 @@ func (c *Client) pass(ctx context.Context, h Handler, goal *catchGoal) (progress
 		c.event(Event{Kind: EventConnected, Endpoint: ep})
 		p, err := c.session(ctx, conn, raw, ep, h, goal)
 		progressed = progressed || p
-		if errors.Is(err, ErrNotAvailable) {
+		if errors.Is(err, ErrNotAvailable) || errors.Is(err, ErrDamaged) {
+			// Another endpoint (an archive) may hold the seqs this one
+			// cannot serve; ask it from the same tip.
 			lastErr = err
+			if errors.Is(err, ErrDamaged) {
+				c.event(Event{Kind: EventDisconnected, Endpoint: ep, Err: err})
+				_ = c.PersistTip()
+			}
 			continue
 		}
 		// CaughtUp mode ends the connection by design; do not report it
@@ -484,7 +494,7 @@ func (c *Client) connectFrom(ctx context.Context, ep string, from uint64) (conn,
 		conn = tc
 	}
 	var f [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: from})
+	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: from, Flags: wal.ReplayExt})
 	if _, err := conn.Write(f[:]); err != nil {
 		raw.Close()
 		return nil, nil, fmt.Errorf("replay: send request to %s: %w", ep, err)
@@ -546,13 +556,20 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 		c.bytes.Add(uint64(n))
 		switch hd.Type {
 		case wal.TypeNotAvailable:
-			if !first {
-				return progressed, fmt.Errorf("%w: NotAvailable mid-stream from %s", ErrProtocol, ep)
-			}
 			na, err := wal.ParseNotAvailable(payload)
 			if err != nil {
 				c.badFrames.Add(1)
 				return progressed, fmt.Errorf("replay: NotAvailable from %s: %w", ep, err)
+			}
+			if na.Damaged != 0 {
+				// Every record before the damaged seq was sent (and
+				// handled above); the endpoint cannot serve that seq.
+				c.damaged.Add(1)
+				c.event(Event{Kind: EventNotAvailable, Endpoint: ep, NotAvailable: na})
+				return progressed, fmt.Errorf("%w: %s cannot serve stream %d at seq %d (its log is damaged there; tip %d)", ErrDamaged, ep, na.Stream, na.Damaged, c.tip.Load())
+			}
+			if !first {
+				return progressed, fmt.Errorf("%w: NotAvailable mid-stream from %s", ErrProtocol, ep)
 			}
 			c.notAvail.Add(1)
 			c.event(Event{Kind: EventNotAvailable, Endpoint: ep, NotAvailable: na})
@@ -588,7 +605,7 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 				return progressed, fmt.Errorf("%w: data record without a seq from %s", ErrProtocol, ep)
 			case seq <= tip:
 				c.dups.Add(1)
-			case seq != tip+1:
+			case seq != tip+1 && !skipFrom(hd, payload, tip+1):
 				return progressed, fmt.Errorf("%w: expected %d, got %d from %s", ErrGap, tip+1, seq, ep)
 			default:
 				herr := h(hd, payload)
@@ -610,6 +627,16 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 		}
 		first = false
 	}
+}
+
+// skipFrom reports whether a record is a Skip marker that stands for the
+// seqs from next on: the stream continues at its seq.
+func skipFrom(h wal.Header, payload []byte, next uint64) bool {
+	if h.Type != wal.TypeSkip {
+		return false
+	}
+	sk, err := wal.ParseSkip(payload)
+	return err == nil && sk.From <= next
 }
 
 func (c *Client) readErr(ctx context.Context, err error) error {

@@ -98,6 +98,9 @@ type ServerStats struct {
 	Records         uint64 // data records sent, all connections
 	Bytes           uint64 // frame bytes sent, all connections
 	Keepalives      uint64 // CaughtUp keepalives sent on idle live tails
+	// Damaged counts connections ended at damage in the log: every record
+	// before it was sent, then a NotAvailable naming the damaged seq.
+	Damaged uint64
 }
 
 // Server serves streams over TCP: one goroutine per connection, each with
@@ -117,8 +120,8 @@ type Server struct {
 	conns  map[net.Conn]struct{}
 	closed bool
 
-	accepted, refused, hsFailed, badReq, notAvail, slow, records, bytes, keepalives atomic.Uint64
-	active                                                                          atomic.Int64
+	accepted, refused, hsFailed, badReq, notAvail, slow, records, bytes, keepalives, damaged atomic.Uint64
+	active                                                                                   atomic.Int64
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -152,6 +155,7 @@ func (s *Server) Stats() ServerStats {
 		Accepted: s.accepted.Load(), Active: s.active.Load(), Refused: s.refused.Load(),
 		HandshakeFailed: s.hsFailed.Load(), BadRequests: s.badReq.Load(), NotAvailable: s.notAvail.Load(),
 		SlowConsumers: s.slow.Load(), Records: s.records.Load(), Bytes: s.bytes.Load(), Keepalives: s.keepalives.Load(),
+		Damaged: s.damaged.Load(),
 	}
 }
 
@@ -317,10 +321,23 @@ func (s *Server) session(raw net.Conn, rep *ConnReport) error {
 	defer raw.Close() // ends the watcher's Read
 
 	st := streamer{
-		s: s, src: src, rep: rep,
+		s: s, src: src, rep: rep, ext: req.Flags&wal.ReplayExt != 0, req: req,
 		bw: bufio.NewWriterSize(&deadlineWriter{c: conn, raw: raw, d: s.cfg.WriteTimeout}, s.cfg.BufferBytes),
 	}
 	err = st.run(ctx, req.From, oldest, durable)
+	if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wal.ErrCorrupt) {
+		s.damaged.Add(1)
+		if werr := st.damage(err); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	} else {
+		// Whatever ended the connection, the records counted as sent go
+		// out (a write error makes this a no-op).
+		_ = st.bw.Flush()
+	}
 	if errors.Is(err, context.Canceled) {
 		if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 			err = c
@@ -388,6 +405,33 @@ type streamer struct {
 	bw  *bufio.Writer
 
 	hold []byte // a frame read ahead of the durable seq, waiting for it
+	ext  bool   // the client set wal.ReplayExt: Skip records and damage details
+	req  wal.ReplicationRequest
+	last uint64 // last seq sent
+}
+
+// damage ends a connection whose stream is damaged at the next seq: every
+// record counted as sent is flushed first, then a NotAvailable says where
+// the stream breaks (the reference's answer for "cannot serve from here":
+// a reference client moves on to its next endpoint with from = that seq;
+// a walcast client also gets the seq in the Damaged field).
+func (st *streamer) damage(cause error) error {
+	next := st.last + 1
+	var de *wal.DamageError
+	if errors.As(cause, &de) && de.Seq != 0 {
+		next = de.Seq
+	}
+	oldest, highest := st.src.Bounds()
+	na := wal.NotAvailable{Requested: next, Oldest: oldest, Highest: highest, Stream: st.src.Stream()}
+	if st.ext {
+		na.Damaged = next
+	}
+	var f [wal.ControlFrameSize]byte
+	wal.PutNotAvailableFrame(f[:], na)
+	if _, err := st.bw.Write(f[:]); err != nil {
+		return err
+	}
+	return st.bw.Flush()
 }
 
 func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error {
@@ -396,11 +440,13 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 		start = max(oldest, 1)
 	}
 	last := start - 1 // last seq sent; records ≤ last are never sent again
+	st.last = last
 	cur, err := st.src.Open(start)
 	if err != nil {
 		return fmt.Errorf("replay: open stream %d at %d: %w", st.src.Stream(), start, err)
 	}
 	defer cur.Close()
+	defer func() { st.last = last }()
 
 	caughtUp := false
 	for {
@@ -425,8 +471,16 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 				st.hold = nil
 				continue
 			}
+			skip := false
 			if seq != last+1 {
-				return fmt.Errorf("%w: source jumped from %d to %d", ErrGap, last, seq)
+				// A Skip marker stands for the seqs before it.
+				sk, serr := wal.ParseSkip(f[wal.HeaderSize:])
+				if h.Type != wal.TypeSkip || serr != nil || sk.From > last+1 {
+					return fmt.Errorf("%w: source jumped from %d to %d", ErrGap, last, seq)
+				}
+				skip = true
+			} else if h.Type == wal.TypeSkip {
+				skip = true
 			}
 			if seq > durable {
 				_, durable = st.src.Bounds()
@@ -440,6 +494,13 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 				}
 			}
 			st.hold = nil
+			if skip && !st.ext {
+				// A reference client knows no Skip record: it sees the
+				// seqs jump (its tip is the highest seq it received).
+				last = seq
+				st.rep.Last = last
+				continue
+			}
 			if _, err := st.bw.Write(f); err != nil {
 				return err
 			}
@@ -469,6 +530,11 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 			}
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wal.ErrCorrupt) {
+				// The source's own reader stopped at damage right after
+				// the last record this connection sent.
+				return err
 			}
 			if !errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("replay: wait on stream %d: %w", st.src.Stream(), err)

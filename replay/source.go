@@ -47,6 +47,12 @@ var (
 	// ErrNotAvailable: the endpoint does not hold from_seq (it answered
 	// ReplicationNotAvailable). The client moves to the next endpoint.
 	ErrNotAvailable = errors.New("replay: endpoint does not hold the requested seq")
+	// ErrDamaged: the endpoint's log is damaged at the next seq the client
+	// needs (it sent every record before it, then a NotAvailable naming
+	// the seq). The client tries its other endpoints, then gives up
+	// without retrying: a damaged log does not heal by waiting (repair it:
+	// `cast wal repair`).
+	ErrDamaged = errors.New("replay: endpoint's log is damaged")
 	// ErrAllEndpoints: every endpoint refused or failed in one pass.
 	ErrAllEndpoints = errors.New("replay: no endpoint could serve the request")
 	// ErrBlocked: the client's retry budget is exhausted.

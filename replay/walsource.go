@@ -94,10 +94,15 @@ func OpenDirSource(dir string, stream uint32, poll time.Duration) (*DirSource, e
 		}
 	}
 	tail, err := wal.OpenReader(dir, stream, from)
-	if err != nil {
+	var damage error
+	if errors.Is(err, wal.ErrDamaged) {
+		// Serve what can be served; connections that reach the damage
+		// are told (and the other streams are not affected).
+		damage, tail = err, nil
+	} else if err != nil {
 		return nil, fmt.Errorf("replay: open %s: %w", sdir, err)
 	}
-	s := &DirSource{dir: dir, stream: stream, tail: tail, notify: make(chan struct{}), done: make(chan struct{})}
+	s := &DirSource{dir: dir, stream: stream, tail: tail, err: damage, notify: make(chan struct{}), done: make(chan struct{})}
 	if from > 0 {
 		s.highest = from - 1
 	}
@@ -179,6 +184,9 @@ func (s *DirSource) Close() error {
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.tail == nil {
+		return nil
+	}
 	err := s.tail.Close()
 	s.tail = nil
 	return err
@@ -245,4 +253,12 @@ func (s *DirSource) WaitDurable(ctx context.Context, after uint64) (uint64, erro
 			return h, ctx.Err()
 		}
 	}
+}
+
+// Err is the damage (or read error) the source's tail reader stopped at,
+// or nil. Connections are still served up to it.
+func (s *DirSource) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }

@@ -141,6 +141,9 @@ var (
 	ErrPayloadSize = errors.New("wal: payload must be 8..65535 bytes")
 	// ErrNotSupported: a kernel feature is missing on this platform.
 	ErrNotSupported = errors.New("wal: not supported on this platform")
+	// ErrStalled: a write+sync has not returned for StallTimeout (a disk
+	// that stopped answering); see Writer.Err.
+	ErrStalled = errors.New("wal: flush stalled: the disk has not completed a write for 5 s")
 	// ErrLocked: another Writer holds the stream directory.
 	ErrLocked = errors.New("wal: stream directory is locked by another writer")
 )

@@ -291,6 +291,26 @@ func (w *Writer) now() int64 { return int64(time.Since(w.epoch)) + 1 }
 // NextSeq is the seq the next Append will carry.
 func (w *Writer) NextSeq() uint64 { return w.published.Load() + 1 }
 
+// StallTimeout is how long a write+sync may go without returning before
+// Err reports ErrStalled.
+const StallTimeout = 5 * time.Second
+
+// Err says whether appended records can become durable now: nil while
+// flushes succeed; the failing flush's error while they fail (it wraps
+// the I/O error: errors.Is(err, syscall.ENOSPC) on a full disk, and it
+// matches ErrBackpressure); ErrStalled while a write+sync has not
+// returned for StallTimeout. It clears by itself when a flush succeeds.
+// It allocates nothing, so a loop may call it on every tick.
+func (w *Writer) Err() error {
+	if e := w.ioErr.Load(); e != nil {
+		return e
+	}
+	if fs := w.flushStart.Load(); fs != 0 && w.now()-fs > int64(StallTimeout) {
+		return ErrStalled
+	}
+	return nil
+}
+
 // Durable is the highest seq known fdatasynced (0 if none).
 func (w *Writer) Durable() uint64 { return w.durable.Load() }
 

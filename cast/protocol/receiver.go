@@ -121,10 +121,30 @@ type ReceiverStats struct {
 	Faults       uint64
 	Reconnects   uint64
 	Restarts     uint64 // SenderRestarted outcomes
+	// Skips counts Skip markers applied: the stream jumped over seqs that
+	// have no record (a restarted sender, a repaired log).
+	Skips uint64
+	// SkipLost counts seqs this Receiver had delivered that a Skip then
+	// declared without a record (see SkipNotice).
+	SkipLost uint64
+	// SkipDiscarded counts records buffered out of order that a Skip
+	// dropped: their seqs have no record in the log.
+	SkipDiscarded uint64
 	// StaleHeartbeats counts heartbeats below the next expected seq but
 	// not below the last seq this Receiver delivered itself: sent before a
 	// catch-up moved the tip, read after ResetAfterReplay. Ignored.
 	StaleHeartbeats uint64
+}
+
+// SkipNotice is the last Skip marker a Receiver applied and what it meant
+// for this Receiver: LostFrom…LostTo (0, 0: none) are seqs it had already
+// delivered that the marker stands for. With reason wal.SkipRestart their
+// content never became durable at the sender and is not in its log: drop
+// it. With wal.SkipRepair the log lost its copy; the delivered one is
+// authentic.
+type SkipNotice struct {
+	Skip             wal.Skip
+	LostFrom, LostTo uint64
 }
 
 // Receiver is the receiving half of a stream: a sans-I/O state machine
@@ -145,6 +165,10 @@ type Receiver struct {
 	live     uint64   // highest seq this Receiver delivered (not replay); 0 = none
 	highest  uint64   // highest seq known to exist
 	nextDue  int64    // earliest time a NAKed run may be re-NAKed
+	holeFrom uint64   // pending Skip: seqs holeFrom … holeTo have no record (0: none)
+	holeTo   uint64
+	pending  SkipNotice
+	lastSkip SkipNotice
 	debounce int64
 	silence  int64
 
@@ -187,6 +211,11 @@ func (r *Receiver) Outcome() Outcome { return r.out }
 // PeerSilent reports whether the sender has been silent for the silence
 // time with no gap open. It is not sticky: anything heard clears it.
 func (r *Receiver) PeerSilent() bool { return r.silent }
+
+// LastSkip is the last Skip marker this Receiver applied (zero when
+// none). It is set before the marker itself reaches the deliver callback
+// (as a record of type wal.TypeSkip, in its place in seq order).
+func (r *Receiver) LastSkip() SkipNotice { return r.lastSkip }
 
 // ExpectedSeq is the next seq to deliver (0 before the first record).
 func (r *Receiver) ExpectedSeq() uint64 { return r.expected }
@@ -318,6 +347,10 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 			r.highest = seq - 1
 		}
 	}
+	if h.Type == wal.TypeSkip {
+		r.skipMarker(h, p, frame, seq, now, out, deliver)
+		return
+	}
 	if seq < r.expected {
 		r.stats.Duplicates++
 		return
@@ -345,6 +378,10 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.stats.Duplicates++
 		return
 	}
+	if r.holeFrom != 0 && seq >= r.holeFrom && seq <= r.holeTo {
+		r.stats.SkipDiscarded++ // a pending Skip says this seq has no record
+		return
+	}
 	if len(frame) > r.slot {
 		r.stats.TooLarge++
 		return
@@ -369,12 +406,92 @@ func (r *Receiver) clear(i uint64) {
 	r.retries[i] = 0
 }
 
+// skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
+// no record. When every seq before them is delivered (sk.From ≤
+// expected) the stream jumps to the marker at once, dropping what was
+// buffered in between and noting the seqs it had delivered in that range;
+// otherwise the marker is buffered and the jump waits until the records
+// before the hole are in (they are NAKed, the hole is not). The marker is
+// delivered in its place in seq order.
+func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
+	sk, err := wal.ParseSkip(p)
+	if err != nil {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	if seq < r.expected {
+		r.stats.Duplicates++
+		return
+	}
+	if sk.From > r.expected {
+		// Records before the hole are still missing.
+		if seq-r.expected >= r.window || (r.holeFrom != 0 && r.holeFrom != sk.From) {
+			r.reconnect(seq)
+			return
+		}
+		i := seq & r.mask
+		if r.slotSeq[i] == seq || len(frame) > r.slot {
+			r.stats.Duplicates++
+			return
+		}
+		r.holeFrom, r.holeTo = sk.From, seq-1
+		r.pending = SkipNotice{Skip: sk}
+		copy(r.ring[int(i)*r.slot:], frame)
+		r.slotSeq[i] = seq
+		r.slotLen[i] = int32(len(frame))
+		r.nakAt[i] = 0
+		r.retries[i] = 0
+		r.stats.Buffered++
+		r.raise(sk.From-1, false, now, out)
+		r.highest = max(r.highest, seq)
+		if now >= r.nextDue {
+			r.pump(now, out)
+		}
+		return
+	}
+	n := SkipNotice{Skip: sk}
+	if r.expected > sk.From {
+		n.LostFrom, n.LostTo = sk.From, r.expected-1
+		r.stats.SkipLost += r.expected - sk.From
+	}
+	for q := r.expected; q < seq && q-r.expected < r.window; q++ {
+		i := q & r.mask
+		if r.slotSeq[i] == q {
+			r.stats.SkipDiscarded++
+		}
+		r.clear(i)
+	}
+	r.holeFrom, r.holeTo = 0, 0
+	r.expected = seq
+	r.lastSkip = n
+	r.stats.Skips++
+	r.raise(seq, true, now, out)
+	r.stats.Delivered++
+	r.clear(seq & r.mask)
+	r.expected++
+	r.live = seq
+	deliver(h, p)
+	r.drain(deliver)
+	if now >= r.nextDue {
+		r.pump(now, out)
+	}
+}
+
 // drain delivers buffered records that are now in order.
 func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
 	for {
 		i := r.expected & r.mask
 		if r.slotSeq[i] != r.expected {
-			return
+			if r.holeFrom == 0 || r.expected != r.holeFrom {
+				return
+			}
+			// Everything before a pending Skip is in: jump over its hole
+			// to the marker, which is buffered.
+			r.expected = r.holeTo + 1
+			r.holeFrom, r.holeTo = 0, 0
+			r.lastSkip = r.pending
+			r.stats.Skips++
+			continue
 		}
 		off := int(i) * r.slot
 		frame := r.ring[off : off+int(r.slotLen[i])]
@@ -408,13 +525,17 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 	}
 	runs := 0
 	for seq := r.expected; seq <= upper; {
+		if seq == r.holeFrom && seq != 0 {
+			seq = r.holeTo + 1 // a pending Skip's seqs have no record: never NAKed
+			continue
+		}
 		i := seq & r.mask
 		if r.slotSeq[i] == seq {
 			seq++
 			continue
 		}
 		start, rt, at := seq, r.retries[i], r.nakAt[i]
-		for seq++; seq <= upper; seq++ {
+		for seq++; seq <= upper && seq != r.holeFrom; seq++ {
 			j := seq & r.mask
 			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at {
 				break
@@ -538,6 +659,7 @@ func (r *Receiver) clearAll() {
 	for i := range r.slotSeq {
 		r.clear(uint64(i))
 	}
+	r.holeFrom, r.holeTo = 0, 0
 	r.out = Outcome{}
 	r.heardInit = false
 	r.silent = false

@@ -22,12 +22,33 @@ type Log interface {
 
 var _ Log = (*wal.Writer)(nil)
 
+// Skipper is implemented by a Log that continued past seqs a crash left
+// unused ((*wal.Writer).Skipped): it returns the Skip marker frame it
+// wrote when it opened, or nil. The Sender sends the marker before its
+// first record and answers NAKs for the skipped seqs with it.
+type Skipper interface {
+	Skipped() []byte
+}
+
+// LogHealth is implemented by a Log that can say it is failing
+// ((*wal.Writer).Err): a non-nil Err means appends cannot become durable
+// now (a full disk, an I/O error). The Sender then withholds heartbeats,
+// so receivers see a silent stream instead of a healthy idle one.
+type LogHealth interface {
+	Err() error
+}
+
+var (
+	_ Skipper   = (*wal.Writer)(nil)
+	_ LogHealth = (*wal.Writer)(nil)
+)
+
 // Errors returned by Sender.Send. They are preallocated so that a refused
 // send allocates nothing.
 var (
 	ErrFrameTooLarge = errors.New("cast: frame larger than MaxFrame or the batch slot")
 	ErrPayloadShort  = errors.New("cast: data payload shorter than its 8-byte seq")
-	ErrControlType   = errors.New("cast: record type 0x11/0x12 is reserved for control frames")
+	ErrControlType   = errors.New("cast: record types 0x10–0x17 are the protocol's (NAK, heartbeat, Skip, …), not data")
 	ErrBatchFull     = errors.New("cast: outgoing batch is full")
 	ErrSeqOrder      = errors.New("cast: frame seq is not the sender's next seq")
 	ErrHasLog        = errors.New("cast: SendFrame bypasses the WAL; a sender with a WAL uses Send")
@@ -67,6 +88,12 @@ type coldServed struct {
 type SenderStats struct {
 	Sent       uint64 // data records sent (first transmission)
 	Heartbeats uint64 // heartbeats sent
+	// HeartbeatsWithheld counts heartbeat intervals in which no heartbeat
+	// was sent because the log reported an error (LogHealth).
+	HeartbeatsWithheld uint64
+	// SkipsSent counts transmissions of the log's Skip marker (the
+	// announcement of a restart, and answers to NAKs for skipped seqs).
+	SkipsSent uint64
 	Naks       uint64 // NAK records accepted (version, len, CRC, source all good)
 	Bad        BadCounts
 	BadSource  uint64 // NAK datagrams from a source other than the receiver
@@ -109,7 +136,13 @@ type Sender struct {
 	next      uint64
 	lastSend  int64
 	timerInit bool
+	skipDue   bool // the log's Skip marker has not been sent yet
 	hbEvery   int64
+	health    LogHealth
+	skip      struct {
+		from, seq uint64 // the log's Skip marker: seqs from … seq−1 have no record
+		frame     []byte
+	}
 	dedup     int64
 	nakFrom   netip.AddrPort
 	checkSrc  bool
@@ -169,6 +202,10 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		if s.next == 0 {
 			return nil, fmt.Errorf("%w: log.NextSeq() is 0", ErrConfig)
 		}
+		s.health, _ = log.(LogHealth)
+		if sk, ok := log.(Skipper); ok {
+			s.learnSkip(sk.Skipped())
+		}
 	}
 	s.nakFrom = cfg.NakSource
 	if !s.nakFrom.IsValid() {
@@ -201,7 +238,7 @@ func (s *Sender) Stats() SenderStats { return s.stats }
 // ErrControlType, or the log's error (e.g. wal.ErrBackpressure) returned
 // unwrapped. now is monotonic ns. Send allocates nothing.
 func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (uint64, error) {
-	if wal.IsControl(typ) {
+	if wal.IsProtocolType(typ) {
 		return 0, ErrControlType
 	}
 	if len(payload) < 8 {
@@ -210,6 +247,9 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	n := wal.HeaderSize + len(payload)
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return 0, ErrFrameTooLarge
+	}
+	if s.skipDue && !s.sendSkip(now, out) {
+		return 0, ErrBatchFull
 	}
 	if out.Full() && !s.canCoalesce(out, n) {
 		return 0, ErrBatchFull
@@ -255,7 +295,7 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	if err != nil {
 		return err
 	}
-	if wal.IsControl(h.Type) {
+	if wal.IsProtocolType(h.Type) {
 		return ErrControlType
 	}
 	seq := wal.Seq(p)
@@ -267,6 +307,9 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	}
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return ErrFrameTooLarge
+	}
+	if s.skipDue && !s.sendSkip(now, out) {
+		return ErrBatchFull
 	}
 	if out.Full() && !s.canCoalesce(out, n) {
 		return ErrBatchFull
@@ -343,6 +386,9 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	if len(s.retx) > 0 {
 		s.drainRetx(now, out)
 	}
+	if s.skipDue {
+		s.sendSkip(now, out)
+	}
 	if !s.timerInit {
 		s.timerInit = true
 		s.lastSend = now - s.hbEvery
@@ -350,14 +396,76 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	if now-s.lastSend < s.hbEvery {
 		return
 	}
+	if s.health != nil && s.health.Err() != nil {
+		// The log cannot make records durable: an idle-looking heartbeat
+		// would tell receivers the stream is healthy. Stay silent; they
+		// report PeerSilent.
+		s.lastSend = now
+		s.stats.HeartbeatsWithheld++
+		return
+	}
+	s.heartbeat(now, out)
+}
+
+// heartbeat appends a heartbeat (highest seq sent) to out.
+func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 	buf := out.Next()
 	if len(buf) < wal.ControlFrameSize {
-		return // batch full: try again on the next Tick
+		return false // batch full: try again on the next Tick
 	}
 	n := wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
 	out.Commit(n, s.cfg.Dest)
 	s.lastSend = now
 	s.stats.Heartbeats++
+	return true
+}
+
+// sendSkip sends the log's Skip marker before the Sender's first record,
+// whether Send or Tick comes first: receivers learn at once which seqs
+// will never have a record, and which of those they delivered (a crashed
+// sender had sent them before they were durable). It is an ordinary
+// record of the log (NAKed and repaired like any), so a lost marker is
+// asked for again. It returns false when out had no room.
+func (s *Sender) sendSkip(now int64, out *batch.Vec) bool {
+	if !s.emit(s.skip.frame, s.skip.seq, out) {
+		return false
+	}
+	s.stats.SkipsSent++
+	s.skipDue = false
+	s.timerInit = true
+	s.lastSend = now
+	return true
+}
+
+// learnSkip takes the log's Skip marker (the frame it wrote on open): it
+// is cached in the hot ring when it is the last record, and remembered so
+// that NAKs for the seqs it stands for are answered with it.
+func (s *Sender) learnSkip(frame []byte) {
+	h, p, n, err := wal.DecodeFrame(frame)
+	if err != nil || h.Type != wal.TypeSkip {
+		return
+	}
+	sk, err := wal.ParseSkip(p)
+	if err != nil || sk.Seq >= s.next {
+		return
+	}
+	s.skip.from, s.skip.seq = sk.From, sk.Seq
+	s.skip.frame = append([]byte(nil), frame[:n]...)
+	s.skipDue = true
+	if sk.Seq == s.next-1 && n <= s.slot {
+		i := sk.Seq & s.mask
+		copy(s.ring[int(i)*s.slot:], frame[:n])
+		s.cache(sk.Seq, n)
+	}
+}
+
+// LogErr is the log's error (LogHealth), or nil: while it is set the
+// Sender withholds heartbeats.
+func (s *Sender) LogErr() error {
+	if s.health == nil {
+		return nil
+	}
+	return s.health.Err()
 }
 
 // Handle processes one datagram received by the sender (NAKs; anything
@@ -424,6 +532,19 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 		count = last - from + 1
 	}
 	end := from + count // exclusive; no overflow: end ≤ s.next
+	if s.skip.seq != 0 && from < s.skip.seq && end > s.skip.from {
+		// Seqs the log skipped have no record: the Skip marker answers
+		// for them (and for itself).
+		if from < s.skip.from {
+			s.serveOrDefer(from, s.skip.from, now, out)
+		}
+		s.serveOrDefer(s.skip.seq, max(end, s.skip.seq+1), now, out)
+		return
+	}
+	s.serveOrDefer(from, end, now, out)
+}
+
+func (s *Sender) serveOrDefer(from, end uint64, now int64, out *batch.Vec) {
 	if len(s.retx) > 0 {
 		// Earlier retransmits still wait for room: queue behind them.
 		s.deferRetx(from, end)

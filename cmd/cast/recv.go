@@ -24,7 +24,7 @@ func init() {
 }
 
 func runRecv(args []string) error {
-	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order, NAKing gaps\nto -peer (the sender's -bind address; without -peer the source of the first\ndatagram is used). With -json, one JSON object per line for every delivered\nrecord ({\"seq\":…,\"type\":…,\"len\":…}) and every event ({\"event\":\"faulted\"|\n\"reconnect\"|\"sender_restarted\"|\"peer_silent\",…}). Exits after -n records, on a\nsticky outcome (status 3), or on Ctrl-C.")
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order, NAKing gaps\nto -peer (the sender's -bind address; without -peer the source of the first\ndatagram is used). With -json, one JSON object per line for every delivered\nrecord ({\"seq\":…,\"type\":…,\"len\":…}) and every event ({\"event\":\"faulted\"|\n\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\",…}; a skip names the seqs a\nrestarted sender never made durable: lost_from…lost_to were delivered and must be dropped). Exits after -n records, on a\nsticky outcome (status 3), or on Ctrl-C.")
 	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
 	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: learnt from the first datagram)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
@@ -111,6 +111,7 @@ func (r recvResult) verdict(ctx context.Context, n int64) error {
 
 type recvResult struct {
 	delivered, first, last int64
+	skips, lost            uint64 // Skip markers seen; delivered seqs they declared without a record
 	inOrder                bool
 	elapsed                time.Duration
 	stats                  protocol.ReceiverStats
@@ -129,7 +130,41 @@ func (r recvResult) print(w io.Writer) {
 	fmt.Fprintf(w, "received %d records (seq %d..%d, in order: %v) in %.3f s: %.0f rec/s over %s\n", r.delivered, r.first, r.last, r.inOrder, r.elapsed.Seconds(), rate, r.path)
 	fmt.Fprintf(w, "gaps NAKed %d (%d seqs), duplicates %d, heartbeats %d, bad %d, dropped by -drop %d\n",
 		r.stats.NaksSent, r.stats.NakSeqs, r.stats.Duplicates, r.stats.Heartbeats, r.stats.Bad.Total(), r.dropped)
+	if r.skips > 0 {
+		fmt.Fprintf(w, "skips %d: %d delivered records have no record in the sender's log (see the skip lines)\n", r.skips, r.lost)
+	}
 	fmt.Fprintf(w, "outcome: %v\n", r.outcome)
+}
+
+func lostCount(n protocol.SkipNotice) uint64 {
+	if n.LostTo == 0 {
+		return 0
+	}
+	return n.LostTo - n.LostFrom + 1
+}
+
+func skipReason(r uint32) string {
+	switch r {
+	case wal.SkipRestart:
+		return "restart"
+	case wal.SkipRepair:
+		return "repair"
+	}
+	return fmt.Sprintf("reason %d", r)
+}
+
+// skipLine says in words what a Skip marker meant for this receiver.
+func skipLine(n protocol.SkipNotice) string {
+	sk := n.Skip
+	s := fmt.Sprintf("skip: seqs %d…%d have no record in the sender's log (%s); delivery continues after %d", sk.From, sk.Seq, skipReason(sk.Reason), sk.Seq)
+	if n.LostTo != 0 {
+		if sk.Reason == wal.SkipRestart {
+			s += fmt.Sprintf("; LOST: seqs %d…%d were delivered but never became durable at the sender — drop them", n.LostFrom, n.LostTo)
+		} else {
+			s += fmt.Sprintf("; seqs %d…%d were delivered intact, the log lost its copy", n.LostFrom, n.LostTo)
+		}
+	}
+	return s
 }
 
 // receive runs a Receiver loop until n records, ctx's end or a sticky
@@ -208,6 +243,15 @@ loop:
 				break
 			}
 			got = true
+			if typ == wal.TypeSkip {
+				// A Skip marker: the seqs before it that it stands for have
+				// no record (the event, printed from the loop's events,
+				// names the ones already delivered).
+				res.skips++
+				res.last = int64(seq)
+				ring.Pop()
+				continue
+			}
 			if res.delivered == 0 {
 				start = time.Now()
 				res.first = int64(seq)
@@ -236,6 +280,12 @@ loop:
 		case e := <-l.Events():
 			if asJSON {
 				writeEvent(w, e)
+			}
+			if e.Kind == cast.EventSkip {
+				res.lost += lostCount(e.Skip)
+				if !asJSON {
+					fmt.Fprintln(os.Stderr, skipLine(e.Skip))
+				}
 			}
 			switch e.Kind {
 			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
@@ -333,5 +383,8 @@ func writeEvent(w io.Writer, e cast.Event) {
 		fmt.Fprintf(w, `{"event":"peer_silent","last_delivered":%d}`+"\n", o.LastDelivered)
 	case cast.EventError:
 		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", e.Err.Error())
+	case cast.EventSkip:
+		sk := e.Skip.Skip
+		fmt.Fprintf(w, `{"event":"skip","seq":%d,"from":%d,"reason":%q,"lost_from":%d,"lost_to":%d}`+"\n", sk.Seq, sk.From, skipReason(sk.Reason), e.Skip.LostFrom, e.Skip.LostTo)
 	}
 }

@@ -132,10 +132,18 @@ func replayServe(args []string) error {
 	for _, id := range ids {
 		ds, err := replay.OpenDirSource(*walDir, id, *poll)
 		if err != nil {
-			return err
+			// One bad stream does not stop the others.
+			fmt.Fprintf(os.Stderr, "cast replay serve: stream %d not served: %v\n", id, err)
+			continue
 		}
 		defer ds.Close()
+		if derr := ds.Err(); derr != nil {
+			fmt.Fprintf(os.Stderr, "cast replay serve: stream %d is damaged: %v (served up to the damage; clients are told the seq)\n", id, derr)
+		}
 		srcs = append(srcs, ds)
+	}
+	if len(srcs) == 0 {
+		return fmt.Errorf("no stream of %s can be served", *walDir)
 	}
 	srv, err := replay.NewServer(cfg, srcs...)
 	if err != nil {
@@ -157,8 +165,8 @@ func replayServe(args []string) error {
 		return err
 	}
 	st := srv.Stats()
-	fmt.Fprintf(os.Stderr, "served %d connections, %d records, %d bytes; %d not-available, %d slow consumers dropped, %d failed handshakes\n",
-		st.Accepted, st.Records, st.Bytes, st.NotAvailable, st.SlowConsumers, st.HandshakeFailed)
+	fmt.Fprintf(os.Stderr, "served %d connections, %d records, %d bytes; %d not-available, %d ended at damage, %d slow consumers dropped, %d failed handshakes\n",
+		st.Accepted, st.Records, st.Bytes, st.NotAvailable, st.Damaged, st.SlowConsumers, st.HandshakeFailed)
 	return nil
 }
 
@@ -252,6 +260,11 @@ func replayTail(args []string) error {
 	var hdr [wal.HeaderSize]byte
 	h := func(hd wal.Header, p []byte) error {
 		w.served()
+		if hd.Type == wal.TypeSkip {
+			if sk, err := wal.ParseSkip(p); err == nil {
+				fmt.Fprintf(os.Stderr, "skip: seqs %d…%d have no record in the log (%s)\n", sk.From, sk.Seq, skipReason(sk.Reason))
+			}
+		}
 		if *out != "" {
 			hd.Put(hdr[:])
 			sink.Write(hdr[:])

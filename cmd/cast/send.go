@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -272,6 +274,8 @@ func runSend(args []string) error {
 	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
 	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
 	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
+	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
+	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
@@ -325,12 +329,17 @@ func runSend(args []string) error {
 	if *walDir != "" {
 		wc := wal.DefaultConfig(*walDir)
 		wc.Stream = uint32(*stream)
+		wc.Repair, wc.VerifySealed = *walRepair, *walVerify
 		if w, err = wal.Open(wc); err != nil {
 			p.Close()
+			if errors.Is(err, wal.ErrDamaged) {
+				return fmt.Errorf("%w\n(the log was not extended; `cast wal verify %s` lists the damage, `cast wal repair %s` or -wal-repair quarantines it)", err, *walDir, *walDir)
+			}
 			return err
 		}
 		defer w.Close()
 		log = w
+		reportRecovery(os.Stderr, *walDir, w.Stats().Recovery)
 	}
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
@@ -359,10 +368,25 @@ func runSend(args []string) error {
 	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
 	stopWatch := make(chan struct{})
 	go rch.watch(stopWatch)
-	select {
-	case <-done:
-	case <-ctx.Done():
-	case <-l.Done():
+	logFailed := false
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-ctx.Done():
+			break wait
+		case <-l.Done():
+			break wait
+		case e := <-l.Events():
+			switch e.Kind {
+			case cast.EventLogError:
+				logFailed = true
+				fmt.Fprintf(os.Stderr, "cast send: WAL: %v: sending paused (records wait for the disk; heartbeats withheld so receivers see the stream stall)\n", e.Err)
+			case cast.EventLogRecovered:
+				fmt.Fprintf(os.Stderr, "cast send: WAL: writing again; sending resumes\n")
+			}
+		}
 	}
 	el := time.Since(start)
 	rch.mark()
@@ -381,7 +405,10 @@ func runSend(args []string) error {
 	}
 	if w != nil {
 		if err := w.Flush(); err != nil {
-			return err
+			return fmt.Errorf("WAL: %w (records appended after seq %d are not durable)", err, w.Durable())
+		}
+		if logFailed {
+			fmt.Fprintf(os.Stderr, "cast send: WAL: every record is durable after all\n")
 		}
 		fmt.Printf("wal %s: durable through seq %d\n", *walDir, w.Durable())
 	}
@@ -389,4 +416,22 @@ func runSend(args []string) error {
 		return interruptedf("sent %d of %d records", n, o.n)
 	}
 	return rch.verdict(peer)
+}
+
+// reportRecovery says what opening a WAL found: a restart after a crash
+// (the Skip marker), a repair, files that do not belong.
+func reportRecovery(w io.Writer, dir string, r wal.Recovery) {
+	if sk := r.Skip; sk != nil {
+		fmt.Fprintf(w, "cast send: WAL %s was not closed cleanly: seqs %d…%d were reserved but never durable; continuing at %d after a Skip marker (receivers that delivered any of them are told)\n",
+			dir, sk.From, sk.Seq-1, sk.Seq+1)
+	}
+	if rp := r.Repaired; rp != nil {
+		fmt.Fprint(w, rp.Text())
+	}
+	for _, u := range r.Unknown {
+		fmt.Fprintf(w, "cast send: WAL: ignoring %s: not a segment name of this stream\n", u)
+	}
+	for _, o := range r.OrphanIndexes {
+		fmt.Fprintf(w, "cast send: WAL: removed %s: an index without its segment\n", o)
+	}
 }

@@ -2,27 +2,32 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/walcast/walcast/wal"
 )
 
 func init() {
-	register(command{name: "wal", summary: "inspect a WAL directory: `cast wal stat|dump|verify DIR`", run: runWal})
+	register(command{name: "wal", summary: "inspect and repair a WAL directory: `cast wal stat|dump|verify|repair DIR`", run: runWal})
 }
 
 // walOut is where cast wal writes; tests swap it.
 var walOut io.Writer = os.Stdout
 
-const walUsage = `usage: cast wal stat [-stream N] DIR           segments, seq range, records, bytes, index state
+const walUsage = `usage: cast wal stat [-stream N] DIR           segments, seq range, records, bytes, index state, damage
        cast wal dump [-json] [-stream N] DIR    one line per record: seq, type, len, crc ok (JSON lines with -json)
-       cast wal verify [-stream N] DIR          check every frame, name, continuity and zero tail;
-                                                exit 1 naming the first bad file and byte offset
+       cast wal verify [-stream N] DIR          check every frame, name, continuity and zero tail; list every
+                                                damaged place; exit 1 naming the first bad file, offset and seq
+       cast wal repair [-stream N] DIR          move damaged records to a quarantine directory with a report and
+                                                put Skip markers in their place, so the log verifies and a
+                                                writer can extend it again (the writer must not be running)
 
 DIR is a stream directory (holding <sid>_*.wal files) or a WAL root holding
 one directory per stream (<root>/<sid>/).`
@@ -42,6 +47,8 @@ func runWal(args []string) error {
 		return walDump(args[1:])
 	case "verify":
 		return walVerify(args[1:])
+	case "repair":
+		return walRepair(args[1:])
 	}
 	fmt.Fprintln(os.Stderr, walUsage)
 	return usagef("unknown subcommand %q", args[0])
@@ -69,6 +76,7 @@ func walStreams(dir string, only int64) ([]walStream, error) {
 		if err != nil {
 			return nil, err
 		}
+		var subErr error
 		for _, e := range ents {
 			if !e.IsDir() {
 				continue
@@ -78,13 +86,19 @@ func walStreams(dir string, only int64) ([]walStream, error) {
 				continue
 			}
 			sub := filepath.Join(dir, e.Name())
-			if ids, err := wal.Streams(sub); err == nil {
-				for _, s := range ids {
-					if uint64(s) == id {
-						out = append(out, walStream{sub, s})
-					}
+			ids, err := wal.Streams(sub)
+			if err != nil {
+				subErr = errors.Join(subErr, err) // say so: "no segments" would hide it
+				continue
+			}
+			for _, s := range ids {
+				if uint64(s) == id {
+					out = append(out, walStream{sub, s})
 				}
 			}
+		}
+		if subErr != nil {
+			return out, subErr
 		}
 	}
 	if only >= 0 {
@@ -128,8 +142,13 @@ func walStat(args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(walOut, "stream %d  dir %s  records %d  seqs %d…%d  segments %d\n",
+		fmt.Fprintf(walOut, "stream %d  dir %s  records %d  seqs %d…%d  segments %d",
 			s.stream, s.dir, rep.Records, rep.First, rep.Last, len(rep.Segments))
+		if len(rep.Damage) > 0 {
+			fmt.Fprintf(walOut, "  DAMAGED in %d places (the last good seq is %d; `cast wal repair` quarantines the damage)", len(rep.Damage), rep.Last)
+		}
+		fmt.Fprintln(walOut)
+		printFindings(rep)
 		for _, sg := range rep.Segments {
 			kind := "sealed"
 			if sg.Active {
@@ -220,15 +239,61 @@ func walVerify(args []string) error {
 		}
 		if rep.Bad != nil {
 			fmt.Fprintf(walOut, "stream %d: BAD: %v\n", s.stream, rep.Bad)
+			printFindings(rep)
 			if firstBad == nil {
 				firstBad = rep.Bad
 			}
 			continue
 		}
-		fmt.Fprintf(walOut, "stream %d: ok, %d records, seqs %d…%d in %d segments\n", s.stream, rep.Records, rep.First, rep.Last, len(rep.Segments))
+		fmt.Fprintf(walOut, "stream %d: ok, %d records, seqs %d…%d in %d segments", s.stream, rep.Records, rep.First, rep.Last, len(rep.Segments))
+		if len(rep.Skips) > 0 {
+			fmt.Fprintf(walOut, ", %d Skip markers", len(rep.Skips))
+		}
+		fmt.Fprintln(walOut)
+		printFindings(rep)
 	}
 	if firstBad != nil {
 		return failf("%v", firstBad)
+	}
+	return nil
+}
+
+// printFindings lists what Verify found besides the segments: each damaged
+// place, each Skip marker, unknown files, orphan indexes.
+func printFindings(rep wal.VerifyReport) {
+	for _, d := range rep.Damage {
+		fmt.Fprintf(walOut, "  DAMAGE: %v\n", strings.TrimPrefix(d.Error(), "wal: damaged log: "))
+	}
+	for _, sk := range rep.Skips {
+		why := "a writer restarted after a crash; those seqs were never durable"
+		if sk.Reason == wal.SkipRepair {
+			why = "repaired: the records were damaged and quarantined"
+		}
+		fmt.Fprintf(walOut, "  skip: seqs %d…%d have no record (%s)\n", sk.From, sk.Seq, why)
+	}
+	for _, u := range rep.Unknown {
+		fmt.Fprintf(walOut, "  unknown file: %s (not a segment of stream %d)\n", u, rep.Stream)
+	}
+	for _, o := range rep.OrphanIndexes {
+		fmt.Fprintf(walOut, "  orphan index: %s (its segment is gone; the writer removes it)\n", o)
+	}
+}
+
+func walRepair(args []string) error {
+	dir, only, err := walArgs("repair", "[flags] DIR", "Moves every damaged record (and every seq range no segment holds) out of the log:\nthe original files, the damaged bytes and a report (report.txt, report.json) go to\nDIR/<sid>/quarantine-<time>/, and a Skip marker takes the place of each damaged\nstretch, so the log verifies and a writer extends it again. Good records are kept\nbyte for byte. The stream's writer must not be running.", args, nil)
+	if err != nil {
+		return err
+	}
+	streams, err := walStreams(dir, only)
+	if err != nil {
+		return err
+	}
+	for _, s := range streams {
+		rep, err := wal.Repair(s.dir, s.stream)
+		if err != nil {
+			return err
+		}
+		fmt.Fprint(walOut, rep.Text())
 	}
 	return nil
 }
