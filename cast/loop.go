@@ -160,7 +160,7 @@ func (k EventKind) String() string {
 // Event is something the application should know about.
 type Event struct {
 	Kind    EventKind
-	At      int64            // loop clock, ns
+	At      int64               // loop clock, ns
 	Outcome protocol.Outcome    // the Receiver's outcome at the time
 	Err     error               // EventError, EventLogError
 	Skip    protocol.SkipNotice // EventSkip

@@ -94,10 +94,10 @@ type SenderStats struct {
 	// SkipsSent counts transmissions of the log's Skip marker (the
 	// announcement of a restart, and answers to NAKs for skipped seqs).
 	SkipsSent uint64
-	Naks       uint64 // NAK records accepted (version, len, CRC, source all good)
-	Bad        BadCounts
-	BadSource  uint64 // NAK datagrams from a source other than the receiver
-	Ignored    uint64 // valid frames of a type other than NAK
+	Naks      uint64 // NAK records accepted (version, len, CRC, source all good)
+	Bad       BadCounts
+	BadSource uint64 // NAK datagrams from a source other than the receiver
+	Ignored   uint64 // valid frames of a type other than NAK
 	// NakClamped counts NAKs whose count exceeded RingSlots.
 	NakClamped uint64
 	// NakNeverSent counts NAKs that asked for seqs not yet sent (or 0);
@@ -143,11 +143,11 @@ type Sender struct {
 		from, seq uint64 // the log's Skip marker: seqs from … seq−1 have no record
 		frame     []byte
 	}
-	dedup     int64
-	nakFrom   netip.AddrPort
-	checkSrc  bool
-	cold      []coldSlot
-	running   int // cold slots taken and not finished
+	dedup    int64
+	nakFrom  netip.AddrPort
+	checkSrc bool
+	cold     []coldSlot
+	running  int // cold slots taken and not finished
 	// The cold budget: tokens in record·ns (one record costs 1e9), refilled
 	// at ColdRate per second up to ColdBurst records.
 	coldTokens int64
