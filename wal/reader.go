@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // Reader reads one stream's records in seq order from the files on disk,
@@ -247,9 +249,10 @@ func (r *Reader) Next() (frame []byte, err error) {
 				return nil, io.EOF
 			}
 			if errors.As(err, &fe) {
-				if r.indexed(r.next) {
+				if r.indexed(r.next) && !readsBack(r.sc.name, off, r.next) {
 					// The writer made this record durable (it indexes a
-					// record only after fdatasync): it is damaged, not
+					// record only after fdatasync) and the disk, read past
+					// the page cache, has it bad too: damage, not a record
 					// still being written.
 					return nil, r.damaged(off, err)
 				}
@@ -297,4 +300,25 @@ func (r *Reader) indexed(seq uint64) bool {
 	first := binary.LittleEndian.Uint64(h[8:])
 	n := uint64(max(fi.Size()-idxHeaderSize, 0)) / idxEntrySize
 	return n > 0 && seq >= first && seq < first+n
+}
+
+// readsBack reports whether the frame of seq at off reads back intact from
+// the disk itself (O_DIRECT where the filesystem allows): a buffered read
+// racing the writer's O_DIRECT rewrite of a block can see a stale page.
+func readsBack(path string, off int64, seq uint64) bool {
+	fd, err := openDirect(path, unix.O_RDONLY)
+	if err != nil {
+		if fd, err = unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			return false
+		}
+	}
+	defer unix.Close(fd)
+	base := alignDown(off, pageSize)
+	buf := alignedBuf(int(alignUp(2*pageSize+HeaderSize+MaxPayload, pageSize)), pageSize)
+	n, err := preadFull(unix.Pread, fd, buf, base)
+	if err != nil || int64(n) < off-base+HeaderSize {
+		return false
+	}
+	_, p, _, err := DecodeFrame(buf[off-base : n])
+	return err == nil && Seq(p) == seq
 }

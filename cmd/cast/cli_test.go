@@ -226,7 +226,7 @@ func TestCLIEveryCommandRefusesUnknownFlag(t *testing.T) {
 	for name := range commands {
 		switch name {
 		case "wal":
-			for _, s := range []string{"stat", "dump", "verify"} {
+			for _, s := range []string{"stat", "dump", "verify", "repair"} {
 				prefixes = append(prefixes, []string{name, s})
 			}
 		case "replay":
