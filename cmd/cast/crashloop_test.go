@@ -58,7 +58,7 @@ func runCrashLoop(t *testing.T, kills int) {
 	}
 	dir := t.TempDir()
 	cl := &crashLoop{t: t, walRoot: filepath.Join(dir, "wal")}
-	if err := os.MkdirAll(wal.StreamDir(cl.walRoot, 0), 0o755); err != nil {
+	if err := os.MkdirAll(wal.StreamDir(cl.walRoot, 1), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	// The sender's port, picked by the kernel and reused by every run so
@@ -71,7 +71,7 @@ func runCrashLoop(t *testing.T, kills int) {
 	pc.Close()
 
 	// Replay server over the WAL directory the sender writes.
-	ds, err := replay.OpenDirSource(cl.walRoot, 0, 20*time.Millisecond)
+	ds, err := replay.OpenDirSource(cl.walRoot, 1, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +102,7 @@ func runCrashLoop(t *testing.T, kills int) {
 	ccfg.Receiver.Sender = netip.MustParseAddrPort(senderAddr)
 	ccfg.Replay.Endpoints = []string{ln.Addr().String()}
 	ccfg.Replay.Plaintext = true
+	ccfg.Replay.Stream = 1
 	ccfg.Replay.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
 	ccfg.Replay.RetryBudget = 100
 	ccfg.IdleSleep = 20 * time.Microsecond
@@ -162,7 +163,7 @@ func runCrashLoop(t *testing.T, kills int) {
 	if code := last.wait(hangBudget); code != 0 {
 		t.Fatalf("last sender exited %d: %s", code, last.stderr.String())
 	}
-	rep, err := wal.Verify(wal.StreamDir(cl.walRoot, 0), 0)
+	rep, err := wal.Verify(wal.StreamDir(cl.walRoot, 1), 1)
 	if err != nil || rep.Bad != nil {
 		t.Fatalf("the WAL after %d kills: %v %v", kills, err, rep.Bad)
 	}
@@ -227,7 +228,7 @@ func (cl *crashLoop) check(rep wal.VerifyReport) {
 		}
 		return false
 	}
-	r, err := wal.OpenReader(cl.walRoot, 0, cl.got[0].seq)
+	r, err := wal.OpenReader(cl.walRoot, 1, cl.got[0].seq)
 	if err != nil {
 		t.Fatal(err)
 	}
