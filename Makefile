@@ -17,7 +17,7 @@ setup:
 
 build:
 	$(GO) build $(PKGS)
-	$(GO) build -o bin/cast ./cmd/cast
+	$(GO) build -buildvcs=auto -o bin/cast ./cmd/cast
 	@if [ -f bench/go.mod ]; then cd bench && $(GO) build -o ../bin/cast-bench ./cmd/cast-bench; fi
 
 # The full gate: formatting, vet (also for darwin), staticcheck, the race-enabled

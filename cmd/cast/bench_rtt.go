@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -84,45 +83,54 @@ func benchRTT(args []string) error {
 	if err != nil {
 		return err
 	}
-	load0 := loadAvg()
-	var rows []benchkit.Row
-	for run := 1; run <= max(1, *runs); run++ {
-		for _, m := range modes {
-			c.Mode = m
-			floor, err := benchkit.RTTFloor(c)
-			if err != nil {
-				return fmt.Errorf("floor-loop %v: %w", m, err)
-			}
-			floor.Run = run
-			rows = append(rows, floor)
-			for _, fn := range rttRunners {
-				r, err := fn(c)
+	ctx, cancel := signalContext()
+	defer cancel()
+	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), loadAvg())
+	rs := newRowStream("bench rtt", title, *runs*len(modes)*(1+len(rttRunners))+1, true, *jsonOut)
+	var floorPark1 benchkit.Row
+	rows, err := rs.run(ctx, func() error {
+		for run := 1; run <= *runs; run++ {
+			for _, m := range modes {
+				c.Mode = m
+				rs.next(fmt.Sprintf("run %d, %v, floor-loop", run, m))
+				floor, err := benchkit.RTTFloor(c)
 				if err != nil {
-					return err
+					return fmt.Errorf("floor-loop %v: %w", m, err)
 				}
-				r.Run = run
-				r.CompareTo(floor)
-				rows = append(rows, r)
+				floor.Run = run
+				if run == 1 && m == affinity.Park {
+					floorPark1 = floor
+				}
+				rs.add(floor)
+				for i, fn := range rttRunners {
+					rs.next(fmt.Sprintf("run %d, %v, runner %d of %d", run, m, i+1, len(rttRunners)))
+					r, err := fn(c)
+					if err != nil {
+						return err
+					}
+					r.Run = run
+					r.CompareTo(floor)
+					rs.add(r)
+				}
 			}
 		}
-	}
-	c.Mode = affinity.Park
-	ref, err := benchkit.RTTGoNet(c)
-	if err != nil {
-		return err
-	}
-	for _, r := range rows {
-		if r.Name == "floor-loop" && r.Mode == affinity.Park.String() && r.Run == 1 {
-			ref.CompareTo(r)
+		c.Mode = affinity.Park
+		rs.next("go-net reference")
+		ref, err := benchkit.RTTGoNet(c)
+		if err != nil {
+			return err
 		}
-	}
-	rows = append(rows, ref)
-	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s → %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), load0, loadAvg())
-	printRows(os.Stdout, rows, *jsonOut, title)
-	if !*jsonOut {
+		if floorPark1.Name != "" {
+			ref.CompareTo(floorPark1)
+		}
+		rs.add(ref)
+		return nil
+	})
+	if !*jsonOut && len(rows) > 0 {
 		printSpread(os.Stdout, rows)
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
 	}
-	return nil
+	return err
 }
 
 // loadAvg is the first three fields of /proc/loadavg ("?" elsewhere).
@@ -190,29 +198,24 @@ func printSpread(w io.Writer, rows []benchkit.Row) {
 	}
 }
 
-func printRows(w io.Writer, rows []benchkit.Row, asJSON bool, title string) {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		for _, r := range rows {
-			_ = enc.Encode(r)
-		}
-		return
-	}
-	fmt.Fprintln(w, title)
-	lat := len(rows) > 0 && rows[0].Latency.N > 0
+// printHeader prints the column names of a latency or throughput table.
+func printHeader(w io.Writer, lat bool) {
 	if lat {
 		fmt.Fprintf(w, "%3s %-14s %-6s %-10s %9s %9s %9s %9s %9s %7s %7s  %s\n", "run", "name", "path", "mode", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "note")
-		for _, r := range rows {
-			l := r.Latency
-			fmt.Fprintf(w, "%3d %-14s %-6s %-10s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Run, r.Name, r.Path, r.Mode,
-				us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3, ratio(r.RatioP50), ratio(r.RatioP99), r.Note)
-		}
 		return
 	}
 	fmt.Fprintf(w, "%3s %-26s %-6s %12s %8s %8s  %s\n", "run", "name", "path", "records/s", "Gbit/s", "×floor", "note")
-	for _, r := range rows {
-		fmt.Fprintf(w, "%3d %-26s %-6s %12.0f %8.2f %8s  %s\n", r.Run, r.Name, r.Path, r.RecPerS, r.Gbps, ratio(r.RatioTput), r.Note)
+}
+
+// printRow prints one row of a table printHeader began.
+func printRow(w io.Writer, r benchkit.Row, lat bool) {
+	if lat {
+		l := r.Latency
+		fmt.Fprintf(w, "%3d %-14s %-6s %-10s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Run, r.Name, r.Path, r.Mode,
+			us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3, ratio(r.RatioP50), ratio(r.RatioP99), r.Note)
+		return
 	}
+	fmt.Fprintf(w, "%3d %-26s %-6s %12.0f %8.2f %8s  %s\n", r.Run, r.Name, r.Path, r.RecPerS, r.Gbps, ratio(r.RatioTput), r.Note)
 }
 
 func us(ns int64) float64 { return float64(ns) / 1e3 }

@@ -73,57 +73,69 @@ func benchThroughput(args []string) error {
 		}
 		sz = append(sz, n)
 	}
-	load0 := loadAvg()
-	var rows []benchkit.Row
-	for run := 1; run <= max(1, *runs); run++ {
-		for _, size := range sz {
-			c.Size = size
-			net, err := benchkit.ThroughputFloor(c)
-			if err != nil {
-				return err
-			}
-			disk, err := benchkit.DiskFloor(c.Dir, size, c.Duration)
-			if err != nil {
-				return err
-			}
-			alone, err := benchkit.WALAlone(c)
-			if err != nil {
-				return err
-			}
-			disk.CompareTo(net)
-			alone.CompareTo(disk)
-			slow := net
-			if disk.RecPerS < slow.RecPerS {
-				slow = disk
-			}
-			bound := net
-			if alone.RecPerS < bound.RecPerS {
-				bound = alone
-			}
-			set := []benchkit.Row{net, disk, alone}
-			for _, tr := range tputRunners {
-				r, err := tr.run(c)
+	ctx, cancel := signalContext()
+	defer cancel()
+	title := fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s",
+		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), loadAvg())
+	rs := newRowStream("bench throughput", title, *runs*len(sz)*(3+len(tputRunners)), false, *jsonOut)
+	rows, err := rs.run(ctx, func() error {
+		for run := 1; run <= *runs; run++ {
+			for _, size := range sz {
+				c.Size = size
+				at := func(name string) { rs.next(fmt.Sprintf("run %d, %d B, %s", run, size, name)) }
+				at("floor-gso-gro")
+				net, err := benchkit.ThroughputFloor(c)
 				if err != nil {
-					return fmt.Errorf("%s %d B: %w", tr.name, size, err)
+					return err
 				}
-				if tr.wal {
-					r.CompareTo(slow)
-					r.Note = fmt.Sprintf("×%s %.2f; ", bound.Name, r.RecPerS/bound.RecPerS) + r.Note
-				} else {
-					r.CompareTo(net)
+				net.Run = run
+				rs.add(net)
+				at("floor-odirect")
+				disk, err := benchkit.DiskFloor(c.Dir, size, c.Duration)
+				if err != nil {
+					return err
 				}
-				set = append(set, r)
+				disk.Run = run
+				disk.CompareTo(net)
+				rs.add(disk)
+				at("wal-alone")
+				alone, err := benchkit.WALAlone(c)
+				if err != nil {
+					return err
+				}
+				alone.Run = run
+				alone.CompareTo(disk)
+				rs.add(alone)
+				slow := net
+				if disk.RecPerS < slow.RecPerS {
+					slow = disk
+				}
+				bound := net
+				if alone.RecPerS < bound.RecPerS {
+					bound = alone
+				}
+				for _, tr := range tputRunners {
+					at(tr.name)
+					r, err := tr.run(c)
+					if err != nil {
+						return fmt.Errorf("%s %d B: %w", tr.name, size, err)
+					}
+					if tr.wal {
+						r.CompareTo(slow)
+						r.Note = fmt.Sprintf("×%s %.2f; ", bound.Name, r.RecPerS/bound.RecPerS) + r.Note
+					} else {
+						r.CompareTo(net)
+					}
+					r.Run = run
+					rs.add(r)
+				}
 			}
-			for i := range set {
-				set[i].Run = run
-			}
-			rows = append(rows, set...)
 		}
-	}
-	printRows(os.Stdout, rows, *jsonOut, fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s → %s",
-		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), load0, loadAvg()))
-	if !*jsonOut {
+		return nil
+	})
+	if !*jsonOut && len(rows) > 0 {
 		printSpread(os.Stdout, rows)
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
 	}
-	return nil
+	return err
 }

@@ -59,47 +59,64 @@ func benchWAL(args []string) error {
 	}
 	defer os.RemoveAll(tmp)
 	c.dir = tmp
-	var lat, tput []benchkit.Row
-	note := ""
-	steps := []func() error{
-		func() error { r, err := walAppendRows(c); lat = append(lat, r...); return err },
-		func() error { r, n, err := walFlushRows(c); lat = append(lat, r...); note = n; return err },
-		func() error { r, err := walColdReadRows(c); lat = append(lat, r...); return err },
-		func() error { r, err := walSustainedRows(c); tput = append(tput, r...); return err },
-		func() error { r, err := walReplayRows(c); tput = append(tput, r...); return err },
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
-	}
-	out := os.Stdout
-	if *jsonOut {
-		printRows(out, append(lat, tput...), true, "")
-		return nil
-	}
+	ctx, cancel := signalContext()
+	defer cancel()
 	host, _ := os.Hostname()
-	fmt.Fprintf(out, "wal: %d-byte frames on %s (%s), %s, host %s\n", wal.HeaderSize+c.payload, c.dir, note, time.Now().UTC().Format(time.RFC3339), host)
-	fmt.Fprintf(out, "%-24s %10s %10s %10s %10s %10s %7s %7s  %s\n", "latency", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "floor / note")
-	for _, r := range lat {
-		l := r.Latency
+	title := fmt.Sprintf("wal: %d-byte frames on %s, %s, host %s, load %s", wal.HeaderSize+c.payload, c.dir, time.Now().UTC().Format(time.RFC3339), host, loadAvg())
+	var latHeaded, tputHeaded bool
+	rs := newRowStreamFunc("bench wal", title, 5, *jsonOut, func(out io.Writer, r benchkit.Row) {
 		fn := r.Floor
 		if r.Note != "" {
 			fn = strings.TrimSpace(fn + "  " + r.Note)
 		}
-		fmt.Fprintf(out, "%-24s %10.3f %10.3f %10.3f %10.3f %10.3f %7s %7s  %s\n", r.Name, us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3,
-			ratio(r.RatioP50), ratio(r.RatioP99), fn)
-	}
-	fmt.Fprintf(out, "\n%-24s %12s %10s %8s  %s\n", "throughput", "records/s", "MB/s", "×floor", "floor / note")
-	for _, r := range tput {
+		if r.Latency.N > 0 {
+			if !latHeaded {
+				fmt.Fprintf(out, "%-24s %10s %10s %10s %10s %10s %7s %7s  %s\n", "latency", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "floor / note")
+				latHeaded = true
+			}
+			l := r.Latency
+			fmt.Fprintf(out, "%-24s %10.3f %10.3f %10.3f %10.3f %10.3f %7s %7s  %s\n", r.Name, us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3,
+				ratio(r.RatioP50), ratio(r.RatioP99), fn)
+			return
+		}
+		if !tputHeaded {
+			fmt.Fprintf(out, "\n%-24s %12s %10s %8s  %s\n", "throughput", "records/s", "MB/s", "×floor", "floor / note")
+			tputHeaded = true
+		}
 		mbs := r.RecPerS * float64(wal.HeaderSize+c.payload) / 1e6
-		fn := r.Floor
-		if r.Note != "" {
-			fn = strings.TrimSpace(fn + "  " + r.Note)
-		}
 		fmt.Fprintf(out, "%-24s %12.0f %10.1f %8s  %s\n", r.Name, r.RecPerS, mbs, ratio(r.RatioTput), fn)
+	})
+	note := ""
+	steps := []struct {
+		name string
+		run  func() ([]benchkit.Row, error)
+	}{
+		{"append", func() ([]benchkit.Row, error) { return walAppendRows(c) }},
+		{"flush", func() ([]benchkit.Row, error) { r, n, err := walFlushRows(c); note = n; return r, err }},
+		{"cold reads", func() ([]benchkit.Row, error) { return walColdReadRows(c) }},
+		{"sustained writes", func() ([]benchkit.Row, error) { return walSustainedRows(c) }},
+		{"replay", func() ([]benchkit.Row, error) { return walReplayRows(c) }},
 	}
-	return nil
+	rows, err := rs.run(ctx, func() error {
+		for i, st := range steps {
+			rs.nextStep(i+1, st.name)
+			r, err := st.run()
+			for _, x := range r {
+				rs.add(x)
+			}
+			if err != nil {
+				return fmt.Errorf("%s: %w", st.name, err)
+			}
+		}
+		return nil
+	})
+	if !*jsonOut && len(rows) > 0 {
+		if note != "" {
+			fmt.Fprintf(os.Stdout, "\nflush: %s\n", note)
+		}
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
+	}
+	return err
 }
 
 func walRow(name string, s *benchkit.Samples) benchkit.Row {

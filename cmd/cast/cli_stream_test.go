@@ -274,3 +274,62 @@ func deadTCP(t *testing.T) string {
 	ln.Close()
 	return a
 }
+
+// shape reduces a line of demo output to its format: numbers, on/off
+// switches and the temporary WAL path are placeholders.
+func shape(line string) string {
+	line = regexp.MustCompile(`/tmp/walcast-demo-\S*`).ReplaceAllString(line, "PATH")
+	line = regexp.MustCompile(`-?\d[\d.,]*`).ReplaceAllString(line, "N")
+	return regexp.MustCompile(`\b(on|off)\b`).ReplaceAllString(line, "X")
+}
+
+// The README shows what `make demo` prints: its block must have the
+// format `cast demo` really prints (line for line, numbers aside), and a
+// demo whose stderr is a pipe writes plain progress lines, no carriage
+// returns.
+func TestCLIDemoMatchesREADME(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)What `make demo` prints[^\n]*\n\n```\n(.*?)```").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("README: no demo block after \"What `make demo` prints\"")
+	}
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(string(m[1])), "\n") {
+		want = append(want, shape(l))
+	}
+	// No loss: this checks the format, and a lossless run cannot stall on a repair.
+	d := runCast(t, "demo", "-n", "20000", "-rate", "20000", "-drop", "0", "-pings", "300", "-timeout", "80s")
+	d.expect(0, "stdout", `^RTT `)
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(d.stdout.String()), "\n") {
+		if !strings.HasPrefix(l, "cold reads") { // printed only when NAKs were served from disk
+			got = append(got, shape(l))
+		}
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("README demo block and `cast demo` output differ in format:\nREADME:\n%s\n\ncast demo:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	if strings.Contains(d.stderr.String(), "\r") || !strings.Contains(d.stderr.String(), "] 100% 20000/20000") {
+		t.Fatalf("progress off a terminal: %q", d.stderr.String())
+	}
+}
+
+// A long benchmark prints each row as it finishes and, on Ctrl-C, what
+// it measured (rows and the spread over them) before exiting 130.
+func TestCLIBenchRTTInterrupted(t *testing.T) {
+	b := startCast(t, "", "bench", "rtt", "-n", "5000", "-warmup", "100", "-runs", "50", "-mode", "park", "-pin", "none")
+	b.waitOutput(`(?m)^  1 (casting-udp) `, hangBudget)
+	b.signal(syscall.SIGINT)
+	b.wait(hangBudget)
+	b.expect(130, "stderr", `^cast bench: interrupted: \d+ of \d+ rows measured$`)
+	out := b.stdout.String()
+	if !strings.HasPrefix(out, "rtt: 5000 round trips") || !strings.Contains(out, "spread over runs") || !strings.Contains(out, "  1 floor-loop ") {
+		t.Fatalf("stdout:\n%s", out)
+	}
+	if strings.Contains(b.stderr.String(), "\r") {
+		t.Fatalf("carriage returns off a terminal:\n%q", b.stderr.String())
+	}
+}

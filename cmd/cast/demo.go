@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -24,7 +23,7 @@ func init() {
 }
 
 func runDemo(args []string) error {
-	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). Then a short ping-pong measures the round trip. Prints a progress line\nand a summary.")
+	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). Then a short ping-pong measures the round trip. Prints a progress line\n(on a terminal, redrawn in place; otherwise a plain line every 5 s) and a summary.")
 	n := fs.Int("n", 1_000_000, "records")
 	size := fs.Int("size", 128, "payload bytes per record (frame = size + 16)")
 	rate := fs.Float64("rate", 100_000, "records per second (0: as fast as the path takes them)")
@@ -195,7 +194,8 @@ func runDemo(args []string) error {
 		return err
 	}
 
-	// Progress, 10 times a second, from counters the loops publish.
+	// Progress from counters the loops publish, polled 10 times a second.
+	prog := newProgress(os.Stderr, *quiet)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var interrupted, timedOut bool
@@ -209,18 +209,15 @@ func runDemo(args []string) error {
 			timedOut, finished = true, true
 		case <-tick.C:
 			d := delivered.Load()
-			if !*quiet {
-				progress(os.Stderr, d, int64(*n), time.Since(start), rloop.ReceiverStats(), lossy)
-			}
+			prog.update(demoStatus(d, int64(*n), time.Since(start), rloop.ReceiverStats(), lossy), false)
 			if d >= int64(*n) || faulted.Load() != nil || rloop.Err() != nil || sloop.Err() != nil {
 				finished = true
 			}
 		}
 	}
 	el := time.Since(start)
-	if !*quiet {
-		progress(os.Stderr, delivered.Load(), int64(*n), el, rloop.ReceiverStats(), lossy)
-	}
+	prog.update(demoStatus(delivered.Load(), int64(*n), el, rloop.ReceiverStats(), lossy), true)
+	prog.done()
 	cerr1 := sloop.Close()
 	cerr2 := rloop.Close()
 	if cerr1 != nil || cerr2 != nil {
@@ -235,9 +232,6 @@ func runDemo(args []string) error {
 	order := "in order, each once"
 	if outOfOrder.Load() > 0 {
 		order = fmt.Sprintf("%d OUT OF ORDER", outOfOrder.Load())
-	}
-	if !*quiet {
-		fmt.Fprintln(os.Stderr)
 	}
 	fmt.Printf("delivered      %d / %d records, %s\n", d, *n, order)
 	fmt.Printf("loss injected  %d datagrams dropped at the receiver\n", dropped)
@@ -278,8 +272,8 @@ func runDemo(args []string) error {
 	return nil
 }
 
-// progress draws one status line: a bar, the count, the rate and the repairs.
-func progress(w io.Writer, d, n int64, el time.Duration, rs protocol.ReceiverStats, lossy *drop.Path) {
+// demoStatus is the progress line: a bar, the count, the rate and the repairs.
+func demoStatus(d, n int64, el time.Duration, rs protocol.ReceiverStats, lossy *drop.Path) string {
 	const width = 30
 	frac := float64(d) / float64(max(n, 1))
 	bar := strings.Repeat("=", int(frac*width))
@@ -290,5 +284,5 @@ func progress(w io.Writer, d, n int64, el time.Duration, rs protocol.ReceiverSta
 	if lossy != nil {
 		dropped, _ = lossy.Dropped()
 	}
-	fmt.Fprintf(w, "\r[%s] %3.0f%% %d/%d  %.0fk rec/s  lost %d  NAKs %d   ", bar[:width], 100*frac, d, n, float64(d)/el.Seconds()/1e3, dropped, rs.NaksSent)
+	return fmt.Sprintf("[%s] %3.0f%% %d/%d  %.0fk rec/s  lost %d  NAKs %d", bar[:width], 100*frac, d, n, float64(d)/max(el.Seconds(), 1e-9)/1e3, dropped, rs.NaksSent)
 }
