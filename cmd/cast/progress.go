@@ -12,8 +12,7 @@ import (
 // progress shows how far a long command is. On a terminal it redraws one
 // status line in place (carriage return) at most ten times a second; off
 // a terminal (a pipe, a log file) it prints a plain line at most every
-// plainEvery and never a carriage return. Lines printed with println go
-// above the status line. Safe for concurrent use.
+// plainEvery and never a carriage return. Safe for concurrent use.
 type progress struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -62,15 +61,6 @@ func (p *progress) update(line string, force bool) {
 	}
 	fmt.Fprintf(p.w, "\r%s%s", line, pad)
 	p.shown = len([]rune(line))
-}
-
-// println prints a line of its own (on a terminal, over the status line,
-// which the next update redraws).
-func (p *progress) println(line string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.clearLocked()
-	fmt.Fprintln(p.w, line)
 }
 
 // done ends the status line (a newline on a terminal) and stops updates.
