@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -96,4 +97,20 @@ func readCPUList(path string) ([]int, error) {
 		return nil, fmt.Errorf("affinity: %w", err)
 	}
 	return ParseCPUList(string(b))
+}
+
+// OSYield gives the calling thread's CPU to another runnable thread on
+// it, if any (sched_yield); with none it returns at once. A spinning
+// loop calls it when a thread it depends on (the WAL's I/O goroutine)
+// needs the core: unlike runtime.Gosched it does not hand a locked
+// goroutine's P around.
+func OSYield() { unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// OSSleep blocks the calling thread for about d (nanosleep; the kernel's
+// timer slack, 50 µs by default, is added), leaving its CPU to whatever
+// is runnable — the scheduler pulls waiting threads onto a CPU that goes
+// idle.
+func OSSleep(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	_ = unix.Nanosleep(&ts, nil)
 }

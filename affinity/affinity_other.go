@@ -2,7 +2,10 @@
 
 package affinity
 
-import "runtime"
+import (
+	"runtime"
+	"time"
+)
 
 // Lock locks the calling goroutine to its OS thread; pinning and
 // SCHED_FIFO are Linux-only and return ErrNotSupported when asked for.
@@ -25,3 +28,10 @@ func Mlockall() error { return ErrNotSupported }
 
 // Isolated is Linux-only.
 func Isolated() (Isolation, error) { return Isolation{}, ErrNotSupported }
+
+// OSYield yields the processor (runtime.Gosched here: the OS yield is
+// Linux-only).
+func OSYield() { runtime.Gosched() }
+
+// OSSleep sleeps for d.
+func OSSleep(d time.Duration) { time.Sleep(d) }

@@ -23,6 +23,13 @@ type ColdReader interface {
 	ReadRange(from uint64, n int, dst []byte) (frames, bytes int, err error)
 }
 
+// IOFlusher is a log whose I/O goroutine may need the loop's core:
+// Flushing reports that a write + sync is in progress. *wal.Writer
+// satisfies it.
+type IOFlusher interface {
+	Flushing() bool
+}
+
 // Waiter is a datapath that can park on Go's netpoller until a datagram
 // arrives (datapath/udp and datapath/mmsg are). The loop needs it for
 // the affinity.Park idle strategy.
@@ -43,6 +50,13 @@ type LoopConfig struct {
 	// Cold serves the Sender's cold reads (NAKed records no longer in the
 	// hot ring) on an I/O goroutine; usually the Sender's *wal.Writer.
 	// Nil: cold requests are reported failed and the receiver asks again.
+	//
+	// When Cold also reports its flushes (a *wal.Writer does:
+	// [IOFlusher]), an idle iteration during a flush yields the core
+	// (sched_yield) instead of spinning, and an iteration whose sends the
+	// WAL refused (wal.ErrBackpressure) sleeps 50 µs: on a host with as
+	// many cores as spinning loops the WAL's I/O goroutine then gets the
+	// core it needs. See LoopStats.IOYields.
 	Cold ColdReader
 	// Thread pins the loop's locked OS thread (CPU -1: unpinned). With
 	// the Park idle strategy the loop runs on an ordinary goroutine
@@ -166,7 +180,7 @@ type Event struct {
 	Skip    protocol.SkipNotice // EventSkip
 }
 
-// LoopStats are the loop's own counters (safe to read from any goroutine).
+// LoopStats are the loop's own counters.
 type LoopStats struct {
 	Iterations  uint64 // loop iterations
 	IdlePolls   uint64 // iterations that found nothing to do
@@ -179,6 +193,7 @@ type LoopStats struct {
 	ColdErrors  uint64 // cold reads that failed
 	Published   uint64 // records taken from SendRing and sent
 	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see Sender errors)
+	IOYields    uint64 // idle iterations that gave the core to the WAL's I/O (see LoopConfig.Cold)
 }
 
 type coldJob struct {
@@ -223,6 +238,9 @@ type Loop struct {
 	pendOn   bool
 	ioWG     sync.WaitGroup
 
+	io            IOFlusher // Cold, when it reports its flushes
+	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
+
 	lastKind   protocol.OutcomeKind
 	lastSilent bool
 	logErr     error
@@ -240,7 +258,10 @@ type Loop struct {
 	sStats  protocol.SenderStats
 	rStats  protocol.ReceiverStats
 
-	iters, idlePolls, dgrams, delivered, flushes, backlogged, stalls, coldReads, coldErrs, published, publishErrs atomic.Uint64
+	// ls is counted by the loop thread with plain increments (no atomic
+	// per iteration: the loop is the only writer) and copied to lsPub
+	// under statsMu with the cores' stats, every tick and at Close.
+	ls, lsPub LoopStats
 }
 
 // NewLoop builds a Loop without starting it (see [Loop.Start]).
@@ -263,6 +284,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		done:   make(chan struct{}),
 	}
 	l.waiter, _ = cfg.Path.(Waiter)
+	l.io, _ = cfg.Cold.(IOFlusher)
 	l.deliverFn = l.deliver
 	ringSlot := cfg.RingSlot
 	if ringSlot == 0 {
@@ -410,7 +432,7 @@ func (l *Loop) run() {
 
 // iterate runs one loop iteration; false means stop (error).
 func (l *Loop) iterate() bool {
-	l.iters.Add(1)
+	l.ls.Iterations++
 	l.now = l.clock()
 	work := false
 
@@ -428,7 +450,7 @@ func (l *Loop) iterate() bool {
 		}
 		if n > 0 {
 			work = true
-			l.dgrams.Add(uint64(n))
+			l.ls.Datagrams += uint64(n)
 			for i := 0; i < n; i++ {
 				d, from := l.in.Msg(i)
 				l.route(d, from)
@@ -443,7 +465,9 @@ func (l *Loop) iterate() bool {
 	if l.cfg.OnPoll != nil {
 		l.cfg.OnPoll(l, l.now)
 	}
-	if l.snd != nil && l.serveCold() {
+	// Cold service only when a read is pending, came back or is wanted
+	// (len of a channel is a plain load; the select in serveCold is not).
+	if l.snd != nil && (l.pendOn || len(l.coldDone) > 0 || l.snd.ColdPending()) && l.serveCold() {
 		work = true
 	}
 	if l.now >= l.next {
@@ -469,8 +493,30 @@ func (l *Loop) iterate() bool {
 	if work {
 		l.idle.Reset()
 	} else {
-		l.idlePolls.Add(1)
-		l.idle.Idle()
+		l.ls.IdlePolls++
+		if !l.yieldIO() {
+			l.idle.Idle()
+		}
+	}
+	l.backpressured = false
+	return true
+}
+
+// yieldIO gives the core to the WAL's I/O goroutine when this idle
+// iteration waits for it: a sleep when the WAL refused a record (nothing
+// can be sent until it writes), a sched_yield while it flushes. It
+// reports whether it did either. Without it, two spinning loops on two
+// cores leave the I/O goroutine only the scheduler's preemption slices.
+func (l *Loop) yieldIO() bool {
+	switch {
+	case l.backpressured && !l.idle.Parks():
+		l.ls.IOYields++
+		affinity.OSSleep(50 * time.Microsecond)
+	case l.io != nil && l.spins && l.io.Flushing():
+		l.ls.IOYields++
+		affinity.OSYield()
+	default:
+		return false
 	}
 	return true
 }
@@ -495,7 +541,7 @@ func (l *Loop) deliver(h wal.Header, p []byte) {
 	if h.Type == wal.TypeSkip && l.rcv != nil {
 		l.emit(Event{Kind: EventSkip, At: l.now, Skip: l.rcv.LastSkip()})
 	}
-	l.delivered.Add(1)
+	l.ls.Delivered++
 	if l.cfg.OnRecord != nil {
 		l.cfg.OnRecord(l, h, p)
 	}
@@ -508,7 +554,7 @@ func (l *Loop) deliver(h wal.Header, p []byte) {
 			// The application is behind: wait for it (never drop a
 			// delivered record); the kernel buffers meanwhile.
 			if i == 0 {
-				l.stalls.Add(1)
+				l.ls.RingStalls++
 			}
 			if l.stop.Load() {
 				return
@@ -592,6 +638,9 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 		}
 		seq, err = l.snd.Send(typ, payload, l.now, l.out)
 	}
+	if err != nil && err != protocol.ErrBatchFull && errors.Is(err, wal.ErrBackpressure) {
+		l.backpressured = true
+	}
 	return seq, err
 }
 
@@ -621,9 +670,9 @@ func (l *Loop) drainSendRing() bool {
 			break // leave it queued
 		}
 		if err != nil {
-			l.publishErrs.Add(1)
+			l.ls.PublishErrs++
 		} else {
-			l.published.Add(1)
+			l.ls.Published++
 		}
 		l.sendRing.Pop()
 		did = true
@@ -637,7 +686,7 @@ func (l *Loop) drainSendRing() bool {
 // ErrBatchFull).
 func (l *Loop) flush() error {
 	if l.back.Len() > 0 {
-		l.flushes.Add(1)
+		l.ls.Flushes++
 		n, err := l.path.Send(l.back)
 		if err != nil {
 			return err
@@ -649,7 +698,7 @@ func (l *Loop) flush() error {
 	}
 	from := 0
 	if l.back.Len() == 0 {
-		l.flushes.Add(1)
+		l.ls.Flushes++
 		n, err := l.path.Send(l.out)
 		if err != nil {
 			return err
@@ -659,7 +708,7 @@ func (l *Loop) flush() error {
 	for i := from; i < l.out.Len(); i++ {
 		m, a := l.out.Msg(i)
 		l.back.Append(m, a)
-		l.backlogged.Add(1)
+		l.ls.Backlogged++
 	}
 	l.out.Reset()
 	return nil
@@ -681,12 +730,12 @@ func (l *Loop) serveCold() bool {
 			did = true
 			l.pend, l.pendOn = j, true
 			if j.err != nil {
-				l.coldErrs.Add(1)
+				l.ls.ColdErrors++
 				l.snd.ColdFailed(j.req)
 				l.releaseCold()
 				continue
 			}
-			l.coldReads.Add(1)
+			l.ls.ColdReads++
 			l.pendRest = l.coldBufs[j.buf][:j.bytes]
 			if !l.finishCold() {
 				return true
@@ -701,7 +750,7 @@ func (l *Loop) serveCold() bool {
 		n := l.snd.ColdRequests(l.coldReqs[:len(l.coldFree)])
 		for i := 0; i < n; i++ {
 			if l.cfg.Cold == nil {
-				l.coldErrs.Add(1)
+				l.ls.ColdErrors++
 				l.snd.ColdFailed(l.coldReqs[i])
 				continue
 			}
@@ -749,6 +798,7 @@ func (l *Loop) snapshot() {
 		return
 	}
 	l.statsMu.Lock()
+	l.lsPub = l.ls
 	if l.snd != nil {
 		l.sStats = l.snd.Stats()
 	}
@@ -774,11 +824,10 @@ func (l *Loop) ReceiverStats() protocol.ReceiverStats {
 	return l.rStats
 }
 
-// Stats returns the loop's counters.
+// Stats returns the loop's counters, at most one TickInterval old
+// (exact after Close).
 func (l *Loop) Stats() LoopStats {
-	return LoopStats{
-		Iterations: l.iters.Load(), IdlePolls: l.idlePolls.Load(), Datagrams: l.dgrams.Load(), Delivered: l.delivered.Load(),
-		Flushes: l.flushes.Load(), Backlogged: l.backlogged.Load(), RingStalls: l.stalls.Load(),
-		ColdReads: l.coldReads.Load(), ColdErrors: l.coldErrs.Load(), Published: l.published.Load(), PublishErrs: l.publishErrs.Load(),
-	}
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return l.lsPub
 }

@@ -721,3 +721,67 @@ func BenchmarkNakFlood(b *testing.B) {
 		})
 	}
 }
+
+// refusingLog is a WAL that pushes back on every record and reports a
+// flush in progress when flushing is set.
+type refusingLog struct{ flushing bool }
+
+func (*refusingLog) Append(uint16, []byte) ([]byte, error)           { return nil, wal.ErrBackpressure }
+func (*refusingLog) NextSeq() uint64                                 { return 1 }
+func (*refusingLog) ReadRange(uint64, int, []byte) (int, int, error) { return 0, 0, wal.ErrNotFound }
+func (f *refusingLog) Flushing() bool                                { return f.flushing }
+
+// A spinning loop gives the core to the WAL's I/O when the WAL refuses a
+// record or is flushing while the loop has nothing to do, and spins
+// otherwise; yielding allocates nothing.
+func TestLoopYieldsToWALIO(t *testing.T) {
+	pa, _ := openPair(t, "udp", false)
+	log := &refusingLog{}
+	snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := false
+	cfg := DefaultLoopConfig()
+	cfg.Path, cfg.Sender, cfg.Cold = pa, snd, log
+	p := make([]byte, 128)
+	cfg.OnPoll = func(l *Loop, now int64) {
+		if send {
+			if _, err := l.Send(1, p); !errors.Is(err, wal.ErrBackpressure) {
+				t.Errorf("Send: %v, want backpressure", err)
+			}
+		}
+	}
+	l, err := NewLoop(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.spins = true // as Start sets it for a spinning loop
+	t.Cleanup(func() { l.Close() })
+	for i := 0; i < 5; i++ { // the first iterations tick (heartbeat): not idle
+		l.iterate()
+	}
+	steps := []struct {
+		name           string
+		send, flushing bool
+		yields         bool
+	}{
+		{"idle, WAL quiet", false, false, false},
+		{"idle, WAL flushing", false, true, true},
+		{"WAL refuses records", true, false, true},
+	}
+	for _, s := range steps {
+		send, log.flushing = s.send, s.flushing
+		before := l.ls.IOYields
+		for i := 0; i < 20; i++ {
+			l.iterate()
+		}
+		got := l.ls.IOYields - before
+		if s.yields && got < 15 || !s.yields && got != 0 {
+			t.Errorf("%s: %d yields in 20 iterations", s.name, got)
+		}
+		if a := testing.AllocsPerRun(20, func() { l.iterate() }); a != 0 {
+			t.Errorf("%s: %.1f allocations per iteration", s.name, a)
+		}
+	}
+}

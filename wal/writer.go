@@ -288,6 +288,11 @@ func (w *Writer) lockDir() error {
 
 func (w *Writer) now() int64 { return int64(time.Since(w.epoch)) + 1 }
 
+// Flushing reports that the I/O goroutine is in a write + sync (or
+// retrying a failed one). A spinning caller sharing cores with it yields
+// then (cast.Loop does).
+func (w *Writer) Flushing() bool { return w.flushStart.Load() != 0 }
+
 // NextSeq is the seq the next Append will carry.
 func (w *Writer) NextSeq() uint64 { return w.published.Load() + 1 }
 
