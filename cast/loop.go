@@ -53,8 +53,9 @@ type LoopConfig struct {
 	//
 	// When Cold also reports its flushes (a *wal.Writer does:
 	// [IOFlusher]), an idle iteration during a flush yields the core
-	// (sched_yield) instead of spinning, and an iteration whose sends the
-	// WAL refused (wal.ErrBackpressure) sleeps 50 µs: on a host with as
+	// (sched_yield) instead of spinning, and an idle iteration whose sends
+	// the WAL refused (wal.ErrBackpressure) yields, then sleeps 20 µs if
+	// refusals go on: on a host with as
 	// many cores as spinning loops the WAL's I/O goroutine then gets the
 	// core it needs. See LoopStats.IOYields.
 	Cold ColdReader
@@ -240,6 +241,7 @@ type Loop struct {
 
 	io            IOFlusher // Cold, when it reports its flushes
 	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
+	bpRun         int       // consecutive iterations refused by the WAL
 
 	lastKind   protocol.OutcomeKind
 	lastSilent bool
@@ -498,6 +500,9 @@ func (l *Loop) iterate() bool {
 			l.idle.Idle()
 		}
 	}
+	if !l.backpressured {
+		l.bpRun = 0
+	}
 	l.backpressured = false
 	return true
 }
@@ -510,8 +515,15 @@ func (l *Loop) iterate() bool {
 func (l *Loop) yieldIO() bool {
 	switch {
 	case l.backpressured && !l.idle.Parks():
+		// sched_yield first (cheap when nothing else waits for this
+		// CPU); after a run of refusals, short sleeps, so that a CPU goes
+		// idle and the scheduler pulls the I/O thread onto it.
 		l.ls.IOYields++
-		affinity.OSSleep(50 * time.Microsecond)
+		if l.bpRun++; l.bpRun <= 16 {
+			affinity.OSYield()
+		} else {
+			affinity.OSSleep(20 * time.Microsecond)
+		}
 	case l.io != nil && l.spins && l.io.Flushing():
 		l.ls.IOYields++
 		affinity.OSYield()
