@@ -380,7 +380,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 			ws.FlushP99.Round(time.Microsecond), ws.Backpressure, ws.Direct)
 	}
 	ls := sloop.Stats()
-	row.Note += fmt.Sprintf(" sender loop: %d iterations, %.0f%% idle, %d flushes", ls.Iterations, 100*float64(ls.IdlePolls)/float64(max(ls.Iterations, 1)), ls.Flushes)
+	row.Note += fmt.Sprintf(" sender loop: %d iterations, %.0f%% idle, %d flushes, %d yields to the WAL's I/O", ls.Iterations, 100*float64(ls.IdlePolls)/float64(max(ls.Iterations, 1)), ls.Flushes, ls.IOYields)
 	return row, nil
 }
 
