@@ -10,13 +10,11 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
-	"github.com/walcast/walcast/bpf"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
@@ -31,13 +29,6 @@ import (
 // dataType is the record type the producer sends.
 const dataType = 100
 
-// clock is the run's monotonic clock in ns, shared by every loop of the
-// process (namespaces share the host's clock), so the send time a record
-// carries can be compared with its delivery time at any receiver.
-type clock struct{ base time.Time }
-
-func (c clock) now() int64 { return int64(time.Since(c.base)) }
-
 // receiver is one receiving host's state.
 type receiver struct {
 	i     int
@@ -45,9 +36,8 @@ type receiver struct {
 	port  uint16
 	tap   *receiverTap
 	loop  *cast.Loop
-	imp   *bpf.TCImpair
 	lat   *latency.Samples
-	clk   clock
+	clk   Clock
 	total uint64
 
 	mu         sync.Mutex // guards the delivery state across the kill switch-over
@@ -65,7 +55,7 @@ type receiver struct {
 func (r *receiver) deliver(p []byte, viaTCP bool) {
 	seq := binary.LittleEndian.Uint64(p)
 	ts := int64(binary.LittleEndian.Uint64(p[8:]))
-	now := r.clk.now()
+	now := r.clk.Now()
 	r.mu.Lock()
 	if seq <= r.last {
 		r.mu.Unlock()
@@ -94,24 +84,18 @@ func Run(ctx context.Context, c Config) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Config: c}
-	res.Load[0] = loadavg()
 	if c.Timeout == 0 {
 		c.Timeout = 10 * time.Minute
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 
-	lc := netns.DefaultLANConfig()
-	lc.Hosts, lc.Tag = c.Receivers+1, "mc"
-	br, err := netns.CreateLAN(lc)
-	if br != nil {
-		defer br.Close()
-	}
+	env, err := NewEnv(c.Receivers, c.Loss)
 	if err != nil {
 		return res, err
 	}
-	clk := clock{base: time.Now()}
-	r := &run{cfg: c, br: br, clk: clk}
+	defer env.Close()
+	r := &run{cfg: c, env: env, clk: env.Clock}
 	defer r.close()
 	if err := r.setup(); err != nil {
 		return res, err
@@ -124,14 +108,14 @@ func Run(ctx context.Context, c Config) (Result, error) {
 	res.Elapsed = time.Since(start)
 	r.stop()
 	r.collect(&res)
-	res.Load[1] = loadavg()
+	res.Load = env.Load()
 	return res, err
 }
 
 type run struct {
 	cfg  Config
-	br   *netns.LAN
-	clk  clock
+	env  *Env
+	clk  Clock
 	port uint16
 
 	senders []*sender
@@ -180,7 +164,6 @@ func (r *run) openPath(h netns.Host, local netip.AddrPort, mc datapath.Multicast
 func (r *run) setup() error {
 	c := r.cfg
 	any := netip.AddrPortFrom(netip.IPv4Unspecified(), c.Group.Port())
-	hosts := r.br.Hosts
 	if c.WAL {
 		dir, err := os.MkdirTemp("", "walcast-mc-fanout-")
 		if err != nil {
@@ -194,7 +177,7 @@ func (r *run) setup() error {
 		if !control.IsValid() {
 			return fmt.Errorf("fanout: group %v has no control group next to it", c.Group)
 		}
-		p, err := r.openPath(hosts[0], any, datapath.Multicast{Iface: hosts[0].Link, Groups: []netip.Addr{control.Addr()}, TTL: 1})
+		p, err := r.openPath(r.env.Sender(), any, datapath.Multicast{Iface: r.env.Sender().Link, Groups: []netip.Addr{control.Addr()}, TTL: 1})
 		if err != nil {
 			return fmt.Errorf("fanout: sender: %w", err)
 		}
@@ -207,7 +190,7 @@ func (r *run) setup() error {
 		r.senders = append(r.senders, s)
 	}
 	for i := range c.Receivers {
-		h := hosts[i+1]
+		h := r.env.Receiver(i)
 		rv := &receiver{i: i, host: h, lat: latency.NewSamples(c.Records), clk: r.clk, total: uint64(c.Records), done: make(chan struct{})}
 		r.rcv = append(r.rcv, rv)
 		var p datapath.Path
@@ -222,7 +205,7 @@ func (r *run) setup() error {
 			p, err = r.openPath(h, netip.AddrPortFrom(h.Addr, 0), datapath.Multicast{})
 			if err == nil {
 				var sp datapath.Path
-				sp, err = r.openPath(hosts[0], netip.AddrPortFrom(hosts[0].Addr, 0), datapath.Multicast{})
+				sp, err = r.openPath(r.env.Sender(), netip.AddrPortFrom(r.env.Sender().Addr, 0), datapath.Multicast{})
 				if err == nil {
 					nakTo = sp.LocalAddr()
 					var s *sender
@@ -241,17 +224,9 @@ func (r *run) setup() error {
 			return fmt.Errorf("fanout: receiver %d: %w", i, err)
 		}
 		rv.port = p.LocalAddr().Port()
-		if c.Loss > 0 {
-			// On the bridge port's egress: what the switch forwards to
-			// this receiver, whoever sent it, one datagram at a time
-			// (the hosts segment GSO in software).
-			port := r.br.Ports[i+1]
-			im, _, err := port.AttachTCImpair(bpf.ImpairConfig{Port: rv.port, DropFraction: c.Loss, RecordType: -1}, bpf.Egress, bpf.TCAuto)
-			if err != nil {
-				p.Close()
-				return fmt.Errorf("fanout: loss injector on %s: %w", port.Link, err)
-			}
-			rv.imp = im
+		if err := r.env.Impair(i, rv.port); err != nil {
+			p.Close()
+			return err
 		}
 		if err := r.startReceiver(rv, p, nakTo); err != nil {
 			return err
@@ -360,7 +335,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 		if s.sent >= total || s.err.Load() != nil {
 			return
 		}
-		now := r.clk.now()
+		now := r.clk.Now()
 		if s.start == 0 {
 			s.start = now
 		}
@@ -369,7 +344,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 			due = int(min(int64(total), (now-s.start)*rate/1e9+1))
 		}
 		for s.sent < due {
-			binary.LittleEndian.PutUint64(payload[8:], uint64(r.clk.now()))
+			binary.LittleEndian.PutUint64(payload[8:], uint64(r.clk.Now()))
 			_, err := l.Send(dataType, payload)
 			if err != nil {
 				if errors.Is(err, protocol.ErrBatchFull) || errors.Is(err, wal.ErrBackpressure) {
@@ -528,11 +503,6 @@ func (r *run) stop() {
 
 func (r *run) close() {
 	r.stop()
-	for _, rv := range r.rcv {
-		if rv.imp != nil {
-			rv.imp.Close()
-		}
-	}
 	if r.srv != nil {
 		r.srv.Close()
 	}
@@ -576,8 +546,8 @@ func (r *run) collect(res *Result) {
 		taps := append(append([]*receiverTap(nil), rv.oldTaps...), rv.tap)
 		rv.mu.Unlock()
 		for _, t := range taps {
-			rr.Repairs += t.repairs
-			rr.Duplicates += t.dups
+			rr.Repairs += t.Repairs()
+			rr.Duplicates += t.Duplicates()
 			rr.NakFrames += t.nakFrames.Load()
 			rr.NakSeqs += t.nakSeqs.Load()
 			rr.Status += t.status.Load()
@@ -585,7 +555,7 @@ func (r *run) collect(res *Result) {
 		if !rv.killed {
 			// A killed receiver's gap is caught up over TCP, not lost on
 			// the wire: only the others' losses make events.
-			lost := rv.tap.lost()
+			lost := rv.tap.Lost()
 			if union == nil {
 				union = make([]uint64, len(lost))
 			}
@@ -594,11 +564,7 @@ func (r *run) collect(res *Result) {
 				rr.Lost += uint64(bits.OnesCount64(w))
 			}
 		}
-		if rv.imp != nil {
-			if ctr, err := rv.imp.Counters(); err == nil {
-				rr.Dropped = ctr.Dropped
-			}
-		}
+		rr.Dropped = r.env.Dropped(rv.i)
 		res.NakFrames += rr.NakFrames
 		res.Receivers = append(res.Receivers, rr)
 	}
@@ -608,17 +574,4 @@ func (r *run) collect(res *Result) {
 	if res.Elapsed > 0 {
 		res.Throughput = float64(r.cfg.Records) / res.Elapsed.Seconds()
 	}
-}
-
-func loadavg() [3]float64 {
-	var l [3]float64
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return l
-	}
-	f := strings.Fields(string(b))
-	for i := 0; i < 3 && i < len(f); i++ {
-		l[i], _ = strconv.ParseFloat(f[i], 64)
-	}
-	return l
 }

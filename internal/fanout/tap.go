@@ -73,39 +73,31 @@ func (t *senderTap) frame(typ uint16, seq uint64, _ []byte) {
 	t.highest = seq
 }
 
-// receiverTap records, per seq, whether a data frame arrived and whether
-// it arrived late (after a higher seq: lost on first transmission and
-// repaired), and counts the control frames the receiver sends.
-type receiverTap struct {
-	datapath.Path
-	records                    uint64
-	seen                       []uint64 // bit per seq 1..records
-	missing                    []uint64 // bit per seq: a higher seq arrived first
-	maxSeen                    uint64
-	repairs                    uint64
-	dups                       uint64
-	nakFrames, nakSeqs, status atomic.Uint64
+// Tracker records, per seq, whether a data frame arrived and whether it
+// arrived late (after a higher seq: lost on its first transmission and
+// repaired). Any protocol's receiver can feed it the seqs it reads off
+// the wire. Not safe for concurrent use.
+type Tracker struct {
+	records uint64
+	seen    []uint64 // bit per seq 1..records
+	missing []uint64 // bit per seq: a higher seq arrived first
+	maxSeen uint64
+	repairs uint64
+	dups    uint64
 }
 
-func newReceiverTap(p datapath.Path, records int) *receiverTap {
+// NewTracker tracks seqs 1..records.
+func NewTracker(records int) *Tracker {
 	w := (records + 64) / 64
-	return &receiverTap{Path: p, records: uint64(records), seen: make([]uint64, w), missing: make([]uint64, w)}
+	return &Tracker{records: uint64(records), seen: make([]uint64, w), missing: make([]uint64, w)}
 }
 
 func bit(b []uint64, s uint64) bool { return b[s>>6]&(1<<(s&63)) != 0 }
 func set(b []uint64, s uint64)      { b[s>>6] |= 1 << (s & 63) }
 
-func (t *receiverTap) Recv(v *batch.Vec) (int, error) {
-	n, err := t.Path.Recv(v)
-	for i := range n {
-		m, _ := v.Msg(i)
-		frames(m, t.data)
-	}
-	return n, err
-}
-
-func (t *receiverTap) data(typ uint16, seq uint64, _ []byte) {
-	if control(typ) || seq == 0 || seq > t.records {
+// Observe notes one data frame of seq arriving.
+func (t *Tracker) Observe(seq uint64) {
+	if seq == 0 || seq > t.records {
 		return
 	}
 	if bit(t.seen, seq) {
@@ -122,6 +114,53 @@ func (t *receiverTap) data(typ uint16, seq uint64, _ []byte) {
 	}
 	if bit(t.missing, seq) {
 		t.repairs++
+	}
+}
+
+// Repairs counts frames that filled a seq seen missing; Duplicates
+// frames for a seq already received.
+func (t *Tracker) Repairs() uint64    { return t.repairs }
+func (t *Tracker) Duplicates() uint64 { return t.dups }
+
+// Lost is the set of seqs lost at this receiver (a bitmap, bit s = seq
+// s): those first seen after a higher seq, plus those never seen below
+// the highest seen (delivered some other way, e.g. TCP catch-up). Seqs
+// above the highest seen (a lost tail) are not counted.
+func (t *Tracker) Lost() []uint64 {
+	out := make([]uint64, len(t.missing))
+	copy(out, t.missing)
+	for s := uint64(1); s < t.maxSeen; s++ {
+		if !bit(t.seen, s) {
+			set(out, s)
+		}
+	}
+	return out
+}
+
+// receiverTap feeds a Tracker with the data frames a receiver's datapath
+// reads and counts the control frames it sends.
+type receiverTap struct {
+	datapath.Path
+	*Tracker
+	nakFrames, nakSeqs, status atomic.Uint64
+}
+
+func newReceiverTap(p datapath.Path, records int) *receiverTap {
+	return &receiverTap{Path: p, Tracker: NewTracker(records)}
+}
+
+func (t *receiverTap) Recv(v *batch.Vec) (int, error) {
+	n, err := t.Path.Recv(v)
+	for i := range n {
+		m, _ := v.Msg(i)
+		frames(m, t.data)
+	}
+	return n, err
+}
+
+func (t *receiverTap) data(typ uint16, seq uint64, _ []byte) {
+	if !control(typ) {
+		t.Observe(seq)
 	}
 }
 
@@ -144,22 +183,6 @@ func (t *receiverTap) control(typ uint16, _ uint64, p []byte) {
 	case typeStatus:
 		t.status.Add(1)
 	}
-}
-
-// lost is the set of seqs lost at this receiver: those first seen after
-// a higher seq, plus those never seen below the highest seen (caught up
-// over TCP). Seqs above the highest seen (a lost tail) are not counted.
-func (t *receiverTap) lost() []uint64 {
-	out := make([]uint64, len(t.missing))
-	for i := range out {
-		out[i] = t.missing[i]
-	}
-	for s := uint64(1); s < t.maxSeen; s++ {
-		if !bit(t.seen, s) {
-			set(out, s)
-		}
-	}
-	return out
 }
 
 // waiter is a datapath that can park until a datagram arrives (the loop's
