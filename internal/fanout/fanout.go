@@ -65,6 +65,9 @@ type Config struct {
 	Down   time.Duration
 	// Timeout bounds the whole run (0: 10 minutes).
 	Timeout time.Duration
+	// Stall ends the run as failed when no receiver delivered anything
+	// for this long (0: 20 s).
+	Stall time.Duration
 }
 
 // DefaultConfig is 8 receivers, 100 000 records of 64 bytes at 50 000

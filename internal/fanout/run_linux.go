@@ -132,12 +132,13 @@ type run struct {
 }
 
 type sender struct {
-	tap   *senderTap
-	loop  *cast.Loop
-	w     *wal.Writer
-	sent  int
-	start int64
-	err   atomic.Value // error that stopped production
+	tap      *senderTap
+	loop     *cast.Loop
+	w        *wal.Writer
+	sent     int
+	produced atomic.Int64 // sent, readable from other goroutines
+	start    int64
+	err      atomic.Value // error that stopped production
 }
 
 func (r *run) openPath(h netns.Host, local netip.AddrPort, mc datapath.Multicast) (datapath.Path, error) {
@@ -354,6 +355,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 				return
 			}
 			s.sent++
+			s.produced.Store(int64(s.sent))
 		}
 	}
 	l, err := cast.NewLoop(lc)
@@ -456,32 +458,74 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 
 var errStop = errors.New("fanout: done")
 
-// wait returns when every receiver has delivered every record, a loop
-// stopped on an error, or ctx ends.
+// wait returns when every receiver has delivered every record; it fails
+// when a loop stopped on an error, a receiver raised a sticky outcome
+// (not the killed one, whose restart handles it), nothing was delivered
+// anywhere for Stall, or ctx ended.
 func (r *run) wait(ctx context.Context) error {
-	for _, rv := range r.rcv {
-		select {
-		case <-rv.done:
-		case <-ctx.Done():
-			return fmt.Errorf("fanout: receiver %d has %d of %d records: %w", rv.i, rv.delivered.Load(), r.cfg.Records, ctx.Err())
-		case err := <-r.killErr:
-			if err != nil {
-				return err
+	stall := r.cfg.Stall
+	if stall == 0 {
+		stall = 20 * time.Second
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last uint64
+	lastMove := time.Now()
+	for {
+		done, total := true, uint64(0)
+		for _, rv := range r.rcv {
+			d := rv.delivered.Load()
+			total += d
+			done = done && d >= rv.total
+			rv.mu.Lock()
+			o, killed := rv.outcome, rv.killed
+			rv.mu.Unlock()
+			if o != "" && !killed && !(r.cfg.Kill == rv.i) {
+				return fmt.Errorf("fanout: receiver %d stopped after %d of %d records: %s", rv.i, d, r.cfg.Records, o)
 			}
-			r.killErr = nil
-			select {
-			case <-rv.done:
-			case <-ctx.Done():
-				return fmt.Errorf("fanout: receiver %d has %d of %d records: %w", rv.i, rv.delivered.Load(), r.cfg.Records, ctx.Err())
-			}
+		}
+		if done {
+			return nil
 		}
 		for _, s := range r.senders {
 			if e, _ := s.err.Load().(error); e != nil {
 				return fmt.Errorf("fanout: producer: %w", e)
 			}
 		}
+		if total != last {
+			last, lastMove = total, time.Now()
+		} else if time.Since(lastMove) > stall {
+			return fmt.Errorf("fanout: no record delivered for %v: %s", stall, r.progress())
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("fanout: %w: %s", ctx.Err(), r.progress())
+		case err := <-r.killErr:
+			if err != nil {
+				return err
+			}
+			r.killErr = nil
+		case <-tick.C:
+		}
 	}
-	return nil
+}
+
+// progress says where every receiver stands.
+func (r *run) progress() string {
+	s := ""
+	for _, rv := range r.rcv {
+		rv.mu.Lock()
+		o := rv.outcome
+		rv.mu.Unlock()
+		if o == "" {
+			o = "live"
+		}
+		s += fmt.Sprintf("receiver %d %d/%d (%s); ", rv.i, rv.delivered.Load(), r.cfg.Records, o)
+	}
+	for i, sd := range r.senders {
+		s += fmt.Sprintf("sender %d sent %d; ", i, sd.produced.Load())
+	}
+	return s
 }
 
 func (r *run) stop() {

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/walcast/walcast/internal/fanout"
+)
+
+func init() {
+	registerBench("fanout", "1 sender → N receivers in namespaces, independent loss: multicast vs N unicast senders (root)", runBenchFanout)
+}
+
+// fanRow is one configuration of the fan-out bench.
+type fanRow struct {
+	name string
+	cfg  fanout.Config
+	res  []fanout.Result
+	errs []error
+}
+
+func runBenchFanout(args []string) error {
+	fs := newFlagSet("bench fanout", "[flags]", "One producer, N consumers, each in its own network namespace on one bridge,\nwith independent loss injected in the kernel on the way to each (tc-BPF on the\nbridge ports). Rows, interleaved -runs times: unicast-1 (one receiver: the\nlatency floor), multicast-N (one stream to a group, NAK suppression, repairs\nto the group) and unicast-N (N casting senders, every record sent N times).\nPrints datagrams per record, NAK frames per lost-record event, repair\ndatagrams per lost seq and one-way latency per receiver, with the spread over\nthe runs and the load average. Needs root. Run it under the bench lock.")
+	n := fs.Int("n", 1_000_000, "records per run")
+	recv := fs.Int("receivers", 8, "receivers N (1..15)")
+	loss := fs.Float64("loss", 1, "percent of the datagrams forwarded to each receiver dropped, independently")
+	rate := fs.Int("rate", 50_000, "records per second the producer offers (0: as fast as it may)")
+	size := fs.Int("size", 64, "payload bytes per record (16..1400)")
+	path := fs.String("path", "mmsg", "datapath: udp or mmsg")
+	runs := fs.Int("runs", 3, "runs of every row, interleaved")
+	unicastN := fs.Bool("unicast", true, "also run N unicast senders")
+	walOn := fs.Bool("wal", true, "give every sender a WAL in a temporary directory (repairs that miss the hot ring come from it)")
+	timeout := fs.Duration("timeout", 10*time.Minute, "give up on one run after this long")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := checkRange("receivers", *recv, 1, 15); err != nil {
+		return err
+	}
+	if err := checkRange("runs", *runs, 1, 20); err != nil {
+		return err
+	}
+	if err := checkPct("loss", *loss); err != nil {
+		return err
+	}
+	base := fanout.DefaultConfig()
+	base.Receivers, base.Records, base.Rate, base.Payload, base.Loss, base.Path, base.Timeout = *recv, *n, *rate, *size, *loss/100, *path, *timeout
+	base.Group = netip.MustParseAddrPort("239.198.0.1:0")
+	base.WAL = *walOn
+	if err := base.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	rows := []*fanRow{{name: "unicast-1", cfg: base}, {name: fmt.Sprintf("multicast-%d", *recv), cfg: base}}
+	rows[0].cfg.Mode, rows[0].cfg.Receivers = fanout.Unicast, 1
+	if *unicastN && *recv > 1 {
+		u := base
+		u.Mode = fanout.Unicast
+		rows = append(rows, &fanRow{name: fmt.Sprintf("unicast-%d", *recv), cfg: u})
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	fmt.Fprintf(os.Stderr, "bench fanout: %d records of %d B at %d rec/s, %.1f %% loss per receiver, %s, %d runs\n", *n, *size+16, *rate, *loss, *path, *runs)
+	for k := range *runs {
+		for _, r := range rows {
+			if ctx.Err() != nil {
+				return interruptedf("bench fanout stopped")
+			}
+			res, err := fanout.Run(ctx, r.cfg)
+			r.res, r.errs = append(r.res, res), append(r.errs, err)
+			fmt.Fprintf(os.Stderr, "run %d %-12s %s\n", k+1, r.name, fanLine(res, err))
+		}
+	}
+	printFanout(os.Stdout, rows)
+	return fanVerdict(rows)
+}
+
+func fanLine(r fanout.Result, err error) string {
+	if err != nil {
+		return "failed: " + err.Error()
+	}
+	return fmt.Sprintf("%.3f dgram/rec, %.2f NAK/event, %.2f repairs/lost, worst p99 %.0f µs, %.0f rec/s, load %.1f→%.1f",
+		r.DatagramsPerRecord(), r.NaksPerEvent(), r.RepairsPerLost(), float64(r.WorstP99())/1e3, r.Throughput, r.Load[0][0], r.Load[1][0])
+}
+
+// spread formats min–max of f over the successful runs.
+func spread(rs []fanout.Result, errs []error, f func(fanout.Result) float64, format string) string {
+	var v []float64
+	for i, r := range rs {
+		if errs[i] == nil {
+			v = append(v, f(r))
+		}
+	}
+	if len(v) == 0 {
+		return "–"
+	}
+	lo, hi := slices.Min(v), slices.Max(v)
+	if len(v) == 1 || fmt.Sprintf(format, lo) == fmt.Sprintf(format, hi) {
+		return fmt.Sprintf(format, lo)
+	}
+	return fmt.Sprintf(format+"–"+format, lo, hi)
+}
+
+func allDelivered(r fanout.Result) bool {
+	for _, rr := range r.Receivers {
+		if rr.Delivered != uint64(r.Config.Records) || rr.OutOfOrder != 0 || rr.Missing != 0 {
+			return false
+		}
+	}
+	return len(r.Receivers) > 0
+}
+
+func printFanout(w io.Writer, rows []*fanRow) {
+	fmt.Fprintf(w, "\n| row | runs ok | every record once, in order | datagrams / record | NAK frames / lost-record event | repair datagrams / lost seq | p50 µs (median receiver) | worst receiver p99 µs | rec/s | load |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rows {
+		ok, all := 0, true
+		for i, e := range r.errs {
+			if e == nil {
+				ok++
+				all = all && allDelivered(r.res[i])
+			}
+		}
+		fmt.Fprintf(w, "| %s | %d/%d | %v | %s | %s | %s | %s | %s | %s | %s |\n", r.name, ok, len(r.errs), ok > 0 && all,
+			spread(r.res, r.errs, fanout.Result.DatagramsPerRecord, "%.3f"),
+			spread(r.res, r.errs, fanout.Result.NaksPerEvent, "%.2f"),
+			spread(r.res, r.errs, fanout.Result.RepairsPerLost, "%.2f"),
+			spread(r.res, r.errs, medianP50, "%.0f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return float64(x.WorstP99()) / 1e3 }, "%.0f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.Throughput }, "%.0f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.Load[1][0] }, "%.1f"))
+	}
+	if len(rows) >= 2 {
+		fmt.Fprintf(w, "\nworst receiver p99 of %s ÷ p99 of unicast-1, same run: %s\n", rows[1].name, p99Ratios(rows[1], rows[0]))
+	}
+}
+
+func medianP50(r fanout.Result) float64 {
+	var v []float64
+	for _, rr := range r.Receivers {
+		v = append(v, float64(rr.Latency.P50)/1e3)
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+func p99Ratios(m, u *fanRow) string {
+	s := ""
+	for i := range m.res {
+		if i >= len(u.res) || m.errs[i] != nil || u.errs[i] != nil || u.res[i].WorstP99() == 0 {
+			continue
+		}
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%.2f×", float64(m.res[i].WorstP99())/float64(u.res[i].WorstP99()))
+	}
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+// fanVerdict fails the command when a run failed or lost a record.
+func fanVerdict(rows []*fanRow) error {
+	for _, r := range rows {
+		for i, e := range r.errs {
+			if e != nil {
+				return failf("%s run %d: %v", r.name, i+1, e)
+			}
+			if !allDelivered(r.res[i]) {
+				return failf("%s run %d: a receiver missed records or got them out of order", r.name, i+1)
+			}
+		}
+	}
+	return nil
+}
