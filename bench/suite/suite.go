@@ -16,7 +16,7 @@ import (
 )
 
 // Workloads in the order `all` runs them.
-var Workloads = []string{"rtt", "oneway", "throughput", "loss-recovery", "loss-degradation", "classic", "wal", "outage", "paths"}
+var Workloads = []string{"rtt", "oneway", "throughput", "loss-recovery", "loss-degradation", "classic", "wal", "outage", "fan-out", "paths"}
 
 // Drops of the loss-degradation workload (per direction).
 var LossDrops = []float64{0, 0.01, 0.05, 0.10, 0.25, 0.30, 0.40, 0.50}
@@ -119,6 +119,8 @@ func Run(o Options) (*report.Report, error) {
 			runOutage(o, r)
 		case "paths":
 			runPaths(o, r)
+		case "fan-out":
+			runFanout(o, r)
 		}
 	}
 	r.Goals = Goals(r)

@@ -263,3 +263,26 @@ func TestOutage(t *testing.T) {
 		}
 	}
 }
+
+func TestFanoutWorkload(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("fan-out needs root for network namespaces (CI runs as root)")
+	}
+	r := quick(t, "fan-out")
+	names := map[string]bool{}
+	for _, x := range r.Results {
+		if x.Workload != "fan-out" {
+			continue
+		}
+		sane(t, x)
+		names[x.Name] = true
+		if x.Skipped == "" && (x.DeliveredPct != 100 || !strings.Contains(x.Note, "datagrams/record")) {
+			t.Errorf("%s: delivered %.1f %%, note %q", x.Name, x.DeliveredPct, x.Note)
+		}
+	}
+	for _, want := range []string{"casting-unicast-1", "casting-multicast-3", "casting-unicast-3", "moldudp64-multicast-3", "moldudp64-multicast-group-3"} {
+		if !names[want] {
+			t.Errorf("no %s row (have %v)", want, names)
+		}
+	}
+}
