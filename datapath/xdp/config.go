@@ -17,6 +17,12 @@ var ErrNotSupported = errors.New("xdp: AF_XDP needs Linux")
 // not seen as the source of a received datagram).
 var ErrNoNeighbor = errors.New("xdp: no MAC address for destination")
 
+// ErrMulticast is wrapped by Validate for a multicast Local or Peer: the
+// AF_XDP path neither joins groups nor builds multicast frames; use
+// datapath/udp or datapath/mmsg with datapath.Multicast (docs/xdp.md,
+// "Multicast").
+var ErrMulticast = errors.New("xdp: multicast groups are not supported on the AF_XDP path (use udp or mmsg)")
+
 // ErrMultiQueue is wrapped by Open when the device has more RX queues than
 // the one socket bound.
 var ErrMultiQueue = errors.New("xdp: device has more RX queues than AF_XDP sockets")
@@ -110,6 +116,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xdp: Queue %d is negative", c.Queue)
 	case c.Local.Port() == 0:
 		return errors.New("xdp: Local port is 0")
+	case c.Local.Addr().IsMulticast() || c.Peer.Addr().IsMulticast():
+		return fmt.Errorf("%w: Local %v, Peer %v", ErrMulticast, c.Local, c.Peer)
 	case c.Local.Addr().IsValid() && !c.Local.Addr().Is4():
 		return fmt.Errorf("xdp: Local %v is not IPv4", c.Local)
 	case c.Peer.IsValid() && !c.Peer.Addr().Is4():

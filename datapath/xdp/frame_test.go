@@ -3,8 +3,10 @@ package xdp
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -148,11 +150,17 @@ func TestConfigValidate(t *testing.T) {
 		{"frame size", func(c *Config) { c.FrameSize = 1024 }, false},
 		{"short mac", func(c *Config) { c.PeerMAC = []byte{1, 2} }, false},
 		{"negative queue", func(c *Config) { c.Queue = -1 }, false},
+		{"multicast peer", func(c *Config) { c.Peer = netip.MustParseAddrPort("239.1.2.3:7000") }, false},
+		{"multicast local", func(c *Config) { c.Local = netip.MustParseAddrPort("239.1.2.3:7000") }, false},
 	} {
 		c := good
 		tc.mod(&c)
-		if err := c.Validate(); (err == nil) != tc.ok {
+		err := c.Validate()
+		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v", tc.name, err)
+		}
+		if strings.HasPrefix(tc.name, "multicast") && !errors.Is(err, ErrMulticast) {
+			t.Errorf("%s: %v does not wrap ErrMulticast", tc.name, err)
 		}
 	}
 }
