@@ -22,6 +22,12 @@ type Path struct {
 	salen uint32                // in/out length for recvfrom (a field: a local would escape through the seam)
 	n     sock.Counters
 	trunc atomic.Uint64
+	// single: the last Recv that drained to EAGAIN had found at most one
+	// datagram (light traffic), so the next returns right after its first
+	// datagram instead of paying one more recvfrom to learn that nothing
+	// follows (≈ 0.4 µs of a round trip on this VM). It reads until EAGAIN
+	// again the call after, so a burst is still drained in batches.
+	single bool
 }
 
 var _ datapath.Path = (*Path)(nil)
@@ -108,6 +114,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		switch e {
 		case 0:
 		case unix.EAGAIN:
+			p.single = v.Len() <= 1
 			return v.Len(), nil
 		case unix.ECONNREFUSED, unix.EHOSTUNREACH, unix.ENETUNREACH:
 			p.n.Refused.Add(1) // a pending ICMP error; the next call reads data again
@@ -121,6 +128,10 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		}
 		v.Commit(n, addr)
 		p.n.Received.Add(1)
+		if p.single {
+			p.single = false
+			break
+		}
 	}
 	return v.Len(), nil
 }

@@ -82,3 +82,46 @@ func TestValidate(t *testing.T) {
 		t.Fatal("mixed families accepted")
 	}
 }
+
+// After a poll that found at most one datagram, Recv hands over the first
+// datagram without a further recvfrom (light traffic: the next call would
+// only say EAGAIN); the call after drains the rest in one batch.
+func TestRecvLightTrafficReturnsFirstDatagram(t *testing.T) {
+	b := kit.Must(t, netip.AddrPort{}, netip.AddrPort{}).(*Path)
+	a := kit.Must(t, netip.AddrPort{}, b.LocalAddr()).(*Path)
+	v := batch.New(8, 64)
+	if n, err := b.Recv(v); n != 0 || err != nil { // nothing yet: EAGAIN
+		t.Fatalf("empty Recv: %d, %v", n, err)
+	}
+	out := batch.New(3, 64)
+	for i := 0; i < 3; i++ {
+		out.Append([]byte{byte(i), 1, 2, 3, 4, 5, 6, 7}, netip.AddrPort{})
+	}
+	if n, err := a.Send(out); n != 3 || err != nil {
+		t.Fatalf("Send: %d, %v", n, err)
+	}
+	calls0 := b.Stats().RecvCalls
+	got := 0
+	for spins := 0; got == 0; spins++ {
+		n, err := b.Recv(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = n
+		if spins > 1e6 {
+			t.Fatal("datagrams never arrived")
+		}
+	}
+	if got != 1 {
+		t.Fatalf("light-traffic Recv returned %d datagrams, want the first alone", got)
+	}
+	if m, _ := v.Msg(0); m[0] != 0 {
+		t.Fatalf("first datagram %v", m)
+	}
+	calls := b.Stats().RecvCalls - calls0
+	n, err := b.Recv(v)
+	if err != nil || n != 2 {
+		t.Fatalf("next Recv: %d, %v; want the 2 left in one call", n, err)
+	}
+	t.Logf("recvfrom calls for the first datagram (EAGAIN polls included): %d", calls)
+}

@@ -30,7 +30,8 @@ type Socket struct {
 	mu       sync.Mutex
 	file     *os.File // created on first Wait; then owns the fd
 	rc       syscall.RawConn
-	released bool // the fd (or file) is closed
+	released bool      // the fd (or file) is closed
+	deadline time.Time // the read deadline last set by Wait
 
 	// RecvWait state: the callback is bound once so parking allocates nothing.
 	recv   func(*batch.Vec) (int, error)
@@ -161,8 +162,15 @@ func (s *Socket) Wait(deadline time.Time, f func(fd uintptr) bool) error {
 	if err != nil {
 		return err
 	}
-	if err := file.SetReadDeadline(deadline); err != nil {
-		return err
+	// A loop parks with its next tick as the deadline, the same for every
+	// park until the tick: set it only when it changes (each set is a
+	// runtime timer modification). A deadline that already passed stays
+	// expired in the poller, so reusing it times out at once, as it must.
+	if !deadline.Equal(s.deadline) {
+		if err := file.SetReadDeadline(deadline); err != nil {
+			return err
+		}
+		s.deadline = deadline
 	}
 	return rc.Read(f)
 }
