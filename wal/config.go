@@ -68,6 +68,9 @@ type Config struct {
 	// DisableDirectIO forces buffered writes + fdatasync even where
 	// O_DIRECT works (for comparison benchmarks).
 	DisableDirectIO bool
+
+	// sys replaces the syscall seam for this Writer (tests, fuzzing).
+	sys *sysOps
 }
 
 // DefaultConfig returns the defaults of the reference: 64 MiB segments,

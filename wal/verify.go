@@ -109,28 +109,47 @@ func Verify(dir string, stream uint32) (VerifyReport, error) {
 }
 
 func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*DamageError, error) {
-	sr := SegmentReport{Path: sf.Path, Active: sf.Active}
 	f, err := os.Open(sf.Path)
 	if err != nil {
-		sr.Problem = err.Error()
-		return sr, nil, nil, err
+		return SegmentReport{Path: sf.Path, Active: sf.Active, Problem: err.Error()}, nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		sr.Problem = err.Error()
-		return sr, nil, nil, err
+		return SegmentReport{Path: sf.Path, Active: sf.Active, Problem: err.Error()}, nil, nil, err
 	}
-	sr.FileSize = fi.Size()
+	ifirst, count, idx, ierr := readIdx(idxName(sf.Path))
+	var st sidecarState
+	switch {
+	case ierr == nil:
+		st = sidecarState{present: true, first: ifirst, count: count, entries: idx}
+	case !errors.Is(ierr, os.ErrNotExist):
+		st = sidecarState{bad: true}
+	}
+	return verifySource(f, fi.Size(), sf, prevLast, st)
+}
+
+// sidecarState is a segment's sidecar index as read from disk.
+type sidecarState struct {
+	present, bad bool
+	first, count uint64
+	entries      []byte
+}
+
+// verifySource checks one segment's bytes (src, size bytes long) against
+// its name and the previous segment's last seq; it does no file I/O, so
+// the fuzz targets run it in memory.
+func verifySource(f frameSource, size int64, sf SegmentFile, prevLast uint64, side sidecarState) (SegmentReport, *Skip, []*DamageError, error) {
+	sr := SegmentReport{Path: sf.Path, Active: sf.Active, FileSize: size}
 	expect := sf.First
 	if sf.Active {
 		expect = 0
 	}
-	ifirst, _, idx, ierr := readIdx(idxName(sf.Path))
-	if ierr != nil {
-		idx = nil
-	} else {
+	ifirst, idx := side.first, side.entries
+	if side.present {
 		idx = idx[:checkIdxEntries(idx, sr.FileSize)*idxEntrySize]
+	} else {
+		idx = nil
 	}
 	a := analyzeSegment(f, sf.Path, sr.FileSize, expect, idx, ifirst)
 	sr.First, sr.Last, sr.Bytes, sr.Records = a.first(), a.last(), a.end, a.records()
@@ -173,7 +192,7 @@ func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*Da
 			} else if bad == nil {
 				bad = a.torn // a torn tail: Open cuts it (or a record in flight)
 			}
-		} else if off, ok := firstNonZero(f, a.end); !ok && bad == nil {
+		} else if off, ok := firstNonZero(f, a.end, size); !ok && bad == nil {
 			bad = &FrameError{File: sf.Path, Off: off, Seq: a.last() + 1, Err: errors.New("non-zero bytes after the last record")}
 		}
 	} else {
@@ -189,39 +208,37 @@ func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*Da
 	if len(a.runs) == 1 && len(a.bad) == 0 {
 		res.entries = a.runs[0].entries
 	}
-	sr.Index = checkSidecar(idxName(sf.Path), sf, res)
+	sr.Index = checkSidecar(side, sf, res)
 	return sr, sk, dmg, bad
 }
 
-// firstNonZero reports whether f is all zeros from off to its end, and the
+// firstNonZero reports whether f is all zeros from off to size, and the
 // first offset that is not.
-func firstNonZero(f *os.File, off int64) (int64, bool) {
-	buf := make([]byte, 1<<20)
-	for {
-		n, err := f.ReadAt(buf, off)
+func firstNonZero(f frameSource, off, size int64) (int64, bool) {
+	buf := make([]byte, min(1<<20, max(size-off, 0)+1))
+	for off < size {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
 		for i, c := range buf[:n] {
 			if c != 0 {
 				return off + int64(i), false
 			}
 		}
 		off += int64(n)
-		if err == io.EOF || n == 0 {
-			return off, true
-		}
-		if err != nil {
-			return off, true
+		if n == 0 || err != nil {
+			break
 		}
 	}
+	return off, true
 }
 
-func checkSidecar(path string, sf SegmentFile, res scanResult) string {
-	first, count, e, err := readIdx(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "missing"
+func checkSidecar(side sidecarState, sf SegmentFile, res scanResult) string {
+	if !side.present {
+		if side.bad {
+			return "stale"
 		}
-		return "stale"
+		return "missing"
 	}
+	first, count, e := side.first, side.count, side.entries
 	n := uint64(len(res.entries) / idxEntrySize)
 	if n == 0 {
 		return "ok"
@@ -270,7 +287,16 @@ func ScanSegment(path string, fn func(ScannedRecord) bool) error {
 		return err
 	}
 	defer f.Close()
-	s := newFrameScanner(f, 0)
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return scanRecords(f, path, fi.Size(), fn)
+}
+
+// scanRecords is ScanSegment over any source of size bytes.
+func scanRecords(f frameSource, path string, size int64, fn func(ScannedRecord) bool) error {
+	s := newScannerAt(f, path, size, 0)
 	s.loose = true
 	for {
 		fr, off, err := s.next()

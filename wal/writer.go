@@ -208,6 +208,9 @@ func Open(cfg Config) (*Writer, error) {
 		align:    pageSize,
 	}
 	w.rot.nextFd = -1
+	if cfg.sys != nil {
+		w.sys = *cfg.sys
+	}
 	if err := w.lockDir(); err != nil {
 		return nil, err
 	}
