@@ -174,6 +174,7 @@ func runCrashes(t *testing.T, rounds int) {
 			w.Close()
 			t.Fatalf("round %d: lost durable records: recovered up to %d, child reported %d durable", round, last, lastDurable)
 		}
+		buf := make([]byte, 1<<17)
 		// No seq the child handed out is handed out again: the log goes on
 		// after them, with a Skip marker for those that did not survive.
 		if last < lastAppended {
@@ -186,8 +187,23 @@ func runCrashes(t *testing.T, rounds int) {
 				w.Close()
 				t.Fatalf("round %d: Skip %+v; durable %d, appended %d, last %d", round, *sk, lastDurable, lastAppended, last)
 			}
+			// A reader asked for a seq inside the hole starts at the marker.
+			r, err := OpenReader(c.Dir, c.Stream, (sk.From+sk.Seq)/2)
+			if err != nil {
+				w.Close()
+				t.Fatalf("round %d: reader inside the hole: %v", round, err)
+			}
+			fr, err := r.Next()
+			r.Close()
+			if h, _ := ParseHeader(fr); err != nil || h.Type != TypeSkip || Seq(fr[HeaderSize:]) != sk.Seq {
+				w.Close()
+				t.Fatalf("round %d: reader inside the hole got %v %v", round, h, err)
+			}
+			if _, err := w.ReadAt(sk.From, buf); !errors.Is(err, ErrNotFound) {
+				w.Close()
+				t.Fatalf("round %d: ReadAt of a skipped seq: %v", round, err)
+			}
 		}
-		buf := make([]byte, 1<<17)
 		for _, seq := range []uint64{1, lastDurable, last, (last + 1) / 2} {
 			if seq == 0 {
 				continue

@@ -279,3 +279,13 @@ func missing(from, to uint64, before string) *DamageError {
 	return &DamageError{Off: -1, Seq: from, Last: to,
 		What: fmt.Sprintf("no segment holds these seqs and no Skip marker explains the gap before %s (a segment is missing)", filepath.Base(before))}
 }
+
+// frameErrText is a bad frame's reason without the file and offset (a
+// DamageError names those itself).
+func frameErrText(err error) string {
+	var fe *FrameError
+	if errors.As(err, &fe) {
+		return fe.Err.Error()
+	}
+	return err.Error()
+}

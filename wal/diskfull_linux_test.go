@@ -67,6 +67,10 @@ func TestDiskFull(t *testing.T) {
 	if err := w.Flush(); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Flush on a full disk: %v", err)
 	}
+	// Err says so at once, for a loop's tick (heartbeats are withheld).
+	if err := w.Err(); !errors.Is(err, syscall.ENOSPC) || !errors.Is(err, ErrBackpressure) {
+		t.Fatalf("Err on a full disk: %v", err)
+	}
 	published := w.NextSeq() - 1
 	durable := w.Durable()
 	if durable == 0 || durable >= published {
@@ -98,6 +102,9 @@ func TestDiskFull(t *testing.T) {
 	if w.Durable() != published {
 		t.Fatalf("durable %d, want %d", w.Durable(), published)
 	}
+	if err := w.Err(); err != nil {
+		t.Fatalf("Err after space returned: %v", err)
+	}
 	appendN(t, w, 500)
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -115,4 +122,55 @@ func TestDiskFull(t *testing.T) {
 	}
 	w2.Close()
 	verifyDir(t, c, last)
+}
+
+// TestDiskFullRestart: a writer killed (here: closed while its flushes
+// fail) on a full disk cannot be opened again while the disk is full —
+// Open says so at once instead of a sender that stalls silently — and
+// once there is space it opens with a Skip marker for the records that
+// never became durable.
+func TestDiskFullRestart(t *testing.T) {
+	mnt := mountTmpfs(t, "512k")
+	c := DefaultConfig(mnt)
+	c.Stream = 5
+	c.SegmentSize = 64 << 10
+	c.BufferSize = MinBufferSize
+	c.FlushInterval = time.Millisecond
+	c.MaxFlushLag = 20 * time.Millisecond
+	w, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) && !errors.Is(w.Err(), syscall.ENOSPC) {
+		seq := w.NextSeq()
+		if _, err := w.Append(100, payloadFor(seq, sizeFor(seq))); err != nil {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if !errors.Is(w.Err(), syscall.ENOSPC) {
+		t.Fatal("the disk never filled")
+	}
+	published, durable := w.NextSeq()-1, w.Durable()
+	if err := w.Close(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Close on a full disk: %v", err)
+	}
+	if w2, err := Open(c); !errors.Is(err, syscall.ENOSPC) {
+		if err == nil {
+			w2.Close()
+		}
+		t.Fatalf("Open on a still full disk: %v", err)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=16m", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	w3, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w3.Close()
+	sk := w3.Stats().Recovery.Skip
+	if sk == nil || sk.From <= durable || sk.From > published+1 || sk.Seq <= published {
+		t.Fatalf("reopen after space returned: Skip %+v, durable %d, published %d", sk, durable, published)
+	}
 }

@@ -261,7 +261,7 @@ func sealedDamage(sf SegmentFile, size int64, a *segScan) []*DamageError {
 		from := max(last+1, sf.First)
 		var fe *FrameError
 		errors.As(a.torn, &fe)
-		d := &DamageError{File: sf.Path, Off: a.end, Bytes: size - a.end, Seq: from, Last: sf.Last, What: "unreadable: " + a.torn.Error()}
+		d := &DamageError{File: sf.Path, Off: a.end, Bytes: size - a.end, Seq: from, Last: sf.Last, What: "unreadable: " + frameErrText(a.torn)}
 		if fe != nil {
 			d.Err = fe.Err
 		}
@@ -380,7 +380,7 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, e
 			var fe *FrameError
 			errors.As(a.torn, &fe)
 			d := &DamageError{File: act.path, Off: a.end, Seq: last + 1, Last: covered,
-				What: "unreadable although the index lists it as durable: " + a.torn.Error()}
+				What: "unreadable although the index lists it as durable: " + frameErrText(a.torn)}
 			if fe != nil {
 				d.Err = fe.Err
 			}

@@ -188,7 +188,7 @@ func verifySource(f frameSource, size int64, sf SegmentFile, prevLast uint64, si
 			last := max(a.last(), first-1)
 			if covered > last {
 				dmg = append(dmg, &DamageError{File: sf.Path, Off: a.end, Seq: last + 1, Last: covered,
-					What: "unreadable although the index lists it as durable: " + a.torn.Error()})
+					What: "unreadable although the index lists it as durable: " + frameErrText(a.torn)})
 			} else if bad == nil {
 				bad = a.torn // a torn tail: Open cuts it (or a record in flight)
 			}

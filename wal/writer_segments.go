@@ -106,8 +106,10 @@ func (w *Writer) prune() {
 	w.mu.Unlock()
 	for _, s := range drop {
 		dropSegment(s)
-		os.Remove(s.path)
+		// The index first: a kill between the two leaves a segment
+		// without an index (rebuilt on open), never an orphan index.
 		os.Remove(idxName(s.path))
+		os.Remove(s.path)
 	}
 	w.statsMu.Lock()
 	w.st.pruned += uint64(len(drop))
