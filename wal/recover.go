@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -33,50 +34,48 @@ func (w *Writer) recover() error {
 			os.Remove(filepath.Join(w.dir, n))
 		}
 	}
-	w.st.recovery.Unknown, w.st.recovery.OrphanIndexes = tidyDir(w.dir, w.cfg.Stream, true)
+	// First a read-only pass: nothing on disk changes unless the log is
+	// whole.
+	w.probeDirect()
+	unknown, orphans := tidyDir(w.dir, w.cfg.Stream, false)
+	w.st.recovery.Unknown = unknown
 	files, err := ListSegments(w.dir, w.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
 	apath := filepath.Join(w.dir, ActiveName(w.cfg.Stream))
-	afd, err := w.openActive(apath)
-	if err != nil {
-		return err
-	}
-	act := &segment{path: apath, fd: afd}
 	var dmg []*DamageError
+	var fixes []func()
 	var prevLast uint64
 	for _, sf := range files {
 		if sf.Active {
 			continue
 		}
 		if sf.First <= prevLast {
-			unix.Close(afd)
 			return &DamageError{File: sf.Path, Off: -1, Seq: sf.First, Last: prevLast,
 				What: fmt.Sprintf("overlaps the previous segment (which ends at seq %d); move one of them away", prevLast)}
 		}
 		if prevLast != 0 && sf.First > prevLast+1 && !skipExplains(sf.Path, prevLast+1, sf.First) {
 			dmg = append(dmg, missing(prevLast+1, sf.First-1, sf.Path))
 		}
-		s, d, err := w.loadSealed(sf)
+		s, d, fix, err := w.loadSealed(sf)
 		if err != nil {
-			unix.Close(afd)
 			return err
 		}
 		dmg = append(dmg, d...)
+		if fix != nil {
+			fixes = append(fixes, fix)
+		}
 		w.segs = append(w.segs, s)
 		prevLast = sf.Last
 		w.st.recovery.Segments++
 		w.st.recovery.Records += s.count()
 	}
-	d, err := w.recoverActive(act, prevLast)
+	plan, d, err := w.analyzeActive(apath, prevLast)
 	if err != nil {
-		unix.Close(afd)
 		return err
 	}
 	dmg = append(dmg, d...)
-	w.segs = append(w.segs, act)
-	w.act = act
 	for _, e := range dmg {
 		w.st.recovery.Damage = append(w.st.recovery.Damage, *e)
 	}
@@ -84,6 +83,24 @@ func (w *Writer) recover() error {
 		e := *dmg[0]
 		e.More = len(dmg) - 1
 		return &e
+	}
+	// The log is whole: tidy up, complete the indexes, cut the torn tail.
+	for _, o := range orphans {
+		os.Remove(o)
+	}
+	w.st.recovery.OrphanIndexes = orphans
+	for _, fix := range fixes {
+		fix()
+	}
+	afd, err := w.openActive(apath)
+	if err != nil {
+		return err
+	}
+	act := &segment{path: apath, fd: afd}
+	w.segs = append(w.segs, act)
+	w.act = act
+	if err := w.applyActive(act, plan); err != nil {
+		return err
 	}
 	w.st.recovery.Records += act.count()
 	w.committed = max(prevLast, act.last)
@@ -135,37 +152,42 @@ func tidyDir(dir string, stream uint32, remove bool) (unknown, orphans []string)
 	return unknown, orphans
 }
 
-// openActive opens (creating) the active segment, probing O_DIRECT: open
-// with O_DIRECT, then statx STATX_DIOALIGN. Any refusal falls back to
-// buffered writes + fdatasync, with the reason kept for Stats.
-func (w *Writer) openActive(path string) (int, error) {
-	flag := unix.O_RDWR | unix.O_CREAT
+// probeDirect decides between O_DIRECT and buffered writes + fdatasync
+// for the stream directory, on a probe file it removes again (so that
+// nothing is created before recovery knows the log is whole): open with
+// O_DIRECT, then statx STATX_DIOALIGN. Any refusal means buffered, with
+// the reason kept for Stats.
+func (w *Writer) probeDirect() {
 	if w.cfg.DisableDirectIO {
 		w.dirNote = "O_DIRECT disabled by config"
-	} else if fd, err := openDirect(path, flag); err != nil {
-		w.dirNote = fmt.Sprintf("open O_DIRECT: %v", err)
-	} else {
-		mem, off, err := dioAlign(fd)
-		switch {
-		case err == nil:
-			w.direct = true
-			w.align = max(pageSize, int64(mem), int64(off))
-			w.dirNote = fmt.Sprintf("statx DIOALIGN: mem %d, offset %d; using %d-byte blocks", mem, off, w.align)
-			return fd, nil
-		case errors.Is(err, ErrNotSupported):
-			unix.Close(fd)
-			w.dirNote = "statx DIOALIGN: filesystem has no O_DIRECT for this file"
-		default:
-			w.direct = true
-			w.dirNote = fmt.Sprintf("%v; assuming %d-byte alignment", err, pageSize)
-			return fd, nil
-		}
+		return
 	}
-	fd, err := unix.Open(path, flag|unix.O_CLOEXEC, 0o644)
+	probe := filepath.Join(w.dir, fmt.Sprintf("%d_probe.tmp", w.cfg.Stream))
+	defer os.Remove(probe)
+	fd, err := openDirect(probe, unix.O_RDWR|unix.O_CREAT)
 	if err != nil {
-		return -1, fmt.Errorf("wal: open %s: %w", path, err)
+		w.dirNote = fmt.Sprintf("open O_DIRECT: %v", err)
+		return
 	}
-	return fd, nil
+	defer unix.Close(fd)
+	mem, off, err := dioAlign(fd)
+	switch {
+	case err == nil:
+		w.direct = true
+		w.align = max(pageSize, int64(mem), int64(off))
+		w.dirNote = fmt.Sprintf("statx DIOALIGN: mem %d, offset %d; using %d-byte blocks", mem, off, w.align)
+	case errors.Is(err, ErrNotSupported):
+		w.dirNote = "statx DIOALIGN: filesystem has no O_DIRECT for this file"
+	default:
+		w.direct = true
+		w.dirNote = fmt.Sprintf("%v; assuming %d-byte alignment", err, pageSize)
+	}
+}
+
+// openActive opens (creating) the active segment for writing, with
+// O_DIRECT when probeDirect chose it.
+func (w *Writer) openActive(path string) (int, error) {
+	return w.openSegmentFile(path, unix.O_CREAT)
 }
 
 func (w *Writer) openRead(path string) (int, error) {
@@ -186,23 +208,18 @@ func (w *Writer) openRead(path string) (int, error) {
 // reading the rest, unless Config.VerifySealed; otherwise every record is
 // read and checked, and the index rebuilt. A segment that does not hold
 // exactly what its name says is reported as damage.
-func (w *Writer) loadSealed(sf SegmentFile) (*segment, []*DamageError, error) {
+func (w *Writer) loadSealed(sf SegmentFile) (s *segment, dmg []*DamageError, fix func(), err error) {
 	fd, err := w.openRead(sf.Path)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	s := &segment{first: sf.First, last: sf.Last, path: sf.Path, fd: fd, sealed: true}
+	s = &segment{first: sf.First, last: sf.Last, path: sf.Path, fd: fd, sealed: true}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		unix.Close(fd)
-		return nil, nil, fmt.Errorf("wal: stat %s: %w", sf.Path, err)
+		return nil, nil, nil, fmt.Errorf("wal: stat %s: %w", sf.Path, err)
 	}
 	want := sf.Last - sf.First + 1
-	if st.Size == 0 {
-		s.last = s.first - 1
-		return s, []*DamageError{{File: sf.Path, Off: 0, Seq: sf.First, Last: sf.Last,
-			What: fmt.Sprintf("empty file; its name says it holds seqs %d…%d", sf.First, sf.Last)}}, nil
-	}
 	ipath := idxName(sf.Path)
 	first, count, e, ierr := readIdx(ipath)
 	if ierr == nil && first == sf.First && count == want && checkIdxEntries(e, st.Size) == want && !w.cfg.VerifySealed {
@@ -210,17 +227,17 @@ func (w *Writer) loadSealed(sf SegmentFile) (*segment, []*DamageError, error) {
 		if int64(lo)+int64(ll) == st.Size && w.verifyEntry(fd, e, 0, sf.First) && w.verifyEntry(fd, e, want-1, sf.Last) {
 			if m, err := mmapIdx(ipath, want); err == nil {
 				s.idx, s.mapped = m[idxHeaderSize:], m
-				return s, nil, nil
+				return s, nil, nil, nil
 			}
 			s.idx = e
-			return s, nil, nil
+			return s, nil, nil, nil
 		}
 	}
 	// Read every record.
 	f, err := os.Open(sf.Path) // buffered: the scanner's buffer is not aligned
 	if err != nil {
 		unix.Close(fd)
-		return nil, nil, fmt.Errorf("wal: open: %w", err)
+		return nil, nil, nil, fmt.Errorf("wal: open: %w", err)
 	}
 	var hint []byte
 	if ierr == nil && first == sf.First {
@@ -230,21 +247,24 @@ func (w *Writer) loadSealed(sf SegmentFile) (*segment, []*DamageError, error) {
 	f.Close()
 	if a.ioe != nil {
 		unix.Close(fd)
-		return nil, nil, fmt.Errorf("wal: read %s: %w", sf.Path, a.ioe)
+		return nil, nil, nil, fmt.Errorf("wal: read %s: %w", sf.Path, a.ioe)
 	}
-	dmg := sealedDamage(sf, st.Size, &a)
-	if len(dmg) > 0 {
+	if dmg = sealedDamage(sf, st.Size, &a); len(dmg) > 0 {
 		s.last = s.first - 1
-		return s, dmg, nil
+		return s, dmg, nil, nil
 	}
-	w.st.recovery.IndexRebuilt++
 	entries := a.runs[0].entries
-	if m, err := writeSealedIdx(ipath, sf.First, want, entries); err == nil {
-		s.idx, s.mapped = m[idxHeaderSize:], m
-	} else {
-		s.idx = entries
+	s.idx = entries
+	if ierr == nil && first == sf.First && count == want && bytes.Equal(e, entries) {
+		return s, nil, nil, nil // the sidecar was right (VerifySealed read the data)
 	}
-	return s, nil, nil
+	fix = func() {
+		w.st.recovery.IndexRebuilt++
+		if m, err := writeSealedIdx(ipath, sf.First, want, entries); err == nil {
+			s.idx, s.mapped = m[idxHeaderSize:], m
+		}
+	}
+	return s, nil, fix, nil
 }
 
 // sealedDamage compares what a scan found in a sealed segment with its
@@ -301,39 +321,53 @@ func (w *Writer) verifyEntry(fd int, e []byte, i, want uint64) bool {
 	return err == nil && size == int(l) && Seq(p) == want
 }
 
-// recoverActive reads and checks every record of the active segment; cuts
-// a torn tail (a bad record with nothing good after it that the index does
-// not list: it was never durable); makes every byte after the last record
-// zero and the file SegmentSize long again; rewrites the sidecar. Damage
-// is returned, not repaired, and then nothing on disk changes.
-func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, error) {
-	f, err := os.Open(act.path) // buffered: the scanner's buffer is not aligned
+// activePlan is what analyzeActive found in the active segment.
+type activePlan struct {
+	first, last uint64
+	end         int64
+	entries     []byte
+}
+
+// analyzeActive reads and checks every record of the active segment (a
+// missing file is an empty segment) without changing anything: a bad
+// record with nothing good after it that the index does not list is a
+// torn tail (it was never durable: cut by applyActive); damage is
+// returned.
+func (w *Writer) analyzeActive(path string, prevLast uint64) (activePlan, []*DamageError, error) {
+	var plan activePlan
+	// The sidecar lists records that were durable: a record it covers
+	// cannot be a torn write, and a record it covers must be there.
+	ifirst, _, e, ierr := readIdx(idxName(path))
+	f, err := os.Open(path) // buffered: the scanner's buffer is not aligned
+	if errors.Is(err, os.ErrNotExist) {
+		if ierr == nil && len(e) >= idxEntrySize {
+			if covered := ifirst + uint64(len(e)/idxEntrySize) - 1; covered > prevLast {
+				return plan, []*DamageError{{File: path, Off: -1, Seq: max(ifirst, prevLast+1), Last: covered,
+					What: "the active segment is missing; its index lists these seqs as durable"}}, nil
+			}
+		}
+		plan.first, plan.last = prevLast+1, prevLast
+		return plan, nil, nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("wal: open: %w", err)
+		return plan, nil, fmt.Errorf("wal: open: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("wal: stat %s: %w", act.path, err)
+		return plan, nil, fmt.Errorf("wal: stat %s: %w", path, err)
 	}
 	size := fi.Size()
-	// The sidecar lists records that were durable: a record it covers
-	// cannot be a torn write.
-	ifirst, _, e, ierr := readIdx(idxName(act.path))
 	var k uint64
 	if ierr == nil {
-		k = checkIdxEntries(e, size)
-		e = e[:k*idxEntrySize]
+		k = uint64(len(e) / idxEntrySize) // entries beyond the data are the damage, if any
+		e = e[:checkIdxEntries(e, size)*idxEntrySize]
 	} else {
 		e = nil
 	}
-	expect := uint64(0)
-	if prevLast != 0 {
-		expect = 0 // the first record says where the segment starts (a Skip may follow a hole)
-	}
-	a := analyzeSegment(f, act.path, size, expect, e, ifirst)
+	a := analyzeSegment(f, path, size, 0, e, ifirst)
 	if a.ioe != nil {
-		return nil, fmt.Errorf("wal: read %s: %w", act.path, a.ioe)
+		return plan, nil, fmt.Errorf("wal: read %s: %w", path, a.ioe)
 	}
 	first := a.first()
 	if len(a.bad) > 0 && a.bad[0].off == 0 {
@@ -356,16 +390,16 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, e
 	}
 	var dmg []*DamageError
 	if first <= prevLast && a.records() > 0 {
-		dmg = append(dmg, &DamageError{File: act.path, Off: 0, Seq: first, Last: prevLast,
+		dmg = append(dmg, &DamageError{File: path, Off: 0, Seq: first, Last: prevLast,
 			What: fmt.Sprintf("the active segment starts at seq %d, inside sealed data (which ends at %d)", first, prevLast)})
 	}
 	if prevLast != 0 && first > prevLast+1 && a.records() > 0 {
 		if h := a.head; h.firstType != TypeSkip || h.firstSkip.From != prevLast+1 || h.firstSkip.Seq != first || len(a.bad) > 0 && a.bad[0].off == 0 {
-			dmg = append(dmg, missing(prevLast+1, first-1, act.path))
+			dmg = append(dmg, missing(prevLast+1, first-1, path))
 		}
 	}
 	for _, b := range a.bad {
-		dmg = append(dmg, b.damage(act.path))
+		dmg = append(dmg, b.damage(path))
 	}
 	last := a.last()
 	if last == 0 {
@@ -375,42 +409,54 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, e
 	if ierr == nil && k > 0 && ifirst == first {
 		covered = ifirst + k - 1
 	}
-	if a.torn != nil {
-		if covered > last {
-			var fe *FrameError
+	switch {
+	case covered > last:
+		what := "the data ends before the records its index lists as durable"
+		var fe *FrameError
+		if a.torn != nil {
+			what = "unreadable although the index lists it as durable: " + frameErrText(a.torn)
 			errors.As(a.torn, &fe)
-			d := &DamageError{File: act.path, Off: a.end, Seq: last + 1, Last: covered,
-				What: "unreadable although the index lists it as durable: " + frameErrText(a.torn)}
-			if fe != nil {
-				d.Err = fe.Err
-			}
-			dmg = append(dmg, d)
-		} else {
-			w.st.recovery.TornAt = a.end
-			w.st.recovery.TornReason = a.torn.Error()
 		}
+		d := &DamageError{File: path, Off: a.end, Seq: last + 1, Last: covered, What: what}
+		if fe != nil {
+			d.Err = fe.Err
+		}
+		dmg = append(dmg, d)
+	case a.torn != nil:
+		w.st.recovery.TornAt = a.end
+		w.st.recovery.TornReason = a.torn.Error()
 	}
 	if len(dmg) > 0 {
-		return dmg, nil
+		return plan, dmg, nil
 	}
-	end := a.end
-	w.st.recovery.ScannedBytes = end
-	var entries []byte
+	plan.first, plan.last, plan.end = first, last, a.end
 	if len(a.runs) > 0 {
-		entries = a.runs[0].entries
+		plan.entries = a.runs[0].entries
 	}
-	act.first, act.last, act.idx = first, last, entries
-	// Zero everything after the last record (a torn tail, or blocks of a
-	// write that never completed) and preallocate the segment again.
-	if size > end || size < w.cfg.SegmentSize {
+	return plan, nil, nil
+}
+
+// applyActive makes the active segment what analyzeActive found: every
+// byte after the last record zero (a torn tail, or blocks of a write that
+// never completed), the file SegmentSize long again, the sidecar
+// rewritten.
+func (w *Writer) applyActive(act *segment, plan activePlan) error {
+	end := plan.end
+	w.st.recovery.ScannedBytes = end
+	act.first, act.last, act.idx = plan.first, plan.last, plan.entries
+	var st unix.Stat_t
+	if err := unix.Fstat(act.fd, &st); err != nil {
+		return fmt.Errorf("wal: stat %s: %w", act.path, err)
+	}
+	if st.Size > end || st.Size < w.cfg.SegmentSize {
 		if err := unix.Ftruncate(act.fd, end); err != nil {
-			return nil, fmt.Errorf("wal: truncate %s at %d: %w", act.path, end, err)
+			return fmt.Errorf("wal: truncate %s at %d: %w", act.path, end, err)
 		}
 		if err := w.sys.prealloc(act.fd, max(w.cfg.SegmentSize, end)); err != nil {
-			return nil, fmt.Errorf("wal: preallocate %s: %w", act.path, err)
+			return fmt.Errorf("wal: preallocate %s: %w", act.path, err)
 		}
 		if err := w.sys.datasync(act.fd); err != nil {
-			return nil, fmt.Errorf("wal: fdatasync %s: %w", act.path, err)
+			return fmt.Errorf("wal: fdatasync %s: %w", act.path, err)
 		}
 	}
 	w.actEnd = end
@@ -418,10 +464,10 @@ func (w *Writer) recoverActive(act *segment, prevLast uint64) ([]*DamageError, e
 	if tail := end & (w.align - 1); tail > 0 {
 		buf := alignedBuf(int(w.align), int(w.align))
 		if n, err := preadFull(unix.Pread, act.fd, buf, end-tail); err != nil || int64(n) < tail {
-			return nil, fmt.Errorf("wal: read tail block of %s: %v", act.path, err)
+			return fmt.Errorf("wal: read tail block of %s: %v", act.path, err)
 		}
 		copy(w.tailBlock, buf[:tail])
 	}
-	w.actIdxFd = createActiveIdx(idxName(act.path), first, entries)
-	return nil, nil
+	w.actIdxFd = createActiveIdx(idxName(act.path), plan.first, plan.entries)
+	return nil
 }

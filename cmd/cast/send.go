@@ -275,6 +275,7 @@ func runSend(args []string) error {
 	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
 	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
+	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
 	var nf netFlags
@@ -292,6 +293,9 @@ func runSend(args []string) error {
 		return err
 	}
 	if err := checkRange("stream", *stream, 0, 1<<32-1); err != nil {
+		return err
+	}
+	if err := checkRange("wal-segment", *walSegment, wal.MinSegmentSize, wal.MaxSegmentSize); err != nil {
 		return err
 	}
 	peer, err := addrFlag("to", *to, true)
@@ -329,13 +333,13 @@ func runSend(args []string) error {
 	if *walDir != "" {
 		wc := wal.DefaultConfig(*walDir)
 		wc.Stream = uint32(*stream)
-		wc.Repair, wc.VerifySealed = *walRepair, *walVerify
+		wc.Repair, wc.VerifySealed, wc.SegmentSize = *walRepair, *walVerify, *walSegment
 		if w, err = wal.Open(wc); err != nil {
 			p.Close()
 			if errors.Is(err, wal.ErrDamaged) {
-				return fmt.Errorf("%w\n(the log was not extended; `cast wal verify %s` lists the damage, `cast wal repair %s` or -wal-repair quarantines it)", err, *walDir, *walDir)
+				fmt.Fprintf(os.Stderr, "cast send: the WAL was not extended; `cast wal verify %s` lists the damage, `cast wal repair %s` (or -wal-repair) quarantines it\n", *walDir, *walDir)
 			}
-			return err
+			return failf("%v", err)
 		}
 		defer w.Close()
 		log = w
