@@ -184,10 +184,6 @@ type frameScanner struct {
 
 const scanBufSize = 1 << 20
 
-func newFrameScanner(f *os.File, off int64) *frameScanner {
-	return &frameScanner{f: f, name: f.Name(), buf: make([]byte, scanBufSize), off: off}
-}
-
 // newScannerAt scans src (size bytes long) from off, with a buffer no
 // larger than the data (small files, fuzzing).
 func newScannerAt(src frameSource, name string, size, off int64) *frameScanner {
