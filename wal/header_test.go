@@ -103,6 +103,23 @@ func TestGoldenFrames(t *testing.T) {
 			return PutReplicationRequestFrame(b, ReplicationRequest{Stream: 1, From: 2})
 		}), "01001300 40000000 64c9bf4e 00000000", payloadWith(64, 0, 1, 8, 2)},
 		{"data", data, "01006400 40000000 6504c677 00000000", payloadWith(64, 0, 1)},
+		// walcast's additions (docs/protocol.md § Skip markers and replay
+		// damage).
+		{"skip restart 6…70001", frame(func(b []byte) int {
+			return PutSkipFrame(b, Skip{Seq: 70001, From: 6, Reason: SkipRestart})
+		}), "01001700 40000000 6d108442 00000000", payloadWith(64, 0, 0x71, 1, 0x11, 2, 1, 8, 6, 16, 1)},
+		{"skip repair 1500", frame(func(b []byte) int {
+			return PutSkipFrame(b, Skip{Seq: 1500, From: 1500, Reason: SkipRepair})
+		}), "01001700 40000000 ffd7fc98 00000000", payloadWith(64, 0, 0xdc, 1, 5, 8, 0xdc, 9, 5, 16, 2)},
+		{"replication request with ReplayExt", frame(func(b []byte) int {
+			return PutReplicationRequestFrame(b, ReplicationRequest{Stream: 1, From: 2, Flags: ReplayExt})
+		}), "01001300 40000000 60d49652 00000000", payloadWith(64, 0, 1, 8, 2, 16, 1)},
+		{"not available, damaged at 1500", frame(func(b []byte) int {
+			return PutNotAvailableFrame(b, NotAvailable{Requested: 1500, Oldest: 1, Highest: 3000, Stream: 1, Damaged: 1500})
+		}), "01001500 40000000 f8f5c1c2 00000000", payloadWith(64, 0, 0xdc, 1, 5, 8, 1, 16, 0xb8, 17, 0xb, 24, 1, 32, 0xdc, 33, 5)},
+		{"not available, reference (same, no Damaged)", frame(func(b []byte) int {
+			return PutNotAvailableFrame(b, NotAvailable{Requested: 1500, Oldest: 1, Highest: 3000, Stream: 1})
+		}), "01001500 40000000 370bf876 00000000", payloadWith(64, 0, 0xdc, 1, 5, 8, 1, 16, 0xb8, 17, 0xb, 24, 1)},
 	} {
 		want := append(mustHex(t, tc.header), tc.payload...)
 		if !bytes.Equal(tc.got, want) {
