@@ -25,8 +25,21 @@
 // lookup plus one aligned read. [Open] recovers a crashed log; [Reader]
 // replays it from any seq.
 //
+// # Seqs and damage
+//
+// No seq is handed out before a durable reservation covers it, so after a
+// crash Open continues past the reservation behind a [Skip] marker (record
+// type [TypeSkip]) that stands for the seqs that never became durable: a
+// seq never carries two contents. A seq hole lies only between segments,
+// explained by the Skip that starts the next one. A damaged log (a
+// durable record that does not read back, seqs no segment holds) is
+// refused by Open with a [*DamageError] naming file, offset and seq, and
+// changed in nothing; [Repair] quarantines the damage behind Skip markers.
+// [Writer.Err] reports a failing disk at once.
+//
 // What it must not do: log, panic on bad bytes, allocate or touch the disk
-// in Append, drop or reorder a record, or reuse a seq that was durable.
+// in Append, drop or reorder a record, hand out a seq twice, or extend a
+// damaged log.
 //
 // Package wal imports nothing else from walcast.
 package wal
