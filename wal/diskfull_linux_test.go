@@ -29,14 +29,21 @@ func mountTmpfs(t *testing.T, size string) string {
 	return dir
 }
 
-func TestDiskFull(t *testing.T) {
-	mnt := mountTmpfs(t, "512k")
-	c := DefaultConfig(mnt)
-	c.Stream = 4
+// fullDiskConfig is a writer on a fresh 512 KiB tmpfs that fills in a
+// few hundred records.
+func fullDiskConfig(t *testing.T, stream uint32) Config {
+	c := DefaultConfig(mountTmpfs(t, "512k"))
+	c.Stream = stream
 	c.SegmentSize = 64 << 10
 	c.BufferSize = MinBufferSize
 	c.FlushInterval = time.Millisecond
 	c.MaxFlushLag = 20 * time.Millisecond
+	return c
+}
+
+func TestDiskFull(t *testing.T) {
+	c := fullDiskConfig(t, 4)
+	mnt := c.Dir
 	w, err := Open(c)
 	if err != nil {
 		t.Fatal(err)
@@ -130,13 +137,8 @@ func TestDiskFull(t *testing.T) {
 // once there is space it opens with a Skip marker for the records that
 // never became durable.
 func TestDiskFullRestart(t *testing.T) {
-	mnt := mountTmpfs(t, "512k")
-	c := DefaultConfig(mnt)
-	c.Stream = 5
-	c.SegmentSize = 64 << 10
-	c.BufferSize = MinBufferSize
-	c.FlushInterval = time.Millisecond
-	c.MaxFlushLag = 20 * time.Millisecond
+	c := fullDiskConfig(t, 5)
+	mnt := c.Dir
 	w, err := Open(c)
 	if err != nil {
 		t.Fatal(err)

@@ -16,9 +16,17 @@ import (
 // returns the root and the stream directory.
 func makeWAL(t *testing.T, n int) (root, dir string) {
 	t.Helper()
+	return writeWAL(t, 3, wal.MinSegmentSize, n)
+}
+
+// writeWAL writes n 64-byte records to stream in segments of seg bytes
+// under a fresh root, closes the writer, and returns the root and the
+// stream directory.
+func writeWAL(t *testing.T, stream uint32, seg int64, n int) (root, dir string) {
+	t.Helper()
 	c := wal.DefaultConfig(t.TempDir())
-	c.Stream = 3
-	c.SegmentSize = wal.MinSegmentSize
+	c.Stream = stream
+	c.SegmentSize = seg
 	w, err := wal.Open(c)
 	if err != nil {
 		t.Fatal(err)

@@ -27,22 +27,7 @@ import (
 // closes the writer.
 func walFixture(t *testing.T, n int) (root, dir string) {
 	t.Helper()
-	c := wal.DefaultConfig(t.TempDir())
-	c.Stream = 1
-	c.SegmentSize = 32 << 10
-	w, err := wal.Open(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < n; i++ {
-		if _, err := w.Append(100, make([]byte, 64)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return c.Dir, wal.StreamDir(c.Dir, 1)
+	return writeWAL(t, 1, 32<<10, n)
 }
 
 func treeHash(t *testing.T, dir string) [32]byte {
