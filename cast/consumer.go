@@ -27,7 +27,9 @@ type ConsumerConfig struct {
 	Replay replay.ClientConfig
 	// Bootstrap catches up over TCP before going live (pattern A of the
 	// spec). Off: the receiver starts at tip+1 if a tip is known, else at
-	// the first record it sees.
+	// Receiver.Start (seq 1 by default: a stream already a reorder window
+	// ahead escalates to a catch-up; Receiver.StartNow: the first record
+	// it hears).
 	Bootstrap bool
 	// Batch is the number of datagrams read per Recv.
 	Batch int

@@ -159,11 +159,14 @@ const (
 	// are withheld until EventLogRecovered.
 	EventLogError
 	EventLogRecovered // the Sender's log makes progress again
+	// EventLateStart: a StartNow Receiver began delivering at Event.Seq,
+	// after seq 1 (seqs below it exist and are not delivered).
+	EventLateStart
 )
 
 var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
 	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error", EventSkip: "skip",
-	EventLogError: "log_error", EventLogRecovered: "log_recovered"}
+	EventLogError: "log_error", EventLogRecovered: "log_recovered", EventLateStart: "late_start"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -179,6 +182,7 @@ type Event struct {
 	Outcome protocol.Outcome    // the Receiver's outcome at the time
 	Err     error               // EventError, EventLogError
 	Skip    protocol.SkipNotice // EventSkip
+	Seq     uint64              // EventLateStart: the first seq delivered
 }
 
 // LoopStats are the loop's own counters.
@@ -246,6 +250,7 @@ type Loop struct {
 	lastKind   protocol.OutcomeKind
 	lastSilent bool
 	logErr     error
+	lastLate   uint64
 	events     chan Event
 
 	stop      atomic.Bool
@@ -456,6 +461,18 @@ func (l *Loop) iterate() bool {
 			for i := 0; i < n; i++ {
 				d, from := l.in.Msg(i)
 				l.route(d, from)
+				if l.snd != nil && l.snd.RetxPending() {
+					// NAKs filled the batch with retransmits: send it and
+					// continue them before the next datagram's NAKs queue
+					// behind (one GRO datagram may carry 64 NAKs, a
+					// batch 64 of those); past the Sender's deferral
+					// queue they would be dropped, costing the receiver
+					// a retry each.
+					if err := l.flush(); err != nil {
+						return l.fail(err)
+					}
+					l.snd.Tick(l.now, l.out)
+				}
 			}
 			l.checkEvents()
 		}
@@ -471,6 +488,14 @@ func (l *Loop) iterate() bool {
 	// (len of a channel is a plain load; the select in serveCold is not).
 	if l.snd != nil && (l.pendOn || len(l.coldDone) > 0 || l.snd.ColdPending()) && l.serveCold() {
 		work = true
+	}
+	if l.snd != nil && l.snd.RetxPending() && l.now < l.next {
+		// NAKed retransmits that did not fit in an earlier batch continue
+		// now, not at the next tick: under a burst of NAKs they would
+		// otherwise pile up past the Sender's deferral queue and be
+		// dropped (RetxDropped), costing the receiver a retry each.
+		work = true
+		l.snd.Tick(l.now, l.out)
 	}
 	if l.now >= l.next {
 		if l.snd != nil {
@@ -535,7 +560,7 @@ func (l *Loop) yieldIO() bool {
 
 // quiet reports that nothing waits to be sent, so parking is safe.
 func (l *Loop) quiet() bool {
-	return l.out.Len() == 0 && l.back.Len() == 0 && !l.pendOn &&
+	return l.out.Len() == 0 && l.back.Len() == 0 && !l.pendOn && (l.snd == nil || !l.snd.RetxPending()) &&
 		(l.sendRing == nil || l.sendRing.Len() == 0) && (l.snd == nil || !l.snd.ColdPending())
 }
 
@@ -550,6 +575,12 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 }
 
 func (l *Loop) deliver(h wal.Header, p []byte) {
+	if s := l.rcv.LateStart(); s != l.lastLate {
+		// Before the record itself, so the application learns where
+		// delivery begins before it sees the first record.
+		l.lastLate = s
+		l.emit(Event{Kind: EventLateStart, At: l.now, Outcome: l.rcv.Outcome(), Seq: s})
+	}
 	if h.Type == wal.TypeSkip && l.rcv != nil {
 		l.emit(Event{Kind: EventSkip, At: l.now, Skip: l.rcv.LastSkip()})
 	}
@@ -591,6 +622,9 @@ func (l *Loop) checkEvents() {
 		case protocol.SenderRestarted:
 			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
 		}
+	}
+	if l.rcv.LateStart() == 0 {
+		l.lastLate = 0 // rearmed by Resync or ResetAfterReplay
 	}
 	if s := l.rcv.PeerSilent(); s != l.lastSilent {
 		l.lastSilent = s

@@ -113,6 +113,15 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		o.timeout = 20 * time.Second
 	}
 	o.rate /= raceSlowdown
+	if o.window == 0 && !o.withWAL {
+		// Without a WAL a record is repairable only while it is in the
+		// sender's hot ring: like any producer that wants every record
+		// over UDP alone, keep the lead within half of it, or a receiver
+		// descheduled on a loaded machine for RingSlots/rate seconds
+		// (0.2 s at 20 000 records/s) meets a gap nobody can fill. Tests
+		// that shrink the ring to provoke a fault keep the default lead.
+		o.window = max(o.ringSlots, protocol.DefaultSendRingSlots) / 2
+	}
 	pa, pb := openPair(t, o.path, o.noGSO)
 	var sp, rp datapath.Path = pa, pb
 	if o.sendDrop > 0 || o.dup > 0 {

@@ -3,6 +3,7 @@ package protocol
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 
 	"github.com/walcast/walcast/wal"
@@ -162,6 +163,18 @@ type ReceiverConfig struct {
 	SilenceIntervals int
 	// MaxNakRunsPerPump caps the NAKs one pump sends (delta 5: 64).
 	MaxNakRunsPerPump int
+	// Start is the first seq to deliver; 0 means the stream's first (seq
+	// 1). The Receiver expects it from the outset: records missing
+	// before the first one heard are NAKed like any other gap, and a
+	// stream already ReorderSlots or more ahead raises Reconnect (catch
+	// up over replay from Start). Delivery never begins later silently.
+	Start uint64
+	// StartNow starts at "now" instead: at the first data record heard,
+	// or just after the highest seq of the first heartbeat heard,
+	// whichever comes first. Records before it are not delivered;
+	// [Receiver.LateStart] reports where delivery began when that is
+	// after seq 1. Start must be 0.
+	StartNow bool
 }
 
 // DefaultReceiverConfig returns the spec defaults with Sender zero
@@ -200,6 +213,12 @@ func (c ReceiverConfig) Validate() error {
 	}
 	if c.MaxNakRunsPerPump < 1 {
 		return fmt.Errorf("%w: MaxNakRunsPerPump %d must be ≥ 1", ErrConfig, c.MaxNakRunsPerPump)
+	}
+	if c.StartNow && c.Start != 0 {
+		return fmt.Errorf("%w: Start %d with StartNow: choose one", ErrConfig, c.Start)
+	}
+	if c.Start == math.MaxUint64 {
+		return fmt.Errorf("%w: Start %d is not a seq", ErrConfig, c.Start)
 	}
 	return nil
 }

@@ -54,8 +54,12 @@
 //	}
 //	path.Send(out); out.Reset()
 //
-// The first data record seen defines the start (earlier seqs are never
-// requested) unless ResetAfterReplay set it. Records ahead of the next
+// A Receiver begins at ReceiverConfig.Start (default seq 1, the stream's
+// first): records missing before the first one heard are NAKed like any
+// other gap, so delivery never begins later silently. With StartNow it
+// begins at the first data record heard (or after the highest seq of the
+// first heartbeat) and LateStart reports where, when that is after seq
+// 1. ResetAfterReplay moves the start to tip+1. Records ahead of the next
 // expected seq are buffered in the reorder ring; every newly revealed
 // missing run is NAKed at once, and each run is re-NAKed after
 // NakDebounce, on Tick or on traffic, until repaired; the NAK that takes

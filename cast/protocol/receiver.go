@@ -161,8 +161,9 @@ type Receiver struct {
 	slotLen  []int32
 	nakAt    []int64  // per missing seq: time of its last NAK
 	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
-	expected uint64   // next seq to deliver; 0 = not synced
+	expected uint64   // next seq to deliver; 0 = not synced (StartNow only)
 	live     uint64   // highest seq this Receiver delivered (not replay); 0 = none
+	late     uint64   // seq at which a StartNow delivery began after seq 1; 0 = none
 	highest  uint64   // highest seq known to exist
 	nextDue  int64    // earliest time a NAKed run may be re-NAKed
 	holeFrom uint64   // pending Skip: seqs holeFrom … holeTo have no record (0: none)
@@ -202,8 +203,24 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
 	}
 	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
+	r.begin()
 	return r, nil
 }
+
+// begin puts the Receiver at its configured start: expecting Start (or
+// seq 1), or unsynced for StartNow.
+func (r *Receiver) begin() {
+	r.expected, r.highest, r.live, r.late = 0, 0, 0, 0
+	if !r.cfg.StartNow {
+		r.expected = max(r.cfg.Start, 1)
+		r.highest = r.expected - 1
+	}
+}
+
+// LateStart is the seq at which delivery began when StartNow made it
+// begin after seq 1 (seqs below it exist and are not delivered); 0
+// otherwise. ResetAfterReplay and Resync clear it.
+func (r *Receiver) LateStart() uint64 { return r.late }
 
 // Outcome returns the sticky state (Kind Live when none).
 func (r *Receiver) Outcome() Outcome { return r.out }
@@ -217,7 +234,8 @@ func (r *Receiver) PeerSilent() bool { return r.silent }
 // (as a record of type wal.TypeSkip, in its place in seq order).
 func (r *Receiver) LastSkip() SkipNotice { return r.lastSkip }
 
-// ExpectedSeq is the next seq to deliver (0 before the first record).
+// ExpectedSeq is the next seq to deliver (0 while a StartNow Receiver
+// has heard nothing).
 func (r *Receiver) ExpectedSeq() uint64 { return r.expected }
 
 // HighestSeen is the highest seq known to exist.
@@ -276,7 +294,12 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 	r.stats.Heartbeats++
 	r.heard(now)
 	if r.expected == 0 {
-		return // not synced: the first data record defines the start
+		// StartNow, nothing heard yet: now is just after the highest seq.
+		r.expected, r.highest = hb.Highest+1, hb.Highest
+		if hb.Highest > 0 {
+			r.late = r.expected
+		}
+		return
 	}
 	if hb.Highest < r.expected-1 {
 		if hb.Highest >= r.live {
@@ -342,9 +365,13 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 	}
 	r.heard(now)
 	if r.expected == 0 {
+		// StartNow, nothing heard yet: this record is now.
 		r.expected = seq
 		if r.highest < seq-1 {
 			r.highest = seq - 1
+		}
+		if seq > 1 {
+			r.late = seq
 		}
 	}
 	if h.Type == wal.TypeSkip {
@@ -637,6 +664,7 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 // afterwards; a gap above tip already known is NAKed on the next Tick.
 func (r *Receiver) ResetAfterReplay(tip uint64) {
 	r.clearAll()
+	r.late = 0
 	r.expected = tip + 1
 	if r.highest < tip {
 		r.highest = tip
@@ -644,14 +672,13 @@ func (r *Receiver) ResetAfterReplay(tip uint64) {
 	r.nextDue = math.MinInt64
 }
 
-// Resync forgets the stream position: the next data record defines the
-// start again, as for a new Receiver. Use it after SenderRestarted when
-// the restarted stream's earlier records are not wanted.
+// Resync forgets the stream position and starts again as a new Receiver
+// does: at Start (seq 1 by default), or at the next record or heartbeat
+// heard with StartNow. Use it after SenderRestarted when the restarted
+// stream's earlier records are not wanted.
 func (r *Receiver) Resync() {
 	r.clearAll()
-	r.expected = 0
-	r.highest = 0
-	r.live = 0
+	r.begin()
 	r.nextDue = noDue
 }
 

@@ -21,8 +21,8 @@ func TestScenarios(t *testing.T) {
 		run   func(t *testing.T, h *harness)
 	}{
 		{name: "in order", run: func(t *testing.T, h *harness) {
-			if h.r.ExpectedSeq() != 0 {
-				t.Fatalf("expected seq before first record = %d, want 0", h.r.ExpectedSeq())
+			if h.r.ExpectedSeq() != 1 {
+				t.Fatalf("expected seq before first record = %d, want 1 (the stream's first)", h.r.ExpectedSeq())
 			}
 			if h.s.NextSeq() != 1 {
 				t.Fatalf("next seq = %d, want 1", h.s.NextSeq())

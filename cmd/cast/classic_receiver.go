@@ -116,7 +116,7 @@ type session struct {
 // max messages (when limited) or ctx ends.
 func serveSender(ctx context.Context, nf *netFlags, rf *recvFlags, src *oneSource, limit int64, limited bool) (session, error) {
 	var s session
-	first, from, err := learnPeer(ctx, src)
+	first, from, _, err := learnPeer(ctx, src)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil

@@ -104,7 +104,7 @@ func runDemo(args []string) error {
 	}
 	var lossy *drop.Path
 	if *dropPct > 0 {
-		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano()), Spare: 1}, 64, protocol.DefaultMaxFrame)
+		lossy = drop.New(b, drop.Config{RecvPct: *dropPct, Seed: uint64(time.Now().UnixNano())}, 64, protocol.DefaultMaxFrame)
 		b = lossy
 	}
 

@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/wal"
 )
@@ -24,14 +25,15 @@ func init() {
 }
 
 func runRecv(args []string) error {
-	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order, NAKing gaps\nto -peer (the sender's -bind address; without -peer the source of the first\ndatagram is used). With -json, one JSON object per line for every delivered\nrecord ({\"seq\":…,\"type\":…,\"len\":…}) and every event ({\"event\":\"faulted\"|\n\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\",…}; a skip names the seqs a\nrestarted sender never made durable: lost_from…lost_to were delivered and must be dropped). Exits after -n records, on a\nsticky outcome (status 3), or on Ctrl-C.")
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped). Exits after -n records, on a sticky outcome\n(status 3), or on Ctrl-C.")
 	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
-	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: learnt from the first datagram)")
+	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: the source of the first valid data record or heartbeat)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
 	jsonOut := fs.Bool("json", false, "print one JSON object per delivered record and per event")
 	groupS := fs.String("group", "", "join the multicast GROUP:PORT instead of -listen; NAKs go to the control group (see -control), so -peer is not needed")
 	var mf mcastFlags
 	mf.add(fs, true)
+	fromS := fs.String("from", "1", "first seq to deliver, or now: the first record (or heartbeat) heard; a start after seq 1 is reported (late_start). Records missing from -from on are NAKed; a stream a -reorder window ahead ends in reconnect")
 	var rf recvFlags
 	rf.add(fs)
 	var nf netFlags
@@ -44,6 +46,13 @@ func runRecv(args []string) error {
 	}
 	if err := rf.check(); err != nil {
 		return err
+	}
+	if *fromS == "now" {
+		rf.startNow = true
+	} else if v, err := strconv.ParseUint(*fromS, 10, 64); err != nil || v == 0 || v == 1<<64-1 {
+		return usagef("-from %q: want a seq ≥ 1 or now", *fromS)
+	} else {
+		rf.start = v
 	}
 	if err := checkRange("n", *n, 0, 1<<62); err != nil {
 		return err
@@ -96,6 +105,8 @@ func runRecv(args []string) error {
 // sender that went silent before the n-th record.
 func (r recvResult) verdict(ctx context.Context, n int64) error {
 	switch {
+	case r.outcome == protocol.Reconnect && r.delivered == 0:
+		return outcomef("stopped before the first record: %s (the stream is ahead of the start by a reorder window or more: catch up over `cast replay tail`, or start at -from now)", strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
 	case r.outcome != protocol.Live:
 		return outcomef("stopped after %d records: %s", r.delivered, strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
 	case ctx.Err() != nil && (n == 0 || r.delivered < n):
@@ -119,7 +130,8 @@ type recvResult struct {
 	outcomeErr             error
 	dropped                uint64
 	path                   string
-	silent                 bool // ended because the sender went silent
+	silent                 bool   // ended because the sender went silent
+	lateStart              uint64 // -from now began after seq 1, here
 }
 
 func (r recvResult) print(w io.Writer) {
@@ -182,12 +194,16 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	var from netip.AddrPort
 	if !peer.IsValid() {
 		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
-		if first, from, err = learnPeer(ctx, p); err != nil {
+		var ignored int
+		if first, from, ignored, err = learnPeer(ctx, p); err != nil {
 			p.Close()
 			if ctx.Err() != nil {
 				return res, nil
 			}
 			return res, err
+		}
+		if ignored > 0 {
+			fmt.Fprintf(os.Stderr, "ignored %d datagrams that held no valid data record or heartbeat before hearing %s\n", ignored, from)
 		}
 		peer = from
 	}
@@ -218,7 +234,9 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	if first != nil {
 		for i := 0; i < first.Len(); i++ {
-			l.Feed(first.Msg(i))
+			if d, src := first.Msg(i); src == from {
+				l.Feed(d, src)
+			}
 		}
 	}
 	if err := l.Start(); err != nil {
@@ -255,6 +273,11 @@ loop:
 			if res.delivered == 0 {
 				start = time.Now()
 				res.first = int64(seq)
+				if asJSON && rf.startNow && seq > 1 {
+					// The loop announced it before this record; the ring
+					// and the event channel do not keep that order.
+					writeEvent(w, cast.Event{Kind: cast.EventLateStart, Seq: seq})
+				}
 			} else if int64(seq) != res.last+1 {
 				res.inOrder = false
 			}
@@ -278,7 +301,7 @@ loop:
 		}
 		select {
 		case e := <-l.Events():
-			if asJSON {
+			if asJSON && e.Kind != cast.EventLateStart {
 				writeEvent(w, e)
 			}
 			if e.Kind == cast.EventSkip {
@@ -294,6 +317,11 @@ loop:
 			case cast.EventError:
 				l.Close()
 				return res, e.Err
+			case cast.EventLateStart:
+				res.lateStart = e.Seq
+				if !asJSON {
+					fmt.Fprintf(os.Stderr, "delivery begins at seq %d (-from now): seqs 1..%d are not delivered\n", e.Seq, e.Seq-1)
+				}
 			case cast.EventPeerSilent:
 				if rf.endOnSilence || (n > 0 && res.delivered > 0) {
 					res.silent = true
@@ -336,6 +364,12 @@ type recvFlags struct {
 	reorder  int
 	debounce time.Duration
 	maxFrame int
+	retries  int
+	silence  time.Duration
+	// start and startNow (set from `cast recv -from`; other commands
+	// start at seq 1) are where delivery begins.
+	start    uint64
+	startNow bool
 	// endOnSilence (not a flag) ends the run when the sender goes silent
 	// (PeerSilent); without it only a run asked for n records ends then,
 	// once something arrived.
@@ -347,6 +381,8 @@ func (rf *recvFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
 	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "time between two NAKs of the same gap")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
+	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
+	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
 }
 
 func (rf *recvFlags) check() error {
@@ -356,12 +392,26 @@ func (rf *recvFlags) check() error {
 	if err := checkRange("debounce", rf.debounce, time.Microsecond, time.Minute); err != nil {
 		return err
 	}
+	if err := checkRange("retries", rf.retries, 1, 65534); err != nil {
+		return err
+	}
+	hb := time.Duration(protocol.DefaultHeartbeatInterval)
+	if err := checkRange("silence", rf.silence, hb, time.Hour); err != nil {
+		return err
+	}
 	return checkRange("maxframe", rf.maxFrame, wal.HeaderSize+8, 65507)
 }
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
 	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, int64(rf.debounce), rf.maxFrame
+	c.Start, c.StartNow = rf.start, rf.startNow
+	if rf.retries > 0 {
+		c.MaxNakRetries = rf.retries
+	}
+	if rf.silence > 0 {
+		c.SilenceIntervals = int((rf.silence + time.Duration(c.HeartbeatInterval) - 1) / time.Duration(c.HeartbeatInterval))
+	}
 	return c
 }
 
@@ -386,5 +436,59 @@ func writeEvent(w io.Writer, e cast.Event) {
 	case cast.EventSkip:
 		sk := e.Skip.Skip
 		fmt.Fprintf(w, `{"event":"skip","seq":%d,"from":%d,"reason":%q,"lost_from":%d,"lost_to":%d}`+"\n", sk.Seq, sk.From, skipReason(sk.Reason), e.Skip.LostFrom, e.Skip.LostTo)
+	case cast.EventLateStart:
+		fmt.Fprintf(w, `{"event":"late_start","seq":%d}`+"\n", e.Seq)
 	}
+}
+
+// learnPeer waits for the first datagram on p that starts with a frame a
+// sender sends (see senderFrame) and returns the datagrams of that batch
+// (copies), that datagram's source and how many datagrams before it were
+// ignored: the CLI's way to find a sender that was not named with -peer.
+// Junk, a bad CRC or a NAK never names the peer. The core itself never
+// learns addresses from traffic.
+func learnPeer(ctx context.Context, p datapath.Path) (v *batch.Vec, from netip.AddrPort, ignored int, err error) {
+	v = batch.New(64, 65535)
+	w, _ := p.(cast.Waiter)
+	for ctx.Err() == nil {
+		var n int
+		if w != nil {
+			n, err = w.RecvWait(v, time.Now().Add(100*time.Millisecond))
+		} else {
+			n, err = p.Recv(v)
+			if n == 0 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		if err != nil {
+			return nil, netip.AddrPort{}, ignored, err
+		}
+		for i := 0; i < n; i++ {
+			d, src := v.Msg(i)
+			if senderFrame(d) {
+				v.Drop(i) // the datagrams before it are the ignored ones
+				return v, src, ignored, nil
+			}
+			ignored++
+		}
+	}
+	return nil, netip.AddrPort{}, ignored, ctx.Err()
+}
+
+// senderFrame reports whether d starts with a frame a casting sender
+// sends to its receivers: version, length and CRC right, and either a
+// heartbeat or a data record with a seq (not a type of the control range
+// 0x10..0x16 that flows the other way or over TCP).
+func senderFrame(d []byte) bool {
+	h, p, _, err := wal.DecodeFrame(d)
+	switch {
+	case err != nil:
+		return false
+	case h.Type == wal.TypeHeartbeat:
+		_, err := wal.ParseHeartbeat(p)
+		return err == nil
+	case h.Type >= 0x10 && h.Type <= 0x16:
+		return false
+	}
+	return len(p) >= 8 && wal.Seq(p) != 0
 }

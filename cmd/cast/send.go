@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/affinity"
-	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
@@ -97,7 +96,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 		return nil, fmt.Errorf("-path %q: want udp or mmsg", nf.path)
 	}
 	if nf.drop > 0 {
-		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano()), Spare: 1}, nf.batch, protocol.DefaultMaxFrame)
+		p = drop.New(p, drop.Config{RecvPct: nf.drop, Seed: uint64(time.Now().UnixNano())}, nf.batch, protocol.DefaultMaxFrame)
 	}
 	return p, nil
 }
@@ -155,34 +154,6 @@ func parseAddr(s string) (netip.AddrPort, error) {
 		ap = netip.AddrPortFrom(netip.IPv4Unspecified(), ap.Port())
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
-}
-
-// learnPeer waits for the first datagrams on p and returns them (copies)
-// and the first one's source: the CLI's way to find a sender that was not
-// named with -peer. The core itself never learns addresses from traffic.
-func learnPeer(ctx context.Context, p datapath.Path) (*batch.Vec, netip.AddrPort, error) {
-	v := batch.New(64, 65535)
-	w, _ := p.(cast.Waiter)
-	for ctx.Err() == nil {
-		var n int
-		var err error
-		if w != nil {
-			n, err = w.RecvWait(v, time.Now().Add(100*time.Millisecond))
-		} else {
-			n, err = p.Recv(v)
-			if n == 0 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		if err != nil {
-			return nil, netip.AddrPort{}, err
-		}
-		if n > 0 {
-			_, from := v.Msg(0)
-			return v, from, nil
-		}
-	}
-	return nil, netip.AddrPort{}, ctx.Err()
 }
 
 // sendOpts are the knobs of one sending run, shared by send, bandwidth and demo.
@@ -277,7 +248,8 @@ func runSend(args []string) error {
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
-	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for 500 ms or this long")
+	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for -quiet or this long")
+	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
 	if err := parseFlags(fs, args); err != nil {
@@ -394,7 +366,7 @@ wait:
 	}
 	el := time.Since(start)
 	rch.mark()
-	waitQuiet(ctx, l, 500*time.Millisecond, *linger)
+	waitQuiet(ctx, l, *quiet, *linger)
 	close(stopWatch)
 	if err := l.Close(); err != nil {
 		return err

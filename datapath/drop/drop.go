@@ -20,9 +20,8 @@ type Config struct {
 	DupPct  float64 // percent of sent datagrams sent twice, 0..100
 	Seed    uint64  // PRNG seed (0 picks a fixed one)
 	// Spare is the number of received datagrams passed before receive
-	// loss starts. A receiver syncs on the first record it sees, so
-	// losing that one would silently move the stream's start (the
-	// protocol never asks for records before it); Spare 1 avoids that.
+	// loss starts (a receiver with ReceiverConfig.StartNow begins at the
+	// first record it hears; losing that one moves where it begins).
 	Spare int
 }
 

@@ -20,9 +20,10 @@ import (
 // heartbeats). It checks that all n arrive once and in order.
 func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	pr := netns.New(t, netns.DefaultConfig())
-	// The impair starts clean: the first record the receiver sees defines
-	// where the stream starts (earlier seqs are never requested), so loss
-	// is switched on once the receiver has synced.
+	// The impair starts clean and loss is switched on once the receiver
+	// has delivered a record (the receiver expects seq 1 and would NAK
+	// what it missed; starting clean keeps the run's loss figures to the
+	// steady state).
 	im, err := bpf.NewImpair(bpf.ImpairConfig{Port: xdpPort, RecordType: -1})
 	if err != nil {
 		t.Fatal(err)
