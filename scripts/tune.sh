@@ -39,9 +39,10 @@ die() {
 
 # rd FILE: print the file's content trimmed; fail (status 1) when unreadable.
 rd() {
-	local v
+	local v=
 	[ -r "$1" ] || return 1
-	v=$(cat -- "$1" 2>/dev/null) || return 1
+	# read, not $(cat): no fork (this runs hundreds of times per check).
+	{ IFS= read -r -d '' v || [ -n "$v" ] || true; } 2>/dev/null <"$1" || return 1
 	v="${v#"${v%%[![:space:]]*}"}"
 	v="${v%"${v##*[![:space:]]}"}"
 	printf '%s' "$v"
@@ -59,7 +60,8 @@ bracketed() {
 
 # expand "0-3,5" -> "0 1 2 3 5" (sorted, unique); fails on bad input
 expand_cpus() {
-	local s=$1 part lo hi c out=()
+	local s=$1 part lo hi c
+	local -a cpuset=() # indexed by CPU: "${!cpuset[*]}" is sorted and unique, no sort(1) fork
 	s=${s//[[:space:]]/}
 	[ -z "$s" ] || [ "$s" = "(null)" ] && return 0
 	IFS=, read -ra parts <<<"$s"
@@ -74,9 +76,10 @@ expand_cpus() {
 		else
 			return 1
 		fi
-		for ((c = lo; c <= hi; c++)); do out+=("$c"); done
+		for ((c = lo; c <= hi; c++)); do cpuset[c]=1; done
 	done
-	((${#out[@]})) && printf '%s\n' "${out[@]}" | sort -nu | tr '\n' ' ' | sed 's/ $//'
+	local IFS=' '
+	((${#cpuset[@]})) && printf '%s' "${!cpuset[*]}"
 	return 0
 }
 
@@ -305,8 +308,12 @@ check_irq() {
 
 check_irqbalance() {
 	local why="irqbalance moves NIC interrupts back onto the loop CPUs every 10 s" c running=0
+	local name
 	for c in "$PROC"/[0-9]*/comm; do
-		[ "$(rd "$c" 2>/dev/null || true)" = irqbalance ] && running=1 && break
+		# read, not $(rd): one fork per process made this the slowest check
+		name=
+		{ IFS= read -r name || true; } 2>/dev/null <"$c" || continue
+		[ "$name" = irqbalance ] && running=1 && break
 	done
 	if ((!running)); then
 		res pass irq.balance "not running" "not running, or banned from the loop CPUs" "$why"
