@@ -280,6 +280,10 @@ func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort)
 		p.Close()
 		return err
 	}
+	// The stream starts at seq 1: without this the Receiver would start
+	// at the first record it hears, and a lost seq 1 would never be asked
+	// for.
+	rcv.ResetAfterReplay(0)
 	rv.tap = newReceiverTap(p, r.cfg.Records)
 	lc := cast.DefaultLoopConfig()
 	lc.Path, lc.Receiver = rv.tap, rcv
