@@ -7,10 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/walcast/walcast/internal/feature"
 )
 
-// ErrNotSupported is returned on platforms without thread affinity.
-var ErrNotSupported = errors.New("affinity: not supported on this platform")
+// ErrNotSupported is returned (wrapped) on platforms without thread
+// affinity or SCHED_FIFO. It is walcast's one "not supported" value;
+// errors.Is(err, errors.ErrUnsupported) holds too.
+var ErrNotSupported = feature.ErrNotSupported
 
 // Config places a thread.
 type Config struct {

@@ -1,36 +1,23 @@
 package batch
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/walcast/walcast/internal/feature"
 )
 
-// ErrNotSupported is matched (errors.Is) by every [UnsupportedError]: the
-// kernel or platform lacks a feature.
-var ErrNotSupported = errors.New("not supported")
+// ErrNotSupported is matched (errors.Is) by every [UnsupportedError] and
+// by every "not supported" error of walcast (it is the same value as
+// wal.ErrNotSupported, affinity.ErrNotSupported, …); errors.Is(err,
+// errors.ErrUnsupported) holds for all of them.
+var ErrNotSupported = feature.ErrNotSupported
 
-// UnsupportedError says which kernel feature is missing and why.
-type UnsupportedError struct {
-	Feature string // "UDP GSO", "UDP GRO", "sendmmsg", ...
-	Reason  string // human-readable cause, with the kernel version when relevant
-	Err     error  // underlying errno, if any
-}
-
-func (e *UnsupportedError) Error() string {
-	s := "batch: " + e.Feature + " not supported: " + e.Reason
-	if e.Err != nil {
-		s += ": " + e.Err.Error()
-	}
-	return s
-}
-
-// Is makes errors.Is(err, ErrNotSupported) true.
-func (e *UnsupportedError) Is(target error) bool { return target == ErrNotSupported }
-
-// Unwrap returns the underlying errno.
-func (e *UnsupportedError) Unwrap() error { return e.Err }
+// UnsupportedError says which kernel feature is missing and why: Feature
+// ("UDP GSO", "UDP GRO", "sendmmsg", ...), Reason (with the kernel
+// version when relevant) and Err, the underlying errno if any.
+type UnsupportedError = feature.Error
 
 // KernelVersion is a parsed kernel release (uname -r).
 type KernelVersion struct{ Major, Minor, Patch int }

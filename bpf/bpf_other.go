@@ -2,26 +2,30 @@
 
 package bpf
 
+import "github.com/walcast/walcast/internal/feature"
+
+var errOS = feature.OnOS("XDP programs")
+
 // Impair is the loss-injection program; on this platform it cannot load.
 type Impair struct{}
 
-// NewImpair returns ErrNotSupported on this platform.
-func NewImpair(ImpairConfig) (*Impair, error) { return nil, ErrNotSupported }
+// NewImpair returns an error wrapping ErrNotSupported on this platform.
+func NewImpair(ImpairConfig) (*Impair, error) { return nil, errOS }
 
-// Set returns ErrNotSupported on this platform.
-func (*Impair) Set(ImpairConfig) error { return ErrNotSupported }
+// Set returns an error wrapping ErrNotSupported on this platform.
+func (*Impair) Set(ImpairConfig) error { return errOS }
 
-// Counters returns ErrNotSupported on this platform.
-func (*Impair) Counters() (ImpairCounters, error) { return ImpairCounters{}, ErrNotSupported }
+// Counters returns an error wrapping ErrNotSupported on this platform.
+func (*Impair) Counters() (ImpairCounters, error) { return ImpairCounters{}, errOS }
 
-// Attach returns ErrNotSupported on this platform.
-func (*Impair) Attach(int, Mode) (Mode, error) { return 0, ErrNotSupported }
+// Attach returns an error wrapping ErrNotSupported on this platform.
+func (*Impair) Attach(int, Mode) (Mode, error) { return 0, errOS }
 
 // Mode is always ModeAuto on this platform.
 func (*Impair) Mode() Mode { return ModeAuto }
 
-// Run returns ErrNotSupported on this platform.
-func (*Impair) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
+// Run returns an error wrapping ErrNotSupported on this platform.
+func (*Impair) Run([]byte) (uint32, error) { return 0, errOS }
 
 // Close does nothing on this platform.
 func (*Impair) Close() error { return nil }
@@ -29,23 +33,23 @@ func (*Impair) Close() error { return nil }
 // Redirect is the AF_XDP redirect program; on this platform it cannot load.
 type Redirect struct{}
 
-// NewRedirect returns ErrNotSupported on this platform.
-func NewRedirect(RedirectConfig) (*Redirect, error) { return nil, ErrNotSupported }
+// NewRedirect returns an error wrapping ErrNotSupported on this platform.
+func NewRedirect(RedirectConfig) (*Redirect, error) { return nil, errOS }
 
-// Register returns ErrNotSupported on this platform.
-func (*Redirect) Register(int, int) error { return ErrNotSupported }
+// Register returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) Register(int, int) error { return errOS }
 
-// Unregister returns ErrNotSupported on this platform.
-func (*Redirect) Unregister(int) error { return ErrNotSupported }
+// Unregister returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) Unregister(int) error { return errOS }
 
-// Attach returns ErrNotSupported on this platform.
-func (*Redirect) Attach(int, Mode) (Mode, error) { return 0, ErrNotSupported }
+// Attach returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) Attach(int, Mode) (Mode, error) { return 0, errOS }
 
 // Mode is always ModeAuto on this platform.
 func (*Redirect) Mode() Mode { return ModeAuto }
 
-// Run returns ErrNotSupported on this platform.
-func (*Redirect) Run([]byte) (uint32, error) { return 0, ErrNotSupported }
+// Run returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) Run([]byte) (uint32, error) { return 0, errOS }
 
 // Close does nothing on this platform.
 func (*Redirect) Close() error { return nil }

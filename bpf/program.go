@@ -7,10 +7,13 @@ import (
 	"math"
 
 	"github.com/cilium/ebpf/asm"
+	"github.com/walcast/walcast/internal/feature"
 )
 
-// ErrNotSupported is returned on platforms without XDP.
-var ErrNotSupported = errors.New("bpf: XDP is not supported on this platform")
+// ErrNotSupported is returned (wrapped) on platforms without XDP. It is
+// walcast's one "not supported" value; errors.Is(err,
+// errors.ErrUnsupported) holds too.
+var ErrNotSupported = feature.ErrNotSupported
 
 // XDP verdicts (enum xdp_action).
 const (

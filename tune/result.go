@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/walcast/walcast/internal/feature"
 )
 
 // ErrNotSupported is returned (wrapped) by a [Prober] on platforms or
 // kernels without the feature; checks report it as [Skip].
-var ErrNotSupported = errors.New("tune: not supported")
+var ErrNotSupported = feature.ErrNotSupported
 
 // Severity grades one check's outcome. Order matters: the worst result of
 // a run is the maximum.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/walcast/walcast/internal/feature"
 )
 
 // Config configures a [Writer]. Build it with [DefaultConfig] and change
@@ -142,8 +144,11 @@ var (
 	// ErrPayloadSize: Append's payload is shorter than 8 bytes (no room
 	// for the seq) or longer than MaxPayload.
 	ErrPayloadSize = errors.New("wal: payload must be 8..65535 bytes")
-	// ErrNotSupported: a kernel feature is missing on this platform.
-	ErrNotSupported = errors.New("wal: not supported on this platform")
+	// ErrNotSupported: a kernel or platform feature is missing. It is
+	// walcast's one "not supported" value (batch.ErrNotSupported,
+	// affinity.ErrNotSupported, … are the same), and errors.Is(err,
+	// errors.ErrUnsupported) holds for every error that matches it.
+	ErrNotSupported = feature.ErrNotSupported
 	// ErrStalled: a write+sync has not returned for StallTimeout (a disk
 	// that stopped answering); see Writer.Err.
 	ErrStalled = errors.New("wal: flush stalled: the disk has not completed a write for 5 s")

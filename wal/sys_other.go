@@ -5,12 +5,13 @@ package wal
 import (
 	"errors"
 
+	"github.com/walcast/walcast/internal/feature"
 	"golang.org/x/sys/unix"
 )
 
 var errDioUnknown = errors.New("statx STATX_DIOALIGN not available")
 
-func openDirect(path string, flag int) (int, error) { return -1, ErrNotSupported }
+func openDirect(path string, flag int) (int, error) { return -1, feature.OnOS("O_DIRECT") }
 
 func dioAlign(fd int) (mem, off uint32, err error) { return 0, 0, ErrNotSupported }
 

@@ -1,14 +1,15 @@
 package benchkit
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/walcast/walcast/internal/feature"
 )
 
 // ErrUnsupported is wrapped by every probe and counter that the kernel,
 // the CPU or the VM does not offer. Callers print the reason and go on;
 // a missing feature is never a benchmark failure.
-var ErrUnsupported = errors.New("not supported")
+var ErrUnsupported = feature.ErrNotSupported
 
 // PerfEvents are the counters a [Counters] group tries to open, hardware
 // first. On a VM that hides the PMU (this project's 2 vCPU test machine:

@@ -3,16 +3,16 @@
 package netns
 
 import (
-	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/internal/feature"
 )
 
 // ErrNotSupported is returned on platforms without network namespaces.
-var ErrNotSupported = errors.New("netns: network namespaces need Linux")
+var ErrNotSupported = feature.OnOS("network namespaces")
 
 // New skips tb: network namespaces need Linux.
 func New(tb testing.TB, c Config) *Pair {

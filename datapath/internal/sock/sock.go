@@ -22,8 +22,6 @@ type Config struct {
 	Multicast datapath.Multicast
 }
 
-// ErrNotSupported is returned on platforms without raw UDP sockets.
-var ErrNotSupported = errors.New("sock: raw UDP sockets are Linux-only")
 
 // WaitResult maps the error of a netpoller wait to the RecvWait contract
 // shared by the udp and mmsg paths: ready means the wait callback ran and
