@@ -13,6 +13,7 @@ package cfgerr
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Sentinel returns a package's ErrConfig: "pkg: invalid configuration".
@@ -46,11 +47,19 @@ func Nest(pkg string, sentinel error, field string, err error) error {
 		}
 		return &Error{Pkg: pkg, Field: f, Detail: in.Detail, sentinel: sentinel, inner: err}
 	}
-	return &Error{Pkg: pkg, Field: field, Detail: err.Error(), sentinel: sentinel, inner: err}
+	// An error built as fmt.Errorf("%w: detail", ErrConfig) keeps only its
+	// detail, so the nested package's prefix is not repeated.
+	d := err.Error()
+	if i := strings.Index(d, invalid); i >= 0 {
+		d = d[i+len(invalid):]
+	}
+	return &Error{Pkg: pkg, Field: field, Detail: d, sentinel: sentinel, inner: err}
 }
 
+const invalid = "invalid configuration: "
+
 func (e *Error) Error() string {
-	s := e.Pkg + ": invalid configuration: "
+	s := e.Pkg + ": " + invalid
 	if e.Field != "" {
 		s += e.Field + ": "
 	}

@@ -2,6 +2,7 @@ package cfgerr
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -21,6 +22,10 @@ func TestNest(t *testing.T) {
 	}
 	plain := Nest("cast", errCast, "Thread", io.ErrUnexpectedEOF)
 	if got := plain.Error(); got != "cast: invalid configuration: Thread: unexpected EOF" || !errors.Is(plain, io.ErrUnexpectedEOF) {
+		t.Fatal(got)
+	}
+	wrapped := Nest("cast", errCast, "Sender", fmt.Errorf("%w: RingSlots 3 is not a power of two", errReplay))
+	if got := wrapped.Error(); got != "cast: invalid configuration: Sender: RingSlots 3 is not a power of two" || !errors.Is(wrapped, errReplay) {
 		t.Fatal(got)
 	}
 	if Nest("cast", errCast, "X", nil) != nil {
