@@ -143,7 +143,7 @@ func BenchmarkHeaderEncodeDecode(b *testing.B) {
 // verify (version, len, CRC, source), clamp, copy the frame into the batch.
 func BenchmarkNakServiceHot(b *testing.B) {
 	cfg := senderCfg()
-	cfg.RetxDedupWindow = 0
+	cfg.RetxDedupWindow = -1 // no dedup
 	s, _ := NewSender(cfg, nil)
 	out := batch.New(64, 2048)
 	p := make([]byte, 128)

@@ -11,9 +11,10 @@ import (
 
 // ErrConfig matches every configuration error returned by Validate and by
 // the constructors.
-var ErrConfig = errors.New("cast: invalid configuration")
+var ErrConfig = errors.New("protocol: invalid configuration")
 
-// Defaults from the spec (§8) and the walcast deltas.
+// Defaults: the reference implementation's, except where walcast
+// departs from it for a measured reason (noted per constant).
 const (
 	DefaultMaxFrame          = 1472        // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
 	DefaultSendRingSlots     = 4096        // records kept hot for retransmission
@@ -40,7 +41,8 @@ const (
 	minDataFrame = wal.HeaderSize + 8
 )
 
-// SenderConfig configures a [Sender]. Start from [DefaultSenderConfig].
+// SenderConfig configures a [Sender]. A zero field means its default
+// (DefaultSenderConfig shows them), so SenderConfig{} is a valid config.
 type SenderConfig struct {
 	// Dest is where data, retransmits and heartbeats are sent. The zero
 	// value means the datapath's connected peer.
@@ -49,7 +51,9 @@ type SenderConfig struct {
 	// Dest; when both are zero (a connected datapath, where the kernel
 	// already filters by peer) every source is accepted.
 	NakSource netip.AddrPort
-	// AcceptAnyNakSource serves NAKs from any address (delta 9 option).
+	// AcceptAnyNakSource serves NAKs from any address. Off, NAKs from
+	// any other source than NakSource are dropped, so a stranger cannot
+	// make the sender retransmit.
 	AcceptAnyNakSource bool
 	// MaxFrame is the largest frame in bytes, header included. It sets
 	// the send-ring slot size (rounded up to 64) and, with Coalesce, the
@@ -62,13 +66,14 @@ type SenderConfig struct {
 	// heartbeat. Data sends reset it; retransmits do not.
 	HeartbeatInterval int64
 	// RetxDedupWindow suppresses a second retransmit of the same ring
-	// slot within this time, in ns. 0 disables the dedup.
+	// slot within this time, in ns (default 1 ms; negative: no dedup).
 	RetxDedupWindow int64
 	// MaxColdInFlight caps the cold reads running at once (handed out by
 	// ColdRequests and not yet finished).
 	MaxColdInFlight int
 	// MaxColdQueued caps the cold requests waiting for one of those;
-	// NAKed seqs beyond are dropped (the receiver asks again).
+	// NAKed seqs beyond are dropped (the receiver asks again). Default
+	// 60; negative: no queue.
 	MaxColdQueued int
 	// MaxColdRecords is the largest Count of one ColdRequest.
 	MaxColdRecords int
@@ -82,7 +87,9 @@ type SenderConfig struct {
 	ColdRate  int64
 	ColdBurst int64
 	// Coalesce packs consecutive data frames into one datagram of up to
-	// MaxFrame bytes (delta 13). Off by default.
+	// MaxFrame bytes: the exact contiguous bytes of the WAL. Off by
+	// default, so that receivers expecting one frame per datagram (the
+	// reference's) interoperate; walcast receivers accept both forms.
 	Coalesce bool
 }
 
@@ -104,6 +111,7 @@ func DefaultSenderConfig() SenderConfig {
 
 // Validate reports the first nonsensical field, wrapped in ErrConfig.
 func (c SenderConfig) Validate() error {
+	c = c.withDefaults()
 	if err := validFrame(c.MaxFrame); err != nil {
 		return err
 	}
@@ -134,8 +142,9 @@ func (c SenderConfig) Validate() error {
 	return nil
 }
 
-// ReceiverConfig configures a [Receiver]. Start from
-// [DefaultReceiverConfig].
+// ReceiverConfig configures a [Receiver]. A zero field means its default
+// (DefaultReceiverConfig shows them), so ReceiverConfig{} is a valid
+// config.
 type ReceiverConfig struct {
 	// Sender is where NAKs are sent (statically configured, never learnt
 	// from traffic). The zero value means the datapath's connected peer.
@@ -146,14 +155,16 @@ type ReceiverConfig struct {
 	MaxFrame int
 	// ReorderSlots is the reorder window in records, a power of two. A
 	// record (or announced highest seq) at distance ≥ ReorderSlots ahead
-	// of the next expected seq raises Reconnect (delta 6).
+	// of the next expected seq raises Reconnect at once (a distance
+	// check, not the reference's lazy slot-collision rule).
 	ReorderSlots int
 	// NakDebounce is the minimum time in ns between two NAKs of the same
-	// missing run. 0 re-NAKs on every pump.
+	// missing run (default 50 ms; negative: re-NAK on every pump).
 	NakDebounce int64
 	// MaxNakRetries is the retry budget of a missing run: the NAK that
 	// makes a run's count exceed it raises Faulted. With 8, the ninth NAK
-	// of a run faults.
+	// of a run faults (default 24; negative: no retry, the first re-NAK
+	// faults).
 	MaxNakRetries int
 	// HeartbeatInterval is the sender's heartbeat interval in ns; silence
 	// is measured in it.
@@ -161,7 +172,8 @@ type ReceiverConfig struct {
 	// SilenceIntervals × HeartbeatInterval without data or heartbeat is
 	// silence: Faulted when a gap is open, else a PeerSilent event.
 	SilenceIntervals int
-	// MaxNakRunsPerPump caps the NAKs one pump sends (delta 5: 64).
+	// MaxNakRunsPerPump caps the NAKs one pump sends (default 64): every
+	// missing run in the reorder window is NAKed, not only the oldest.
 	MaxNakRunsPerPump int
 	// Start is the first seq to deliver; 0 means the stream's first (seq
 	// 1). The Receiver expects it from the outset: records missing
@@ -193,6 +205,7 @@ func DefaultReceiverConfig() ReceiverConfig {
 
 // Validate reports the first nonsensical field, wrapped in ErrConfig.
 func (c ReceiverConfig) Validate() error {
+	c = c.withDefaults()
 	if err := validFrame(c.MaxFrame); err != nil {
 		return err
 	}

@@ -63,11 +63,11 @@ func propertyRun(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
 	o := defaultOpt()
 	o.r.ReorderSlots = 1 << (4 + rng.IntN(8))
-	o.r.MaxNakRetries = rng.IntN(30)
-	o.r.NakDebounce = int64(time.Duration(rng.IntN(60)) * ms)
+	o.r.MaxNakRetries = zeroOff(rng.IntN(30))
+	o.r.NakDebounce = zeroOff(int64(time.Duration(rng.IntN(60)) * ms))
 	o.s.Coalesce = rng.IntN(3) == 0
 	o.s.RingSlots = 1 << (4 + rng.IntN(9))
-	o.s.RetxDedupWindow = int64(time.Duration(rng.IntN(3)) * ms)
+	o.s.RetxDedupWindow = zeroOff(int64(time.Duration(rng.IntN(3)) * ms))
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0)
 	data := randImpairment(rng)
@@ -130,4 +130,13 @@ func TestLargePropertyRandomScripts(t *testing.T) {
 	for seed := uint64(1000); seed < 3000; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) { propertyRun(t, seed) })
 	}
+}
+
+// zeroOff maps a drawn 0 to -1: in the configs zero means the default and
+// a negative value the setting zero used to be.
+func zeroOff[T int | int64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }

@@ -189,6 +189,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	r := &Receiver{
 		cfg:      cfg,
 		mask:     uint64(cfg.ReorderSlots - 1),

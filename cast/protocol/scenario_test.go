@@ -459,7 +459,7 @@ func TestReceiverSpecCases(t *testing.T) {
 	t.Run("persistent gap, retries 2, zero debounce, driven by heartbeats, then replay", func(t *testing.T) {
 		cfg := DefaultReceiverConfig()
 		cfg.MaxNakRetries = 2
-		cfg.NakDebounce = 0
+		cfg.NakDebounce = -1 // every pump
 		d := newRecvDirect(t, cfg)
 		d.feed(0, frame(1, 64))
 		for i := 1; d.r.Outcome().Kind == Live && i < 10; i++ {

@@ -170,12 +170,15 @@ const never = math.MinInt64 / 2
 
 // NewSender builds a Sender. With a non-nil log every Send appends to the
 // WAL first (the WAL assigns seqs and is the authority: the Sender starts
-// at log.NextSeq()); with a nil log the Sender stamps seqs itself,
+// at log.NextSeq()); with a nil log (the nil interface or a nil
+// *wal.Writer alike) the Sender stamps seqs itself,
 // starting at 1 (see [Sender.SetNextSeq]) and cold reads are impossible.
 func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
+	log = nilLog(log)
 	s := &Sender{
 		cfg:     cfg,
 		log:     log,

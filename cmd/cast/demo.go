@@ -144,6 +144,9 @@ func runDemo(args []string) error {
 	rc.MaxFrame = (frame + 63) &^ 63
 	rc.ReorderSlots = *reorder
 	rc.NakDebounce = int64(*debounce)
+	if *debounce == 0 {
+		rc.NakDebounce = -1 // every pump (a zero field would mean the default)
+	}
 	rc.MaxNakRetries = 16
 	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {

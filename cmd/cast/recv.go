@@ -406,6 +406,9 @@ func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
 	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, int64(rf.debounce), rf.maxFrame
 	c.Start, c.StartNow = rf.start, rf.startNow
+	if rf.debounce == 0 {
+		c.NakDebounce = -1 // -debounce 0: every pump (a zero field would mean the default)
+	}
 	if rf.retries > 0 {
 		c.MaxNakRetries = rf.retries
 	}
