@@ -22,7 +22,6 @@ type Config struct {
 	Multicast datapath.Multicast
 }
 
-
 // WaitResult maps the error of a netpoller wait to the RecvWait contract
 // shared by the udp and mmsg paths: ready means the wait callback ran and
 // its result stands; otherwise err is what RecvWait returns with no
