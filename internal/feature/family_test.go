@@ -17,7 +17,7 @@ import (
 func TestOneFamily(t *testing.T) {
 	for name, err := range map[string]error{
 		"wal": wal.ErrNotSupported, "batch": batch.ErrNotSupported, "affinity": affinity.ErrNotSupported,
-		"tune": tune.ErrNotSupported, "bpf": bpf.ErrNotSupported, 
+		"tune": tune.ErrNotSupported, "bpf": bpf.ErrNotSupported,
 	} {
 		if err != feature.ErrNotSupported || !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s.ErrNotSupported is not the family's value", name)
