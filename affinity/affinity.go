@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/internal/feature"
 )
 
@@ -16,10 +17,13 @@ import (
 // errors.Is(err, errors.ErrUnsupported) holds too.
 var ErrNotSupported = feature.ErrNotSupported
 
-// Config places a thread.
+// Config places a thread. The zero Config is a locked, unpinned
+// SCHED_OTHER thread; [OnCPU] builds a pinned one.
 type Config struct {
-	// CPU is the CPU to pin to; -1 leaves the thread unpinned (still
-	// locked to its OS thread).
+	// Pin pins the thread to CPU. Off, the thread is still locked to its
+	// OS thread, and the kernel places it.
+	Pin bool
+	// CPU is the CPU to pin to, with Pin.
 	CPU int
 	// FIFO, when 1..99, switches the thread to SCHED_FIFO at that
 	// priority. Opt-in and risky: a thread spinning at 100% under FIFO
@@ -31,19 +35,32 @@ type Config struct {
 	FIFO int
 }
 
-// DefaultConfig is an unpinned, SCHED_OTHER thread.
-func DefaultConfig() Config { return Config{CPU: -1} }
+// DefaultConfig is an unpinned, SCHED_OTHER thread: the zero Config.
+func DefaultConfig() Config { return Config{} }
+
+// OnCPU is a thread pinned to cpu, or the unpinned zero Config when cpu
+// is negative (the -1 of a "-pin" flag).
+func OnCPU(cpu int) Config {
+	if cpu < 0 {
+		return Config{}
+	}
+	return Config{Pin: true, CPU: cpu}
+}
+
+// ErrConfig matches every error of [Config.Validate].
+var ErrConfig = cfgerr.Sentinel("affinity")
 
 // Validate reports a Config that cannot work.
 func (c Config) Validate() error {
-	if c.CPU < -1 {
-		return fmt.Errorf("affinity: CPU %d < -1", c.CPU)
-	}
-	if c.CPU >= runtime.NumCPU() && c.CPU >= 1024 {
-		return fmt.Errorf("affinity: CPU %d beyond the 1024 a CPU set holds", c.CPU)
-	}
-	if c.FIFO < 0 || c.FIFO > 99 {
-		return fmt.Errorf("affinity: FIFO priority %d outside 0..99", c.FIFO)
+	switch {
+	case c.Pin && c.CPU < 0:
+		return cfgerr.New("affinity", ErrConfig, "CPU", "%d is negative", c.CPU)
+	case !c.Pin && c.CPU > 0:
+		return cfgerr.New("affinity", ErrConfig, "CPU", "%d set without Pin (use affinity.OnCPU)", c.CPU)
+	case c.CPU >= runtime.NumCPU() && c.CPU >= 1024:
+		return cfgerr.New("affinity", ErrConfig, "CPU", "%d beyond the 1024 a CPU set holds", c.CPU)
+	case c.FIFO < 0 || c.FIFO > 99:
+		return cfgerr.New("affinity", ErrConfig, "FIFO", "priority %d outside 0..99", c.FIFO)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func Lock(c Config) error {
 		return err
 	}
 	runtime.LockOSThread()
-	if c.CPU >= 0 {
+	if c.Pin {
 		var s unix.CPUSet
 		s.Set(c.CPU)
 		// pid 0 is the calling thread: x/sys passes its tid.

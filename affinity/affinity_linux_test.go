@@ -19,7 +19,7 @@ func TestGoPinsOnlyItsThread(t *testing.T) {
 	cpu := before[len(before)-1]
 	var got []int
 	var tid int
-	th, err := Go(Config{CPU: cpu}, func() {
+	th, err := Go(OnCPU(cpu), func() {
 		got, _ = CurrentCPUs()
 		tid = unix.Gettid()
 	})
@@ -57,7 +57,7 @@ func TestGoPinsOnlyItsThread(t *testing.T) {
 
 func TestGoRejectsBadCPU(t *testing.T) {
 	ran := false
-	if _, err := Go(Config{CPU: 1023}, func() { ran = true }); err == nil || ran {
+	if _, err := Go(OnCPU(1023), func() { ran = true }); err == nil || ran {
 		t.Fatalf("pin to CPU 1023 succeeded (ran=%v)", ran)
 	}
 }
@@ -75,7 +75,7 @@ func TestFIFO(t *testing.T) {
 		t.Skip("SCHED_FIFO needs CAP_SYS_NICE; not root")
 	}
 	var policy int
-	th, err := Go(Config{CPU: -1, FIFO: 1}, func() {
+	th, err := Go(Config{FIFO: 1}, func() {
 		a, err := unix.SchedGetAttr(0, 0)
 		if err == nil {
 			policy = int(a.Policy)

@@ -18,7 +18,7 @@ func Lock(c Config) error {
 		return err
 	}
 	runtime.LockOSThread()
-	if c.CPU >= 0 || c.FIFO > 0 {
+	if c.Pin || c.FIFO > 0 {
 		return errOS
 	}
 	return nil

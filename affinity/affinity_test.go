@@ -94,7 +94,7 @@ func TestGOMAXPROCS(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, c := range []Config{{CPU: -2}, {CPU: 0, FIFO: 100}, {CPU: 0, FIFO: -1}} {
+	for _, c := range []Config{{Pin: true, CPU: -2}, {CPU: 3}, {FIFO: 100}, {FIFO: -1}} {
 		if c.Validate() == nil {
 			t.Errorf("%+v accepted", c)
 		}

@@ -2,109 +2,186 @@ package cast
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"runtime"
-	"sync"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
+	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 )
 
-// ConsumerConfig configures a [Consumer]. Start from
-// [DefaultConsumerConfig] and fill in Replay's endpoints, stream and TLS.
+// ConsumerConfig configures a [Consumer]. The zero value of every field
+// means its default; ConsumerConfig{Plaintext: true} is a consumer on a
+// free port of every address that learns its producer from the stream
+// and catches up from it over plain TCP.
 type ConsumerConfig struct {
-	// Receiver configures the UDP receiver (NAK target, windows, budgets).
-	Receiver protocol.ReceiverConfig
-	// Replay configures the TCP catch-up client: endpoints in order, the
-	// stream id, TLS, and the tip file (TipPath) that makes a restarted
-	// consumer resume at tip+1.
-	Replay replay.ClientConfig
-	// Bootstrap catches up over TCP before going live (pattern A of the
-	// spec). Off: the receiver starts at tip+1 if a tip is known, else at
-	// Receiver.Start (seq 1 by default: a stream already a reorder window
-	// ahead escalates to a catch-up; Receiver.StartNow: the first record
-	// it hears).
-	Bootstrap bool
-	// Batch is the number of datagrams read per Recv.
-	Batch int
-	// IdleSleep is how long the loop sleeps when the path had nothing to
-	// read. 0 busy-polls (yielding the processor between polls).
-	IdleSleep time.Duration
-	// VerifyWait bounds the check made on SenderRestarted: whether the
-	// producer's WAL still holds the consumer's last record (same CRC).
-	// A record not yet durable on a live sender appears within a flush
-	// interval; a lost one never does.
+	// Local is the UDP address to receive on (default: the unspecified
+	// IPv4 address, on a free port). Consumer.Addr reports the address
+	// bound: give it to the producer as ProducerConfig.To.
+	Local netip.AddrPort
+	// From is the producer's UDP address (Producer.Addr): NAKs go there,
+	// and catch-up defaults to the same address and port over TCP. Zero:
+	// the consumer learns it from the first valid frame that arrives — a
+	// data record or a heartbeat whose CRC checks (a producer announces
+	// itself within a heartbeat interval, 100 ms by default, even when it
+	// has nothing to send) — and ignores what other addresses send.
+	From netip.AddrPort
+	// Replay lists the replay servers to catch up from, "host:port", in
+	// the order tried (newest source first, archives after). Default: the
+	// producer's address (From, or the one learnt) over TCP.
+	Replay []string
+	// Stream is the stream id asked for (default 0).
+	Stream uint32
+	// TLS is the client's TLS config (RootCAs: the CA to trust). Required
+	// for catch-up unless Plaintext.
+	TLS *tls.Config
+	// Plaintext catches up without TLS; it must be asked for.
+	Plaintext bool
+	// TipPath is the tip file: the last seq delivered, written at most
+	// every 10 ms and when Run returns, so that a restarted consumer
+	// resumes at tip+1. Empty: the tip lives in memory.
+	TipPath string
+	// StartTip, without a TipPath, is the tip to resume after (default
+	// 0: the stream's first record).
+	StartTip uint64
+	// SkipBootstrap goes live at once instead of catching up over TCP
+	// first: at tip+1 if a tip is known, else at Receiver.Start (seq 1 by
+	// default: a stream already a reorder window ahead escalates to a
+	// catch-up; Receiver.StartNow: the first record it hears, reported by
+	// EventStartedLate).
+	SkipBootstrap bool
+	// NoCatchUp never dials TCP: a gap UDP cannot repair (the receiver
+	// faults or must reconnect) ends Run with the outcome's error. For a
+	// producer without a WAL or a replay server.
+	NoCatchUp bool
+	// VerifyWait bounds the check made when the producer announces a
+	// highest seq below the tip (SenderRestarted): whether its WAL still
+	// holds the consumer's last record (default 1 s).
 	VerifyWait time.Duration
-	// CatchUpGrace: a catch-up continues past the server's CaughtUp, on
-	// the live tail, until the tip reaches the highest seq the receiver
-	// knows of (so records the producer had not yet made durable do not
-	// cause a second escalation), for at most this long.
+	// CatchUpGrace: a catch-up goes on past the server's CaughtUp, on its
+	// live tail, until the tip reaches the highest seq the receiver has
+	// heard of, for at most this long (default 200 ms; negative: stop at
+	// CaughtUp).
 	CatchUpGrace time.Duration
-	// Clock returns monotonic ns; nil uses the process's monotonic clock.
-	// Tests on datapath/mem pass the network's clock.
-	Clock func() int64
-	// OnEvent, when set, is called on the Run goroutine for each
-	// escalation, catch-up and resume. It must not block.
+	// Path replaces the UDP socket (datapath/mem in tests). The Consumer
+	// owns it and closes it. Local is then ignored.
+	Path datapath.Path
+	// Thread pins the loop's OS thread (default: locked, unpinned).
+	Thread affinity.Config
+	// Idle is what the loop does when it found nothing to do (default:
+	// spin; affinity.Park sleeps on the socket).
+	Idle affinity.Idler
+	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
+	KeepGOMAXPROCS bool
+	// OnEvent, when set, is called for each [ConsumerEvent], on the
+	// goroutine that calls deliver, in order with the records. It must
+	// not block.
 	OnEvent func(ConsumerEvent)
+	// Receiver tunes the protocol receiver (reorder window, NAK timing).
+	// Its Sender, where NAKs go, defaults to the producer's address (From
+	// or the one learnt); a multicast consumer sets it to the group's
+	// control address.
+	Receiver protocol.ReceiverConfig
+	// ReplayClient tunes the catch-up client (timeouts, backoff, retry
+	// budget); Endpoints, Stream, TLS, Plaintext and TipPath come from the
+	// fields above and must be left zero.
+	ReplayClient replay.ClientConfig
 }
 
-// DefaultConsumerConfig returns the receiver and replay defaults,
-// bootstrap on, batches of 64 datagrams and a 50 µs idle sleep.
-func DefaultConsumerConfig() ConsumerConfig {
-	return ConsumerConfig{
-		Receiver:     protocol.DefaultReceiverConfig(),
-		Replay:       replay.DefaultClientConfig(),
-		Bootstrap:    true,
-		Batch:        64,
-		IdleSleep:    50 * time.Microsecond,
-		VerifyWait:   time.Second,
-		CatchUpGrace: 200 * time.Millisecond,
+const (
+	defaultVerifyWait   = time.Second
+	defaultCatchUpGrace = 200 * time.Millisecond
+)
+
+func (c ConsumerConfig) check() error {
+	bad := func(field, f string, a ...any) error { return cfgerr.New("cast", ErrConfig, field, f, a...) }
+	rc := c.ReplayClient
+	switch {
+	case len(rc.Endpoints) > 0 || rc.Stream != 0 || rc.TLS != nil || rc.Plaintext || rc.TipPath != "" || rc.StartTip != 0:
+		return bad("ReplayClient", "Endpoints, Stream, TLS, Plaintext, TipPath and StartTip come from ConsumerConfig; leave them zero here")
+	case c.TipPath != "" && c.StartTip != 0:
+		return bad("StartTip", "the tip comes from TipPath; StartTip is for a consumer without a tip file")
+	case c.NoCatchUp && (len(c.Replay) > 0 || c.TipPath != ""):
+		return bad("NoCatchUp", "no catch-up, yet Replay or TipPath is set")
+	case !c.NoCatchUp && c.TLS == nil && !c.Plaintext:
+		return bad("TLS", "catch-up needs a TLS config with the CA to trust, or Plaintext (or NoCatchUp)")
+	case c.VerifyWait < 0:
+		return bad("VerifyWait", "%v is negative", c.VerifyWait)
 	}
-}
-
-// Validate reports the first nonsensical field.
-func (c ConsumerConfig) Validate() error {
 	if err := c.Receiver.Validate(); err != nil {
-		return err
+		return cfgerr.Nest("cast", ErrConfig, "Receiver", err)
 	}
-	if err := c.Replay.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", protocol.ErrConfig, err)
+	if err := c.Thread.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Thread", err)
 	}
-	if c.Batch < 1 {
-		return fmt.Errorf("%w: Batch %d must be ≥ 1", protocol.ErrConfig, c.Batch)
-	}
-	if c.CatchUpGrace < 0 {
-		return fmt.Errorf("%w: CatchUpGrace %v must be ≥ 0", protocol.ErrConfig, c.CatchUpGrace)
-	}
-	if c.VerifyWait <= 0 {
-		return fmt.Errorf("%w: VerifyWait %v must be > 0", protocol.ErrConfig, c.VerifyWait)
-	}
-	if c.IdleSleep < 0 {
-		return fmt.Errorf("%w: IdleSleep %v must be ≥ 0", protocol.ErrConfig, c.IdleSleep)
+	if !c.NoCatchUp {
+		if _, err := c.clientConfig("127.0.0.1:1"); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// clientConfig is the replay client's config, with from as the endpoint
+// when Replay lists none.
+func (c ConsumerConfig) clientConfig(from string) (replay.ClientConfig, error) {
+	rc := c.ReplayClient
+	rc.Endpoints = c.Replay
+	if len(rc.Endpoints) == 0 {
+		rc.Endpoints = []string{from}
+	}
+	rc.Stream, rc.TLS, rc.Plaintext, rc.TipPath, rc.StartTip = c.Stream, c.TLS, c.Plaintext, c.TipPath, c.StartTip
+	if err := rc.Validate(); err != nil {
+		return rc, cfgerr.Nest("cast", ErrConfig, "ReplayClient", err)
+	}
+	return rc, nil
+}
+
+// Record is one record delivered to a Consumer's callback. Payload is
+// valid only during the call; its first 8 bytes are Seq.
+type Record struct {
+	Seq     uint64
+	Type    uint16
+	CRC     uint32 // the payload's CRC-32C, as the frame header carried it (checked)
+	Payload []byte
 }
 
 // ConsumerEventKind names a consumer event.
 type ConsumerEventKind uint8
 
-// Consumer events.
+// Consumer events, in the order a consumer's life shows them.
 const (
-	// EventEscalated: the receiver raised a sticky outcome (Outcome set);
-	// a TCP catch-up follows.
-	EventEscalated ConsumerEventKind = iota + 1
-	// EventCaughtUp: a TCP catch-up finished (From, To, Records,
-	// Duration set; Bootstrap for the initial one).
+	// EventSenderFound: the consumer learnt the producer's address
+	// (From) from the first valid frame.
+	EventSenderFound ConsumerEventKind = iota + 1
+	// EventCatchingUp: a TCP catch-up starts at seq From; Bootstrap for
+	// the one before going live, else Outcome says what UDP could not
+	// repair.
+	EventCatchingUp
+	// EventCaughtUp: the catch-up delivered From..To (Records records, From
+	// > To when there was nothing) in Duration.
 	EventCaughtUp
-	// EventResumed: the receiver was reset to the tip; UDP delivery
-	// resumes at Tip+1.
-	EventResumed
+	// EventLive: UDP delivery is live from Tip+1.
+	EventLive
+	// EventEscalated: the receiver raised a sticky outcome (Outcome);
+	// a catch-up or, for a restarted sender, a check of the tip follows.
+	EventEscalated
+	// EventProducerSilent: no data and no heartbeat for the silence time
+	// (10 heartbeat intervals) with no gap open; not sticky.
+	// EventProducerHeard: traffic again.
+	EventProducerSilent
+	EventProducerHeard
+	// EventStartedLate: a Receiver with StartNow began delivering at
+	// From (the records before it were never asked for).
+	EventStartedLate
 	// EventSkipped: a Skip marker (Skip set) says the seqs Skip.From …
 	// Skip.Seq have no record in the producer's log; the stream continues
 	// after it. LostFrom…LostTo (0, 0: none) are the seqs of that range
@@ -116,36 +193,33 @@ const (
 	EventSkipped
 )
 
+var consumerEventNames = [...]string{EventSenderFound: "sender-found", EventCatchingUp: "catching-up",
+	EventCaughtUp: "caught-up", EventLive: "live", EventEscalated: "escalated", EventProducerSilent: "producer-silent", EventProducerHeard: "producer-heard", EventSkipped: "skipped", EventStartedLate: "started-late"}
+
 func (k ConsumerEventKind) String() string {
-	switch k {
-	case EventEscalated:
-		return "escalated"
-	case EventCaughtUp:
-		return "caught-up"
-	case EventResumed:
-		return "resumed"
-	case EventSkipped:
-		return "skipped"
+	if int(k) < len(consumerEventNames) && consumerEventNames[k] != "" {
+		return consumerEventNames[k]
 	}
-	return "unknown"
+	return fmt.Sprintf("ConsumerEventKind(%d)", uint8(k))
 }
 
 // ConsumerEvent is one consumer event.
 type ConsumerEvent struct {
 	Kind      ConsumerEventKind
-	Outcome   protocol.Outcome // for EventEscalated
-	Bootstrap bool
-	Tip       uint64
-	From, To  uint64        // seqs delivered by the catch-up (From > To: none)
-	Records   uint64        // records the catch-up delivered
-	Duration  time.Duration // escalation (or bootstrap start) to caught up
-	Skip      wal.Skip      // for EventSkipped
-	// LostFrom…LostTo are, for EventSkipped, the seqs this consumer delivered
-	// that the Skip stands for (0, 0: none).
+	Tip       uint64           // last seq delivered when the event happened
+	Sender    netip.AddrPort   // EventSenderFound: the producer's address
+	Outcome   protocol.Outcome // EventEscalated, EventCatchingUp after one
+	Bootstrap bool             // EventCatchingUp, EventCaughtUp: the initial catch-up
+	From, To  uint64           // EventCatchingUp (From), EventCaughtUp: seqs delivered
+	Records   uint64           // EventCaughtUp: records the catch-up delivered
+	Duration  time.Duration    // EventCaughtUp: escalation (or bootstrap start) to caught up
+	Skip      wal.Skip         // EventSkipped
+	// LostFrom…LostTo are, for EventSkipped, the seqs this consumer
+	// delivered that the Skip stands for (0, 0: none).
 	LostFrom, LostTo uint64
 }
 
-// ConsumerStats are a [Consumer]'s counters.
+// ConsumerStats are a [Consumer]'s counters. Exact once Run has returned.
 type ConsumerStats struct {
 	Tip         uint64 // last seq delivered
 	UDPRecords  uint64 // records delivered from the UDP receiver
@@ -160,99 +234,243 @@ type ConsumerStats struct {
 	LostSeqs uint64
 	// StaleRestarts counts SenderRestarted outcomes dismissed because the
 	// producer still holds the tip record: a heartbeat from before a
-	// catch-up, read after ResetAfterReplay.
+	// catch-up, read after the reset.
 	StaleRestarts uint64
 	LastRecovery  time.Duration
-	Receiver      protocol.ReceiverStats // as of the last Stats call on the loop
+	Receiver      protocol.ReceiverStats // at most a tick old while Run runs
+	Loop          LoopStats
 	Replay        replay.ClientStats
 }
 
-// ErrSenderBehind: the sender's heartbeat announced a highest seq below
-// the consumer's tip — it restarted and lost records this consumer had
-// already delivered (sent over UDP before they were durable). The
-// consumer cannot make its history agree with the sender's by itself;
-// Run returns this error (wrapping ErrSenderRestarted) and the
-// application decides.
-var ErrSenderBehind = errors.New("cast: sender restarted behind the consumer's tip")
-
-// errOrder means a record reached the consumer out of order: a bug in a
-// lower layer, never the network's doing.
-var errOrder = errors.New("cast: consumer got a record out of order")
-
-// Consumer is the live+catch-up pattern the reference leaves to every
-// application: it receives the stream over UDP through a [Receiver]; when
-// the receiver raises Faulted or Reconnect it catches up over TCP replay
-// from its tip, calls ResetAfterReplay and resumes UDP. Every record
-// reaches the one callback exactly once, in seq order, across the
-// switches; the tip file is kept (at most every Replay.TipInterval and
-// when Run returns), so a restarted consumer resumes at tip+1.
-//
-// Unlike the sans-I/O core, a Consumer drives I/O: it reads its
-// datapath, sends NAKs, dials TCP and starts a goroutine that writes the
-// tip file.
+// Consumer follows one stream: a protocol Receiver on its own loop thread
+// (pinned per Thread, idling per Idle) delivers records in seq order and
+// NAKs gaps to the producer; when UDP cannot repair a gap (the receiver
+// faults or must reconnect) the consumer catches up over TCP from the
+// producer's WAL, resets the receiver to the new tip and goes on over
+// UDP. Every record reaches the one callback exactly once, in seq order,
+// across those switches.
 type Consumer struct {
-	cfg   ConsumerConfig
-	path  datapath.Path
-	r     *protocol.Receiver
-	cl    *replay.Client
-	clock func() int64
+	cfg  ConsumerConfig
+	rcfg protocol.ReceiverConfig
+	path datapath.Path
+	cl   *replay.Client // nil with NoCatchUp
+	r    *protocol.Receiver
+	loop *Loop
+	ran  atomic.Bool
 
-	in, out *batch.Vec
+	loopP atomic.Pointer[Loop] // for Stats from other goroutines
+	clP   atomic.Pointer[replay.Client]
 
-	deliver   func(h wal.Header, payload []byte) error
-	udpFn     func(h wal.Header, payload []byte)
-	tip       uint64
-	tipCRC    uint32 // payload CRC of the tip record
-	crcKnown  bool   // tipCRC is set (false for a tip loaded from the file)
-	appErr    error
-	statsMu   sync.Mutex
-	recvStats protocol.ReceiverStats
+	ctx     context.Context
+	deliver func(Record) error
+	err     error // ends Run (loop thread, then read after the loop stopped)
+	tip     uint64
+	tipCRC  uint32 // payload CRC of the tip record
+	crcKnow bool   // tipCRC is set (false for a tip loaded from the file)
+	sender  netip.AddrPort
 
 	udpRecords, tcpRecords, escalations, faults, reconnects, catchUps, stale, skips, lost atomic.Uint64
 	lastRecovery                                                                          atomic.Int64
+	tipNow                                                                                atomic.Uint64
 }
 
-// NewConsumer builds a consumer reading the stream from path (bound to
-// the receiving address; NAKs go to cfg.Receiver.Sender). It loads the
-// tip from cfg.Replay.TipPath.
-func NewConsumer(cfg ConsumerConfig, path datapath.Path) (*Consumer, error) {
-	if err := cfg.Validate(); err != nil {
+// NewConsumer checks cfg and opens the UDP socket (or takes cfg.Path);
+// Addr then reports where the producer must send. Nothing is received
+// before Run.
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	r, err := protocol.NewReceiver(cfg.Receiver)
-	if err != nil {
-		return nil, err
+	c := &Consumer{cfg: cfg, rcfg: cfg.Receiver, tip: cfg.StartTip}
+	c.tipNow.Store(cfg.StartTip)
+	if cfg.TipPath != "" {
+		tip, err := replay.ReadTip(cfg.TipPath)
+		if err != nil {
+			return nil, fmt.Errorf("cast: consumer: %w", err)
+		}
+		c.tip = tip
+		c.tipNow.Store(tip)
 	}
-	cl, err := replay.NewClient(cfg.Replay)
-	if err != nil {
-		return nil, err
+	c.path = cfg.Path
+	if c.path == nil {
+		p, err := openUDP(cfg.Local, cfg.From)
+		if err != nil {
+			return nil, fmt.Errorf("cast: consumer: %w", err)
+		}
+		c.path = p
 	}
-	c := &Consumer{cfg: cfg, path: path, r: r, cl: cl, clock: cfg.Clock, tip: cl.Tip()}
-	if c.clock == nil {
-		start := time.Now()
-		c.clock = func() int64 { return int64(time.Since(start)) + 1 }
-	}
-	slot := max(cfg.Receiver.MaxFrame, 2048)
-	c.in = batch.New(cfg.Batch, slot)
-	c.out = batch.New(cfg.Batch, wal.ControlFrameSize)
-	c.udpFn = c.udpRecord
 	return c, nil
 }
 
-// Tip is the last seq delivered (or loaded from the tip file).
-func (c *Consumer) Tip() uint64 { return c.cl.Tip() }
+// Addr is the UDP address the consumer receives on.
+func (c *Consumer) Addr() netip.AddrPort { return c.path.LocalAddr() }
 
-// Stats returns a snapshot of the counters. Safe to call while Run runs.
+// Tip is the last seq delivered (or loaded from the tip file).
+func (c *Consumer) Tip() uint64 { return c.tipNow.Load() }
+
+// Stats returns the counters. Safe to call while Run runs; exact after.
 func (c *Consumer) Stats() ConsumerStats {
-	c.statsMu.Lock()
-	rs := c.recvStats
-	c.statsMu.Unlock()
-	return ConsumerStats{
-		Tip: c.cl.Tip(), UDPRecords: c.udpRecords.Load(), TCPRecords: c.tcpRecords.Load(),
+	s := ConsumerStats{
+		Tip: c.tipNow.Load(), UDPRecords: c.udpRecords.Load(), TCPRecords: c.tcpRecords.Load(),
 		Escalations: c.escalations.Load(), Faults: c.faults.Load(), Reconnects: c.reconnects.Load(),
 		CatchUps: c.catchUps.Load(), StaleRestarts: c.stale.Load(), LastRecovery: time.Duration(c.lastRecovery.Load()),
 		Skips: c.skips.Load(), LostSeqs: c.lost.Load(),
-		Receiver: rs, Replay: c.cl.Stats(),
+	}
+	if l := c.loopNow(); l != nil {
+		s.Receiver, s.Loop = l.ReceiverStats(), l.Stats()
+	}
+	if cl := c.client(); cl != nil {
+		s.Replay = cl.Stats()
+	}
+	return s
+}
+
+func (c *Consumer) loopNow() *Loop         { return c.loopP.Load() }
+func (c *Consumer) client() *replay.Client { return c.clP.Load() }
+
+// Close releases the socket of a consumer whose Run was never called (Run
+// closes it itself when it returns).
+func (c *Consumer) Close() error {
+	if c.ran.Swap(true) {
+		return nil
+	}
+	return c.path.Close()
+}
+
+// Run consumes the stream, calling deliver for every record in seq
+// order, exactly once, on the consumer's loop thread (one call at a
+// time; never concurrently with OnEvent), until:
+//   - ctx ends: Run returns ctx's error, after a clean stop;
+//   - deliver returns an error: Run returns it (ErrStop: nil), and the
+//     record is applied only for ErrStop;
+//   - a catch-up exhausts its retry budget, the socket fails (a NAK that
+//     cannot be sent included), or the producer restarted behind the tip
+//     (ErrSenderBehind): Run returns that error.
+//
+// The tip file is written when Run returns. A Consumer runs once: a
+// second Run returns ErrClosed.
+func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
+	if c.ran.Swap(true) {
+		return ErrClosed
+	}
+	c.ctx, c.deliver = ctx, deliver
+	defer func() {
+		if c.loop == nil {
+			c.path.Close()
+		}
+	}()
+	var first []byte
+	var firstFrom netip.AddrPort
+	c.sender = c.cfg.From
+	if !c.sender.IsValid() {
+		if pp, ok := c.path.(interface{ Peer() netip.AddrPort }); ok {
+			c.sender = pp.Peer()
+		}
+	}
+	if !c.sender.IsValid() {
+		var err error
+		if first, firstFrom, err = c.awaitSender(ctx); err != nil {
+			return err
+		}
+		c.sender = firstFrom
+		c.event(ConsumerEvent{Kind: EventSenderFound, Sender: c.sender})
+	}
+	if !c.rcfg.Sender.IsValid() {
+		c.rcfg.Sender = c.sender
+	}
+	r, err := protocol.NewReceiver(c.rcfg)
+	if err != nil {
+		return err
+	}
+	c.r = r
+	if !c.cfg.NoCatchUp {
+		rc, err := c.cfg.clientConfig(c.sender.String())
+		if err != nil {
+			return err
+		}
+		if c.cl, err = replay.NewClient(rc); err != nil {
+			return cfgerr.Nest("cast", ErrConfig, "ReplayClient", err)
+		}
+		c.clP.Store(c.cl)
+	}
+	if !c.cfg.SkipBootstrap && !c.cfg.NoCatchUp {
+		if err := c.bootstrap(ctx); err != nil {
+			return err
+		}
+	} else if c.tip > 0 {
+		c.r.ResetAfterReplay(c.tip)
+	}
+	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
+	c.loop, err = NewLoop(LoopConfig{
+		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, KeepGOMAXPROCS: c.cfg.KeepGOMAXPROCS,
+		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender,
+	})
+	if err != nil {
+		return err
+	}
+	c.loopP.Store(c.loop)
+	if first != nil && firstFrom == c.sender {
+		c.loop.Feed(first, firstFrom)
+	}
+	c.event(ConsumerEvent{Kind: EventLive})
+	stopPersist := c.persister()
+	if err := c.loop.Start(); err != nil {
+		stopPersist()
+		c.loop.Close()
+		return err
+	}
+	stopCtx := context.AfterFunc(ctx, func() { c.loop.stop.Store(true) })
+	<-c.loop.Done()
+	stopCtx()
+	lerr := c.loop.Close()
+	stopPersist()
+	switch {
+	case c.err == ErrStop:
+		return nil
+	case c.err != nil:
+		return c.err
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case lerr != nil:
+		return fmt.Errorf("cast: consumer: %w", lerr)
+	}
+	return nil
+}
+
+// awaitSender reads the socket until a datagram holding a valid frame
+// (CRC checked) of a type a producer sends arrives, and returns a copy of
+// it with its source: the producer. Until then nothing is delivered, and
+// nothing else is kept.
+func (c *Consumer) awaitSender(ctx context.Context) ([]byte, netip.AddrPort, error) {
+	v := batch.New(16, max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048))
+	waiter, _ := c.path.(Waiter)
+	var idle affinity.Idler
+	idle.Strategy = affinity.Backoff
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, netip.AddrPort{}, err
+		}
+		var n int
+		var err error
+		if waiter != nil {
+			n, err = waiter.RecvWait(v, time.Now().Add(50*time.Millisecond))
+		} else {
+			n, err = c.path.Recv(v)
+		}
+		if err != nil {
+			return nil, netip.AddrPort{}, fmt.Errorf("cast: consumer: waiting for the producer: %w", err)
+		}
+		for i := 0; i < n; i++ {
+			d, from := v.Msg(i)
+			if h, _, _, err := wal.DecodeFrame(d); err == nil && h.Type != wal.TypeNak && h.Type != protocol.TypeStatus && from.IsValid() {
+				return append([]byte(nil), d...), from, nil
+			}
+		}
+		if n == 0 {
+			idle.Idle()
+		} else {
+			idle.Reset()
+		}
 	}
 }
 
@@ -277,12 +495,20 @@ func (c *Consumer) apply(h wal.Header, p []byte) (bool, error) {
 	if seq != c.tip+1 && c.tip != 0 {
 		return false, fmt.Errorf("%w: %d after %d", errOrder, seq, c.tip)
 	}
-	if err := c.deliver(h, p); err != nil {
+	err := c.deliver(Record{Seq: seq, Type: h.Type, CRC: h.CRC, Payload: p})
+	if err != nil && err != ErrStop {
 		return false, err
 	}
-	c.tip, c.tipCRC, c.crcKnown = seq, h.CRC, true
-	c.cl.SetTip(seq)
-	return true, nil
+	c.setTip(seq, h.CRC)
+	return true, err
+}
+
+func (c *Consumer) setTip(seq uint64, crc uint32) {
+	c.tip, c.tipCRC, c.crcKnow = seq, crc, true
+	c.tipNow.Store(seq)
+	if c.cl != nil {
+		c.cl.SetTip(seq)
+	}
 }
 
 // applySkip applies a Skip marker: it reports the seqs of its range this
@@ -303,21 +529,22 @@ func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
 	}
 	c.skips.Add(1)
 	c.event(ev)
-	if err := c.deliver(h, p); err != nil {
+	err = c.deliver(Record{Seq: sk.Seq, Type: h.Type, CRC: h.CRC, Payload: p})
+	if err != nil && err != ErrStop {
 		return false, err
 	}
-	c.tip, c.tipCRC, c.crcKnown = sk.Seq, h.CRC, true
-	c.cl.SetTip(sk.Seq)
-	return true, nil
+	c.setTip(sk.Seq, h.CRC)
+	return true, err
 }
 
-func (c *Consumer) udpRecord(h wal.Header, p []byte) {
-	if c.appErr != nil {
+// onRecord is the loop's OnRecord: a record the UDP receiver delivered.
+func (c *Consumer) onRecord(l *Loop, h wal.Header, p []byte) {
+	if c.err != nil {
 		return
 	}
 	ok, err := c.apply(h, p)
 	if err != nil {
-		c.appErr = err
+		c.fail(err)
 		return
 	}
 	if ok {
@@ -330,124 +557,100 @@ func (c *Consumer) tcpRecord(h wal.Header, p []byte) error {
 	if ok {
 		c.tcpRecords.Add(1)
 	}
+	if err == ErrStop {
+		c.fail(err)
+		return replay.ErrStop
+	}
 	return err
 }
 
-// Run consumes the stream until ctx ends (returning ctx's error), deliver
-// returns an error (returned as is; that record is not applied), the
-// path fails, a catch-up exhausts its retry budget, or the sender
-// restarts behind the tip (ErrSenderBehind). deliver gets each record's
-// header and payload (valid only during the call) in seq order, exactly
-// once. Run must not be called concurrently with itself.
-func (c *Consumer) Run(ctx context.Context, deliver func(h wal.Header, payload []byte) error) error {
-	c.deliver = deliver
-	c.appErr = nil
-	c.tip = c.cl.Tip()
-	stopPersist := c.persistLoop()
-	defer stopPersist()
-
-	if c.cfg.Bootstrap {
-		if err := c.bootstrap(ctx); err != nil {
-			return err
-		}
-	} else if c.tip > 0 {
-		c.r.ResetAfterReplay(c.tip)
+// fail records the error that ends Run and stops the loop.
+func (c *Consumer) fail(err error) {
+	if c.err == nil {
+		c.err = err
 	}
-	idle := 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, err := c.path.Recv(c.in)
-		if err != nil {
-			return fmt.Errorf("cast: consumer receive: %w", err)
-		}
-		now := c.clock()
-		for i := 0; i < n; i++ {
-			b, _ := c.in.Msg(i)
-			if c.out.Full() {
-				c.flush()
-			}
-			c.r.Handle(b, now, c.out, c.udpFn)
-			if c.appErr != nil {
-				return c.appErr
-			}
-		}
-		c.r.Tick(now, c.out)
-		c.flush()
-		if o := c.r.Outcome(); o.Kind != protocol.Live {
-			if err := c.escalate(ctx, o, now); err != nil {
-				return err
-			}
-		}
-		if n == 0 {
-			idle++
-			if idle&63 == 0 {
-				c.snapshot()
-			}
-			if c.cfg.IdleSleep > 0 {
-				time.Sleep(c.cfg.IdleSleep)
-			} else {
-				runtime.Gosched()
-			}
-		} else {
-			idle = 0
-		}
+	if c.loop != nil {
+		c.loop.stop.Store(true)
 	}
 }
 
-func (c *Consumer) snapshot() {
-	c.statsMu.Lock()
-	c.recvStats = c.r.Stats()
-	c.statsMu.Unlock()
+// onLoopEvent turns the loop's silence events into consumer events; the
+// sticky outcomes are handled in onPoll, a datapath error by Run.
+func (c *Consumer) onLoopEvent(e Event) {
+	switch e.Kind {
+	case EventPeerSilent:
+		c.event(ConsumerEvent{Kind: EventProducerSilent})
+	case EventPeerHeard:
+		c.event(ConsumerEvent{Kind: EventProducerHeard})
+	case EventLateStart:
+		c.event(ConsumerEvent{Kind: EventStartedLate, From: e.Seq})
+	}
 }
 
-func (c *Consumer) flush() {
-	if c.out.Len() > 0 {
-		_, _ = c.path.Send(c.out) // NAKs are best effort; the pump re-sends
-		c.out.Reset()
+// onPoll runs on the loop thread every iteration: a sticky outcome is
+// handled here, on the same thread as the receiver, so the catch-up and
+// the reset need no hand-off (the receiver drops its input meanwhile and
+// the kernel buffers what arrives).
+func (c *Consumer) onPoll(l *Loop, now int64) {
+	if c.err != nil {
+		l.stop.Store(true)
+		return
+	}
+	if o := c.r.Outcome(); o.Kind != protocol.Live {
+		if err := c.escalate(o, now); err != nil {
+			c.fail(err)
+		}
 	}
 }
 
 // bootstrap catches up before going live. An empty stream (every
 // endpoint answers NotAvailable while the tip is 0) goes live at seq 1.
 func (c *Consumer) bootstrap(ctx context.Context) error {
-	start := c.clock()
+	start := time.Now()
 	from := c.tip + 1
 	tcp0 := c.tcpRecords.Load()
+	c.event(ConsumerEvent{Kind: EventCatchingUp, Bootstrap: true, From: from})
 	tip, err := c.cl.CatchUpOnce(ctx, c.tcpRecord)
-	if err != nil && ctx.Err() == nil && !(errors.Is(err, replay.ErrNotAvailable) && c.tip == 0) {
+	if err != nil && ctx.Err() == nil && c.err == nil && !(errors.Is(err, replay.ErrNotAvailable) && c.tip == 0) {
 		tip, err = c.cl.CatchUp(ctx, c.tcpRecord)
-	} else if err != nil && ctx.Err() == nil {
+	} else if err != nil && ctx.Err() == nil && c.err == nil {
 		err = nil // empty stream: nothing to catch up
+	}
+	if c.err != nil {
+		if c.err == ErrStop {
+			return nil
+		}
+		return c.err
 	}
 	if err != nil {
 		return fmt.Errorf("cast: consumer bootstrap: %w", err)
 	}
 	c.catchUps.Add(1)
-	c.event(ConsumerEvent{Kind: EventCaughtUp, Bootstrap: true, From: from, To: tip, Records: c.tcpRecords.Load() - tcp0, Duration: time.Duration(c.clock() - start)})
+	c.event(ConsumerEvent{Kind: EventCaughtUp, Bootstrap: true, From: from, To: tip, Records: c.tcpRecords.Load() - tcp0, Duration: time.Since(start)})
 	c.r.ResetAfterReplay(c.tip)
-	c.event(ConsumerEvent{Kind: EventResumed})
 	return nil
 }
 
 // escalate handles a sticky outcome: catch up over TCP from the tip,
 // reset the receiver to the new tip, resume.
-func (c *Consumer) escalate(ctx context.Context, o protocol.Outcome, since int64) error {
-	c.snapshot()
+func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
+	start := time.Now()
 	c.escalations.Add(1)
 	c.event(ConsumerEvent{Kind: EventEscalated, Outcome: o})
+	if c.cl == nil {
+		return fmt.Errorf("cast: consumer (no catch-up): %w", o.Err())
+	}
 	switch o.Kind {
 	case protocol.Faulted:
 		c.faults.Add(1)
 	case protocol.Reconnect:
 		c.reconnects.Add(1)
 	case protocol.SenderRestarted:
-		// A sender with a WAL continues its seqs after a restart (delta
-		// 7). A heartbeat below our tip is either stale (sent before a
-		// catch-up moved the tip, read after the reset) or a sender that
-		// lost records we delivered. Ask the producer for our tip record.
-		same, err := c.cl.Verify(ctx, c.tip, c.tipCRC, c.crcKnown, c.cfg.VerifyWait)
+		// A producer with a WAL continues its seqs after a restart. A
+		// heartbeat below our tip is either stale (sent before a catch-up
+		// moved the tip, read after the reset) or a producer that lost
+		// records we delivered. Ask it for our tip record.
+		same, err := c.cl.Verify(c.ctx, c.tip, c.tipCRC, c.crcKnow, c.verifyWait())
 		if err != nil {
 			return fmt.Errorf("cast: consumer verifying tip %d after %v: %w", c.tip, o.Kind, err)
 		}
@@ -456,50 +659,51 @@ func (c *Consumer) escalate(ctx context.Context, o protocol.Outcome, since int64
 		}
 		c.stale.Add(1)
 		c.r.ResetAfterReplay(c.tip)
-		c.event(ConsumerEvent{Kind: EventResumed})
+		c.event(ConsumerEvent{Kind: EventLive})
 		return nil
 	}
 	from := c.tip + 1
 	tcp0 := c.tcpRecords.Load()
 	c.cl.SetTip(c.tip)
+	c.event(ConsumerEvent{Kind: EventCatchingUp, From: from, Outcome: o})
 	target := max(c.r.HighestSeen(), o.Seq, o.GapEnd)
-	if _, err := c.cl.CatchUpTo(ctx, target, c.cfg.CatchUpGrace, c.tcpRecord); err != nil {
+	if _, err := c.cl.CatchUpTo(c.ctx, target, c.grace(), c.tcpRecord); err != nil && c.err == nil {
 		return fmt.Errorf("cast: consumer catch-up after %v: %w", o.Kind, err)
 	}
-	d := time.Duration(c.clock() - since)
+	if c.err != nil {
+		return c.err
+	}
+	d := time.Since(start)
 	c.catchUps.Add(1)
 	c.lastRecovery.Store(int64(d))
 	c.event(ConsumerEvent{Kind: EventCaughtUp, From: from, To: c.tip, Records: c.tcpRecords.Load() - tcp0, Duration: d})
 	c.r.ResetAfterReplay(c.tip)
-	c.event(ConsumerEvent{Kind: EventResumed})
+	c.event(ConsumerEvent{Kind: EventLive})
 	return nil
 }
 
-// persistLoop writes the tip file at most every TipInterval while Run
-// runs, off the receive loop, and once more when Run returns.
-func (c *Consumer) persistLoop() (stop func()) {
-	if c.cfg.Replay.TipPath == "" {
+func (c *Consumer) verifyWait() time.Duration {
+	if c.cfg.VerifyWait == 0 {
+		return defaultVerifyWait
+	}
+	return c.cfg.VerifyWait
+}
+
+func (c *Consumer) grace() time.Duration {
+	switch {
+	case c.cfg.CatchUpGrace == 0:
+		return defaultCatchUpGrace
+	case c.cfg.CatchUpGrace < 0:
+		return 0
+	}
+	return c.cfg.CatchUpGrace
+}
+
+// persister writes the tip file while Run runs (at most every
+// TipInterval, off the loop thread) and once more when it stops.
+func (c *Consumer) persister() (stop func()) {
+	if c.cl == nil {
 		return func() {}
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.Replay.TipInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				_ = c.cl.PersistTip()
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		wg.Wait()
-		_ = c.cl.PersistTip()
-	}
+	return c.cl.StartPersister()
 }

@@ -31,7 +31,7 @@ func BenchmarkOutageRecovery(b *testing.B) {
 			escalated := make(chan time.Time, 64)
 			catchUps := make(chan struct{}, 64)
 			cfg := r.consumerConfig(filepath.Join(b.TempDir(), "c.tip"))
-			if err := replay.WriteTip(cfg.Replay.TipPath, uint64(prefill)); err != nil {
+			if err := replay.WriteTip(cfg.TipPath, uint64(prefill)); err != nil {
 				b.Fatal(err)
 			}
 			var evlog []string

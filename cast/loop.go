@@ -13,6 +13,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/wal"
 )
 
@@ -37,7 +38,8 @@ type Waiter interface {
 	RecvWait(v *batch.Vec, deadline time.Time) (int, error)
 }
 
-// LoopConfig configures a [Loop]. Start from [DefaultLoopConfig].
+// LoopConfig configures a [Loop]. A zero field means its default
+// (DefaultLoopConfig shows them); Path and a core are required.
 type LoopConfig struct {
 	// Path carries the datagrams. The Loop owns it from StartLoop on and
 	// closes it in Close, after its thread has stopped using it.
@@ -98,6 +100,21 @@ type LoopConfig struct {
 	// (default DefaultMaxColdRecords × Slot).
 	ColdBuffers int
 	ColdBufSize int
+	// Source, when valid, is the only address whose data and heartbeats
+	// reach the cores; those from any other address are dropped and
+	// counted in LoopStats.Foreign (a consumer that knows its producer).
+	// Frames for a sender (NAK, Status) pass from anyone: in a multicast
+	// group the other receivers' are useful.
+	Source netip.AddrPort
+	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Start raises
+	// it to the number of spinning loops + 2 when it is lower: a spinning
+	// loop holds a P for good, and the GC, the WAL's and the loop's I/O
+	// goroutines and the application need the others (a loop with the
+	// Park strategy does not count). Start undoes its change when it
+	// fails, and when the last spinning loop stops the value found
+	// before the first raise is restored, unless something else changed
+	// GOMAXPROCS meanwhile.
+	KeepGOMAXPROCS bool
 }
 
 // DefaultLoopConfig returns a spinning, unpinned loop with 64-datagram
@@ -114,30 +131,31 @@ func DefaultLoopConfig() LoopConfig {
 
 // Validate reports the first nonsensical field, wrapped in ErrConfig.
 func (c LoopConfig) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.Path == nil:
-		return fmt.Errorf("%w: loop needs a Path", protocol.ErrConfig)
+		return fmt.Errorf("%w: loop needs a Path", ErrConfig)
 	case c.Sender == nil && c.Receiver == nil:
-		return fmt.Errorf("%w: loop needs a Sender or a Receiver", protocol.ErrConfig)
+		return fmt.Errorf("%w: loop needs a Sender or a Receiver", ErrConfig)
 	case c.Batch < 1 || c.Batch > 1024:
-		return fmt.Errorf("%w: loop Batch %d outside 1..1024", protocol.ErrConfig, c.Batch)
+		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
 	case c.Slot < wal.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
-		return fmt.Errorf("%w: loop Slot %d outside %d..%d", protocol.ErrConfig, c.Slot, wal.HeaderSize+8, protocol.MaxDatagram)
+		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, wal.HeaderSize+8, protocol.MaxDatagram)
 	case c.TickInterval <= 0:
-		return fmt.Errorf("%w: loop TickInterval %v must be > 0", protocol.ErrConfig, c.TickInterval)
+		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
 	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:
-		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", protocol.ErrConfig)
+		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", ErrConfig)
 	case c.SendRing > 0 && c.Sender == nil:
-		return fmt.Errorf("%w: SendRing without a Sender", protocol.ErrConfig)
+		return fmt.Errorf("%w: SendRing without a Sender", ErrConfig)
 	case c.RecvRing > 0 && c.Receiver == nil:
-		return fmt.Errorf("%w: RecvRing without a Receiver", protocol.ErrConfig)
+		return fmt.Errorf("%w: RecvRing without a Receiver", ErrConfig)
 	}
 	if c.Idle.Parks() {
 		if _, ok := c.Path.(Waiter); !ok {
-			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", protocol.ErrConfig)
+			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", ErrConfig)
 		}
 	}
-	return c.Thread.Validate()
+	return cfgerr.Nest("cast", ErrConfig, "Thread", c.Thread.Validate())
 }
 
 // EventKind says what an [Event] reports.
@@ -197,8 +215,9 @@ type LoopStats struct {
 	ColdReads   uint64 // cold reads served by the I/O goroutine
 	ColdErrors  uint64 // cold reads that failed
 	Published   uint64 // records taken from SendRing and sent
-	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see Sender errors)
+	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see SendErr)
 	IOYields    uint64 // idle iterations that gave the core to the WAL's I/O (see LoopConfig.Cold)
+	Foreign     uint64 // datagrams dropped for coming from another address than Source
 }
 
 type coldJob struct {
@@ -269,6 +288,7 @@ type Loop struct {
 	// per iteration: the loop is the only writer) and copied to lsPub
 	// under statsMu with the cores' stats, every tick and at Close.
 	ls, lsPub LoopStats
+	sendErr   atomic.Pointer[error] // see SendErr
 }
 
 // NewLoop builds a Loop without starting it (see [Loop.Start]).
@@ -276,6 +296,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	l := &Loop{
 		cfg:    cfg,
 		path:   cfg.Path,
@@ -353,21 +374,18 @@ func (l *Loop) Feed(d []byte, from netip.AddrPort) {
 // and the I/O goroutine for cold reads. It returns once the thread is
 // placed.
 func (l *Loop) Start() error {
-	if !l.idle.Parks() {
-		// Each spinning loop holds a P for good; leave two for the GC, the
-		// WAL's and the loop's I/O goroutines and the application.
-		affinity.EnsureGOMAXPROCS(int(spinning.Add(1)))
-		l.spins = true
-	}
+	l.raiseProcs()
 	if l.snd != nil {
 		l.ioWG.Add(1)
 		go l.serveIO()
 	}
 	t, err := affinity.GoFor(l.idle.Strategy, l.cfg.Thread, l.run)
 	if err != nil {
+		l.lowerProcs()
 		if l.coldReq != nil {
 			close(l.coldReq)
 			l.ioWG.Wait()
+			l.coldReq = nil // Close must not close it again
 		}
 		return err
 	}
@@ -420,14 +438,9 @@ func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) + 1 }
 // Now is the loop's clock (monotonic ns), as passed to the cores.
 func (l *Loop) Now() int64 { return l.clock() }
 
-// spinning counts the running loops that busy-poll (not Park).
-var spinning atomic.Int32
-
 func (l *Loop) run() {
 	defer close(l.done)
-	if l.spins {
-		defer spinning.Add(-1)
-	}
+	defer l.lowerProcs()
 	for !l.stop.Load() {
 		if !l.iterate() {
 			return
@@ -565,6 +578,10 @@ func (l *Loop) quiet() bool {
 }
 
 func (l *Loop) route(d []byte, from netip.AddrPort) {
+	if l.cfg.Source.IsValid() && from != l.cfg.Source && !toSender(d) {
+		l.ls.Foreign++
+		return
+	}
 	if l.snd != nil && (l.rcv == nil || (len(d) >= 4 && uint16(d[2])|uint16(d[3])<<8 == wal.TypeNak)) {
 		l.snd.Handle(d, from, l.now, l.out)
 		return
@@ -675,7 +692,7 @@ func (l *Loop) fail(err error) bool {
 // Sender's (e.g. wal.ErrBackpressure).
 func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 	if l.snd == nil {
-		return 0, fmt.Errorf("%w: loop has no Sender", protocol.ErrConfig)
+		return 0, fmt.Errorf("%w: loop has no Sender", ErrConfig)
 	}
 	seq, err := l.snd.Send(typ, payload, l.now, l.out)
 	if err == protocol.ErrBatchFull {
@@ -695,7 +712,10 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 // when the loop is behind: retry later.
 func (l *Loop) Publish(typ uint16, payload []byte) error {
 	if l.sendRing == nil {
-		return fmt.Errorf("%w: loop has no SendRing", protocol.ErrConfig)
+		return fmt.Errorf("%w: loop has no SendRing", ErrConfig)
+	}
+	if err := l.checkRecord(typ, payload); err != nil {
+		return err
 	}
 	return l.sendRing.Push(typ, 0, payload)
 }
@@ -713,8 +733,10 @@ func (l *Loop) drainSendRing() bool {
 		}
 		_, err := l.Send(typ, p)
 		if err == protocol.ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
-			break // leave it queued
+			l.noteSendErr(err) // a failing WAL flush is backpressure too: say so
+			break              // leave it queued
 		}
+		l.noteSendErr(err)
 		if err != nil {
 			l.ls.PublishErrs++
 		} else {

@@ -637,14 +637,15 @@ func TestLoopConfigValidate(t *testing.T) {
 	for _, mod := range []func(*LoopConfig){
 		func(c *LoopConfig) { c.Path = nil },
 		func(c *LoopConfig) { c.Sender = nil },
-		func(c *LoopConfig) { c.Batch = 0 },
+		func(c *LoopConfig) { c.Batch = -1 },
+		func(c *LoopConfig) { c.Batch = 2000 },
 		func(c *LoopConfig) { c.RecvRing = 8 },
 		func(c *LoopConfig) { c.Path = noWait{c.Path}; c.Idle.Strategy = affinity.Park },
 	} {
 		c := DefaultLoopConfig()
 		c.Path, c.Sender = pa, snd
 		mod(&c)
-		if err := c.Validate(); !errors.Is(err, protocol.ErrConfig) {
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("accepted: %v", err)
 		}
 	}
@@ -793,4 +794,19 @@ func TestLoopYieldsToWALIO(t *testing.T) {
 			t.Errorf("%s: %.1f allocations per iteration", s.name, a)
 		}
 	}
+}
+
+// TestLoopZeroConfig: a LoopConfig with only Path and a core set is a
+// valid loop with the defaults.
+func TestLoopZeroConfig(t *testing.T) {
+	pa, _ := openPair(t, "udp", false)
+	snd, _ := protocol.NewSender(protocol.SenderConfig{}, nil)
+	l, err := NewLoop(LoopConfig{Path: pa, Sender: snd})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := DefaultLoopConfig(); l.cfg.Batch != d.Batch || l.cfg.Slot != d.Slot || l.cfg.TickInterval != d.TickInterval {
+		t.Fatalf("defaults not applied: %+v", l.cfg)
+	}
+	l.Close()
 }

@@ -25,7 +25,9 @@ import (
 // ends Run (or CatchUp, RunOnce) with that error, without retrying.
 type Handler func(h wal.Header, payload []byte) error
 
-// ClientConfig configures a [Client]. Start from [DefaultClientConfig].
+// ClientConfig configures a [Client]. A zero field means its default
+// (DefaultClientConfig shows them); Endpoints and TLS (or Plaintext) must
+// be set.
 type ClientConfig struct {
 	// Endpoints are host:port addresses tried in order on every
 	// (re)connect: newest source first (the producer), then archives.
@@ -62,12 +64,14 @@ type ClientConfig struct {
 	KeepAlive time.Duration
 	// Backoff is the delay before retry n (n-1 consecutive errors
 	// before), the last entry repeating; each is scaled by a uniform
-	// factor in [1−Jitter, 1+Jitter).
+	// factor in [1−Jitter, 1+Jitter) (default 1/2/4/8/30 s ±20 %;
+	// negative Jitter: none).
 	Backoff []time.Duration
 	Jitter  float64
 	// RetryBudget: Run gives up with ErrBlocked after more than this many
 	// consecutive failed connections (a connection that delivered a
-	// record or a CaughtUp resets the count).
+	// record or a CaughtUp resets the count). Default 20; negative: no
+	// retry.
 	RetryBudget int
 	// BufferBytes is the read buffer per connection, in bytes.
 	BufferBytes int
@@ -95,6 +99,7 @@ func DefaultClientConfig() ClientConfig {
 
 // Validate reports a configuration the client cannot run with.
 func (c ClientConfig) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case len(c.Endpoints) == 0:
 		return fmt.Errorf("%w: no endpoints", ErrConfig)
@@ -194,6 +199,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	c := &Client{cfg: cfg, buf: make([]byte, wal.HeaderSize+wal.MaxPayload)}
 	tip := cfg.StartTip
 	if cfg.TipPath != "" {
@@ -306,7 +312,7 @@ type catchGoal struct {
 // CatchUpOnce is CatchUp without retries: one pass over the endpoints,
 // ending at the first CaughtUp (nil error) or with the pass's failure.
 func (c *Client) CatchUpOnce(ctx context.Context, h Handler) (uint64, error) {
-	stop := c.startPersister()
+	stop := c.StartPersister()
 	defer stop()
 	_, err := c.pass(ctx, h, &catchGoal{})
 	if errors.Is(err, errCaughtUp) {
@@ -319,14 +325,14 @@ func (c *Client) CatchUpOnce(ctx context.Context, h Handler) (uint64, error) {
 // nil on a clean end of stream, ErrStop from the handler as is, and the
 // failure otherwise (ErrAllEndpoints when no endpoint could serve).
 func (c *Client) RunOnce(ctx context.Context, h Handler) error {
-	stop := c.startPersister()
+	stop := c.StartPersister()
 	defer stop()
 	_, err := c.pass(ctx, h, nil)
 	return err
 }
 
 func (c *Client) loop(ctx context.Context, h Handler, goal *catchGoal) error {
-	stop := c.startPersister()
+	stop := c.StartPersister()
 	defer stop()
 	fails := 0
 	for {
@@ -374,10 +380,13 @@ func (c *Client) backoff(n int) time.Duration {
 	return time.Duration(float64(b) * f)
 }
 
-// startPersister writes the tip file at most every TipInterval while a
-// pass runs, off the delivery path (a file write plus two fsyncs take
-// milliseconds). The returned stop writes the final tip synchronously.
-func (c *Client) startPersister() (stop func()) {
+// StartPersister writes the tip file at most every TipInterval, off the
+// delivery path (a file write plus two fsyncs take milliseconds), until
+// the returned stop is called; stop writes the final tip synchronously.
+// Run and the catch-ups start one for their passes; a consumer that also
+// moves the tip with SetTip (records it got over UDP) starts one for its
+// whole life. A no-op without a TipPath.
+func (c *Client) StartPersister() (stop func()) {
 	if c.cfg.TipPath == "" {
 		return func() {}
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
-// ServerConfig configures a [Server]. Start from [DefaultServerConfig].
+// ServerConfig configures a [Server]. A zero field means its default
+// (DefaultServerConfig shows them); TLS (or Plaintext) must be set.
 type ServerConfig struct {
 	// TLS is the server's TLS config (certificate required). It is used
 	// with TLS 1.3 as the minimum version. Required unless Plaintext.
@@ -39,7 +40,7 @@ type ServerConfig struct {
 	// server. Must be below the clients' IdleTimeout.
 	KeepaliveInterval time.Duration
 	// MaxConns caps concurrent connections; further ones are closed at
-	// once (counted in Refused). 0 means no cap.
+	// once (counted in Refused). Default 1024; negative: no cap.
 	MaxConns int
 	// OnDisconnect, when set, is called once per served connection as it
 	// ends, from that connection's goroutine. It must not block.
@@ -61,6 +62,7 @@ func DefaultServerConfig() ServerConfig {
 
 // Validate reports a configuration the server cannot run with.
 func (c ServerConfig) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.Plaintext && c.TLS != nil:
 		return fmt.Errorf("%w: Plaintext with a TLS config", ErrConfig)
@@ -132,6 +134,7 @@ func NewServer(cfg ServerConfig, sources ...Source) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	s := &Server{cfg: cfg, sources: map[uint32]Source{}, lns: map[net.Listener]struct{}{}, conns: map[net.Conn]struct{}{}}
 	for _, src := range sources {
 		if _, dup := s.sources[src.Stream()]; dup {

@@ -119,7 +119,7 @@ func vethRTT(c rttCase, n, warm, size int) (benchkit.Summary, uint32, int, error
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
 	var stop atomic.Bool
 	echoErr := make(chan error, 1)
-	echo, err := affinity.Go(affinity.Config{CPU: 1}, func() {
+	echo, err := affinity.Go(affinity.OnCPU(1), func() {
 		buf := make([]byte, 2048)
 		for !stop.Load() {
 			k, err := recvSpin(fb, buf, &stop, time.Now().Add(time.Second).UnixNano())
@@ -142,7 +142,7 @@ func vethRTT(c rttCase, n, warm, size int) (benchkit.Summary, uint32, int, error
 	samples := benchkit.NewSamples(n)
 	lost := 0
 	var cerr error
-	client, err := affinity.Go(affinity.Config{CPU: 0}, func() {
+	client, err := affinity.Go(affinity.OnCPU(0), func() {
 		out := make([]byte, size)
 		in := make([]byte, 2048)
 		for i := range warm + n {

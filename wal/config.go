@@ -10,8 +10,9 @@ import (
 	"github.com/walcast/walcast/internal/feature"
 )
 
-// Config configures a [Writer]. Build it with [DefaultConfig] and change
-// fields; [Open] calls [Config.Validate].
+// Config configures a [Writer]. A zero field means its default
+// (DefaultConfig shows them); only Dir is required. [Open] calls
+// [Config.Validate].
 type Config struct {
 	// Dir is the WAL root. The stream's files live in Dir/<Stream>/ (the
 	// reference layout, see [StreamDir]); Open creates it.
@@ -45,8 +46,8 @@ type Config struct {
 	// ErrBackpressure.
 	BlockOnBackpressure bool
 	// Retention is the age (file mtime) after which a sealed segment is
-	// deleted; pruning runs at every rotation (default 4 h). Zero keeps
-	// everything.
+	// deleted; pruning runs at every rotation (default 4 h; negative:
+	// keep everything).
 	Retention time.Duration
 	// SeqReserve is how many seqs the I/O goroutine reserves durably
 	// ahead of the appender (default 65536; at least 64). Append never
@@ -103,25 +104,26 @@ const (
 
 // Validate reports the first field that is out of range.
 func (c Config) Validate() error {
+	c = c.withDefaults()
 	switch {
 	case c.Dir == "":
-		return errors.New("wal: config: Dir is empty")
+		return fmt.Errorf("%w: Dir is empty", ErrConfig)
 	case c.SegmentSize < MinSegmentSize || c.SegmentSize > MaxSegmentSize:
-		return fmt.Errorf("wal: config: SegmentSize %d outside [%d, %d]", c.SegmentSize, MinSegmentSize, int64(MaxSegmentSize))
+		return fmt.Errorf("%w: SegmentSize %d outside [%d, %d]", ErrConfig, c.SegmentSize, MinSegmentSize, int64(MaxSegmentSize))
 	case c.BufferSize < MinBufferSize || c.BufferSize > MaxBufferSize:
-		return fmt.Errorf("wal: config: BufferSize %d outside [%d, %d]", c.BufferSize, MinBufferSize, MaxBufferSize)
+		return fmt.Errorf("%w: BufferSize %d outside [%d, %d]", ErrConfig, c.BufferSize, MinBufferSize, MaxBufferSize)
 	case c.FlushInterval <= 0:
-		return fmt.Errorf("wal: config: FlushInterval %v must be positive", c.FlushInterval)
+		return fmt.Errorf("%w: FlushInterval %v must be positive", ErrConfig, c.FlushInterval)
 	case c.FlushRecords <= 0:
-		return fmt.Errorf("wal: config: FlushRecords %d must be positive", c.FlushRecords)
+		return fmt.Errorf("%w: FlushRecords %d must be positive", ErrConfig, c.FlushRecords)
 	case c.FlushBytes <= 0:
-		return fmt.Errorf("wal: config: FlushBytes %d must be positive", c.FlushBytes)
+		return fmt.Errorf("%w: FlushBytes %d must be positive", ErrConfig, c.FlushBytes)
 	case c.MaxFlushLag <= 0:
-		return fmt.Errorf("wal: config: MaxFlushLag %v must be positive", c.MaxFlushLag)
+		return fmt.Errorf("%w: MaxFlushLag %v must be positive", ErrConfig, c.MaxFlushLag)
 	case c.SeqReserve < MinSeqReserve:
-		return fmt.Errorf("wal: config: SeqReserve %d below %d", c.SeqReserve, MinSeqReserve)
+		return fmt.Errorf("%w: SeqReserve %d below %d", ErrConfig, c.SeqReserve, MinSeqReserve)
 	case c.Retention < 0:
-		return fmt.Errorf("wal: config: Retention %v is negative", c.Retention)
+		return fmt.Errorf("%w: Retention %v is negative", ErrConfig, c.Retention)
 	}
 	return nil
 }

@@ -180,7 +180,7 @@ func (o castStream) run() (castOutcome, error) {
 	} else {
 		rl := cast.DefaultLoopConfig()
 		rl.Path, rl.Receiver = rp, rcv
-		rl.Thread = affinity.Config{CPU: o.CPUB}
+		rl.Thread = affinity.OnCPU(o.CPUB)
 		rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { onRecord(h, p) }
 		rl.OnEvent = func(e cast.Event) {
 			evMu.Lock()
@@ -210,7 +210,7 @@ func (o castStream) run() (castOutcome, error) {
 	var startNS int64
 	sl := cast.DefaultLoopConfig()
 	sl.Path, sl.Sender, sl.Cold = sp, snd, cold
-	sl.Thread = affinity.Config{CPU: o.CPUA}
+	sl.Thread = affinity.OnCPU(o.CPUA)
 	sl.OnPoll = func(l *cast.Loop, now int64) {
 		if stopSending.Load() {
 			return
@@ -329,22 +329,20 @@ func startConsumer(o castStream, path datapath.Path, w *wal.Writer, dir string, 
 	}
 	go srv.Serve(ln)
 	resumed := make(chan struct{}, 1)
-	cfg := cast.DefaultConsumerConfig()
-	cfg.Replay.Endpoints = []string{ln.Addr().String()}
-	cfg.Replay.TLS = ctls
-	cfg.Replay.TLS.ServerName = "localhost"
-	cfg.Replay.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
-	cfg.Replay.RetryBudget = 100
+	ctls.ServerName = "localhost"
+	cfg := cast.ConsumerConfig{Path: path, Replay: []string{ln.Addr().String()}, TLS: ctls, Thread: affinity.OnCPU(o.CPUB)}
+	cfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
+	cfg.ReplayClient.RetryBudget = 100
 	cfg.OnEvent = func(e cast.ConsumerEvent) {
 		event(fmt.Sprintf("%v %v rec=%d in %v", e.Kind, e.Outcome.Kind, e.Records, e.Duration.Round(time.Millisecond)))
-		if e.Kind == cast.EventResumed {
+		if e.Kind == cast.EventLive {
 			select {
 			case resumed <- struct{}{}:
 			default:
 			}
 		}
 	}
-	c, err := cast.NewConsumer(cfg, path)
+	c, err := cast.NewConsumer(cfg)
 	if err != nil {
 		srv.Close()
 		return nil, nil, err
@@ -352,8 +350,7 @@ func startConsumer(o castStream, path datapath.Path, w *wal.Writer, dir string, 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		harness.Pin(o.CPUB)
-		done <- c.Run(ctx, func(h wal.Header, p []byte) error { deliver(h, p); return nil })
+		done <- c.Run(ctx, func(r cast.Record) error { deliver(wal.Header{Type: r.Type, CRC: r.CRC}, r.Payload); return nil })
 	}()
 	select {
 	case <-resumed:
@@ -454,7 +451,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	var echoPending bool
 	el := cast.DefaultLoopConfig()
 	el.Path, el.Sender, el.Receiver = ep, es, er
-	el.Thread = affinity.Config{CPU: cfg.ServerCPU}
+	el.Thread = affinity.OnCPU(cfg.ServerCPU)
 	el.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
 		copy(echoBuf, p)
 		echoPending = true
@@ -487,7 +484,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	total := cfg.Warmup + cfg.N
 	cl := cast.DefaultLoopConfig()
 	cl.Path, cl.Sender, cl.Receiver = pa, cs, cr
-	cl.Thread = affinity.Config{CPU: cfg.ClientCPU}
+	cl.Thread = affinity.OnCPU(cfg.ClientCPU)
 	cl.OnPoll = func(l *cast.Loop, now int64) {
 		if inflight || finished.Load() {
 			return

@@ -122,7 +122,7 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 	var lastSeq atomic.Uint64
 	rl := cast.DefaultLoopConfig()
 	rl.Path, rl.Receiver = gp, rcv
-	rl.Thread = affinity.Config{CPU: o.Harness.ServerCPU}
+	rl.Thread = affinity.OnCPU(o.Harness.ServerCPU)
 	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
 		seq := wal.Seq(p)
 		if (seq-1)%burst == 0 {
@@ -144,7 +144,7 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 	var next int64
 	sl := cast.DefaultLoopConfig()
 	sl.Path, sl.Sender, sl.Cold = pa, snd, w
-	sl.Thread = affinity.Config{CPU: o.Harness.ClientCPU}
+	sl.Thread = affinity.OnCPU(o.Harness.ClientCPU)
 	sl.OnPoll = func(l *cast.Loop, now int64) {
 		if sent >= trials*burst || now < next {
 			return

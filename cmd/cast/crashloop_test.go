@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/datapath/udp"
@@ -98,14 +99,12 @@ func runCrashLoop(t *testing.T, kills int) {
 	}
 	path := drop.New(up, drop.Config{RecvPct: 0.5, Seed: 16}, 64, 2048)
 	defer path.Close()
-	ccfg := cast.DefaultConsumerConfig()
-	ccfg.Receiver.Sender = netip.MustParseAddrPort(senderAddr)
-	ccfg.Replay.Endpoints = []string{ln.Addr().String()}
-	ccfg.Replay.Plaintext = true
-	ccfg.Replay.Stream = 1
-	ccfg.Replay.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
-	ccfg.Replay.RetryBudget = 100
-	ccfg.IdleSleep = 20 * time.Microsecond
+	ccfg := cast.ConsumerConfig{
+		Path: path, From: netip.MustParseAddrPort(senderAddr), Replay: []string{ln.Addr().String()}, Plaintext: true, Stream: 1,
+		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
+	}
+	ccfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
+	ccfg.ReplayClient.RetryBudget = 100
 	ccfg.OnEvent = func(e cast.ConsumerEvent) {
 		if e.Kind == cast.EventSkipped {
 			cl.skips++
@@ -114,7 +113,7 @@ func runCrashLoop(t *testing.T, kills int) {
 			}
 		}
 	}
-	c, err := cast.NewConsumer(ccfg, path)
+	c, err := cast.NewConsumer(ccfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,9 +122,9 @@ func runCrashLoop(t *testing.T, kills int) {
 	runDone := make(chan struct{})
 	go func() {
 		defer close(runDone)
-		err := c.Run(ctx, func(h wal.Header, p []byte) error {
+		err := c.Run(ctx, func(r cast.Record) error {
 			cl.mu.Lock()
-			cl.got = append(cl.got, kept{seq: wal.Seq(p), crc: h.CRC, typ: h.Type})
+			cl.got = append(cl.got, kept{seq: r.Seq, crc: r.CRC, typ: r.Type})
 			cl.mu.Unlock()
 			return nil
 		})

@@ -157,7 +157,7 @@ func runDemo(args []string) error {
 	lat := benchkit.NewSamples(*n)
 	var next uint64 = 0
 	rl := cast.DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Thread = b, rcv, affinity.Config{CPU: cpus[1]}
+	rl.Path, rl.Receiver, rl.Thread = b, rcv, affinity.OnCPU(cpus[1])
 	rl.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
 		seq := wal.Seq(p)
 		if next != 0 && seq != next {
@@ -184,7 +184,7 @@ func runDemo(args []string) error {
 	var sent atomic.Int64
 	done := make(chan struct{})
 	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold, sl.Thread = a, snd, cold, affinity.Config{CPU: cpus[0]}
+	sl.Path, sl.Sender, sl.Cold, sl.Thread = a, snd, cold, affinity.OnCPU(cpus[0])
 	// Both loops share one clock origin (the receiver's), so send times
 	// stamped by the sender are comparable on delivery.
 	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, window: *window, delivered: &delivered}, &sent, done)

@@ -105,7 +105,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 func (nf *netFlags) loop(p datapath.Path) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
 	c.Path, c.Batch = p, nf.batch
-	c.Thread.CPU = nf.pin
+	c.Thread = affinity.OnCPU(nf.pin)
 	s, err := affinity.ParseStrategy(nf.idle)
 	if err != nil {
 		return c, err

@@ -163,7 +163,7 @@ func BenchmarkRTT(b *testing.B) {
 			errc := make(chan error, 2)
 			// Stopped and joined before the deferred Closes run.
 			esend := benchkit.NewSamples(b.N + 2000)
-			e, err := affinity.Go(affinity.Config{CPU: 1}, func() { echo(srv, &stop, errc, esend) })
+			e, err := affinity.Go(affinity.OnCPU(1), func() { echo(srv, &stop, errc, esend) })
 			must(b, err)
 			defer func() { stop.Store(true); e.Wait() }()
 			rtt, send := benchkit.NewSamples(b.N), benchkit.NewSamples(b.N)
@@ -171,7 +171,7 @@ func BenchmarkRTT(b *testing.B) {
 			var runErr error
 			b.ResetTimer()
 			var sw [5]int64
-			c, err := affinity.Go(affinity.Config{CPU: 0}, func() {
+			c, err := affinity.Go(affinity.OnCPU(0), func() {
 				ctr := openSW()
 				lost, runErr = ping(cli, b.N, 1000, rtt, send)
 				sw = ctr.read()
@@ -279,7 +279,7 @@ func BenchmarkThroughput(b *testing.B) {
 			var got atomic.Int64
 			var stop atomic.Bool
 			var last atomic.Int64 // unix ns of the last arrival
-			r, err := affinity.Go(affinity.Config{CPU: 1}, func() {
+			r, err := affinity.Go(affinity.OnCPU(1), func() {
 				v := batch.New(64, 2048)
 				for i := 0; ; i++ {
 					n, err := rcv.Recv(v)
@@ -300,7 +300,7 @@ func BenchmarkThroughput(b *testing.B) {
 			msg := make([]byte, 144)
 			var sendErr error
 			start := time.Now()
-			s, err := affinity.Go(affinity.Config{CPU: 0}, func() {
+			s, err := affinity.Go(affinity.OnCPU(0), func() {
 				for sent := 0; sent < b.N; {
 					v.Reset()
 					for i := 0; i < 64 && sent+i < b.N; i++ {

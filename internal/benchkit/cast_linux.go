@@ -93,7 +93,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	echo, err := newEchoLoop(b, affinity.Config{CPU: c.CPUs[1]}, c.Mode, c.Batch)
+	echo, err := newEchoLoop(b, affinity.OnCPU(c.CPUs[1]), c.Mode, c.Batch)
 	if err != nil {
 		a.Close()
 		b.Close()
@@ -127,7 +127,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 		outstanding = true
 	}
 	var start time.Time
-	cfg, err := loopConfig(a, affinity.Config{CPU: c.CPUs[0]}, c.Mode, true, true)
+	cfg, err := loopConfig(a, affinity.OnCPU(c.CPUs[0]), c.Mode, true, true)
 	if err != nil {
 		return Row{}, err
 	}
@@ -296,7 +296,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	}
 	var delivered atomic.Int64
 	rl := cast.DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Batch, rl.Thread = b, rcv, c.Batch, affinity.Config{CPU: c.CPUs[1]}
+	rl.Path, rl.Receiver, rl.Batch, rl.Thread = b, rcv, c.Batch, affinity.OnCPU(c.CPUs[1])
 	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { delivered.Add(1) }
 	rloop, err := cast.StartLoop(rl)
 	if err != nil {
@@ -308,7 +308,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var produced atomic.Int64
 	var stop atomic.Bool
 	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold, sl.Batch, sl.Thread = a, snd, cold, c.Batch, affinity.Config{CPU: c.CPUs[0]}
+	sl.Path, sl.Sender, sl.Cold, sl.Batch, sl.Thread = a, snd, cold, c.Batch, affinity.OnCPU(c.CPUs[0])
 	var sendErr error
 	sl.OnPoll = func(l *cast.Loop, now int64) {
 		if stop.Load() {

@@ -50,5 +50,5 @@ func (c RTTConfig) Validate() error {
 }
 
 func (c RTTConfig) pin(i int) affinity.Config {
-	return affinity.Config{CPU: c.CPUs[i]}
+	return affinity.OnCPU(c.CPUs[i])
 }

@@ -40,7 +40,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 	var stop, sending atomic.Bool
 	var got, bad atomic.Int64
 	var rxErr error
-	recv, err := affinity.Go(affinity.Config{CPU: c.CPUs[1]}, func() {
+	recv, err := affinity.Go(affinity.OnCPU(c.CPUs[1]), func() {
 		v := batch.New(c.Batch, 2048)
 		var n64, b64 int64
 		for !stop.Load() {
@@ -70,7 +70,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 	var txErr error
 	var el time.Duration
 	sending.Store(true)
-	send, err := affinity.Go(affinity.Config{CPU: c.CPUs[0]}, func() {
+	send, err := affinity.Go(affinity.OnCPU(c.CPUs[0]), func() {
 		v := batch.New(c.Batch, 2048)
 		frame := make([]byte, c.Size)
 		for i := 0; i < c.Batch; i++ {

@@ -430,19 +430,18 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	rv.tap = newReceiverTap(p, r.cfg.Records)
 	tap := rv.tap
 	rv.mu.Unlock()
-	cc := cast.DefaultConsumerConfig()
-	cc.Receiver = r.receiverConfig(control)
-	cc.Replay.Endpoints = []string{r.srvLn.Addr().String()}
-	cc.Replay.Plaintext = true
-	cc.Replay.StartTip = tip
-	cc.IdleSleep = 20 * time.Microsecond
-	cons, err := cast.NewConsumer(cc, tap)
+	cc := cast.ConsumerConfig{
+		Path: tap, Receiver: r.receiverConfig(control), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip,
+		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
+	}
+	cons, err := cast.NewConsumer(cc)
 	if err != nil {
 		p.Close()
 		return err
 	}
 	defer p.Close()
-	err = cons.Run(ctx, func(h wal.Header, payload []byte) error {
+	err = cons.Run(ctx, func(rec cast.Record) error {
+		payload := rec.Payload
 		st := cons.Stats()
 		// Records of the bootstrap come over TCP until the first catch-up
 		// completes; the rest from UDP (a later escalation counts as TCP

@@ -20,7 +20,7 @@ import (
 // loss rows). tid receives the loop thread's id on its first iteration.
 func loopCfg(p datapath.Path, cpu, batch int, sender, receiver bool, tid *atomic.Int64) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
-	c.Path, c.Thread, c.Batch = p, affinity.Config{CPU: cpu}, batch
+	c.Path, c.Thread, c.Batch = p, affinity.OnCPU(cpu), batch
 	if sender {
 		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 		if err != nil {

@@ -1,0 +1,521 @@
+package cast
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/replay"
+	"github.com/walcast/walcast/wal"
+)
+
+// ProducerConfig configures a [Producer]. The zero value of every field
+// means its default; To (or a connected Path) is the one field a
+// producer needs.
+type ProducerConfig struct {
+	// To is where the stream goes: a consumer's UDP address, as its
+	// Consumer.Addr reports it.
+	To netip.AddrPort
+	// Local is the UDP address to send from and receive NAKs on (default:
+	// the unspecified address of To's family, on a free port).
+	// Producer.Addr reports the address bound.
+	Local netip.AddrPort
+	// Dir is the root directory of the write-ahead log: every record is
+	// appended to Dir/<Stream>/ before it is sent, retransmits of records
+	// older than the hot ring are read back from it, and the replay
+	// server serves catch-up from it. A restarted producer continues the
+	// seqs where the log ends. Empty: no log — records live only in the
+	// sender's hot ring (Sender.RingSlots, 4096 by default), and a
+	// consumer that falls further behind cannot catch up.
+	Dir string
+	// Stream is the stream id (default 0): the WAL's <sid> and what a
+	// consumer asks the replay server for.
+	Stream uint32
+	// Replay serves TCP catch-up from the WAL on the UDP socket's address
+	// and port (TCP and UDP ports are separate spaces), which is where a
+	// consumer that learnt the producer's address looks for it. Needs
+	// Dir, and TLS or Plaintext.
+	Replay bool
+	// ReplayAddr serves catch-up on this TCP address instead
+	// ("host:port"; port 0 picks one). It implies Replay.
+	ReplayAddr string
+	// TLS is the replay server's TLS config (a certificate; TLS 1.3).
+	// Required with Replay unless Plaintext.
+	TLS *tls.Config
+	// Plaintext serves catch-up without TLS; it must be asked for.
+	Plaintext bool
+	// Path replaces the UDP socket: datapath/mmsg or datapath/xdp for
+	// throughput, datapath/mem in tests. The Producer owns it and closes
+	// it. Local is then ignored; To may be zero for a connected Path.
+	Path datapath.Path
+	// Thread pins the loop's OS thread (default: locked, unpinned).
+	Thread affinity.Config
+	// Idle is what the loop does when it found nothing to do (default:
+	// spin, the lowest latency at the cost of one busy CPU; affinity.Park
+	// sleeps on the socket until a datagram or the next 1 ms tick).
+	Idle affinity.Idler
+	// PublishSlots is the number of records Publish can queue for the
+	// loop (default 4096; rounded up to a power of two).
+	PublishSlots int
+	// KeepGOMAXPROCS leaves GOMAXPROCS alone; by default a spinning loop
+	// raises it (see LoopConfig.KeepGOMAXPROCS).
+	KeepGOMAXPROCS bool
+	// OnPoll, when set, is called on the loop thread once per iteration
+	// with the loop's clock: a producer that lives inside the loop sends
+	// there with l.Send (a paced benchmark, say), without the publish
+	// queue. Flush and Close cover only what Publish accepted.
+	OnPoll func(l *Loop, now int64)
+	// WAL tunes the log (segment size, flush cadence, retention); its
+	// Dir and Stream come from the fields above and must be left empty.
+	WAL wal.Config
+	// Sender tunes the protocol sender (hot ring, heartbeat, frame size);
+	// its Dest comes from To and must be left zero.
+	Sender protocol.SenderConfig
+	// ReplayServer tunes the replay server; its TLS and Plaintext come
+	// from the fields above and must be left zero.
+	ReplayServer replay.ServerConfig
+}
+
+func (c ProducerConfig) check() error {
+	bad := func(field, f string, a ...any) error { return cfgerr.New("cast", ErrConfig, field, f, a...) }
+	switch {
+	case !c.To.IsValid() && c.Path == nil:
+		return bad("To", "a producer needs a destination (a consumer's Addr) or a connected Path")
+	case c.WAL.Dir != "" || c.WAL.Stream != 0:
+		return bad("WAL", "Dir and Stream come from ProducerConfig.Dir and Stream; leave them zero here")
+	case c.Sender.Dest.IsValid():
+		return bad("Sender.Dest", "the destination is ProducerConfig.To; leave Dest zero")
+	case c.ReplayServer.TLS != nil || c.ReplayServer.Plaintext:
+		return bad("ReplayServer", "TLS and Plaintext come from ProducerConfig.TLS and Plaintext; leave them zero here")
+	case (c.Replay || c.ReplayAddr != "") && c.Dir == "":
+		return bad("Replay", "catch-up is served from the WAL: set Dir")
+	case c.PublishSlots < 0:
+		return bad("PublishSlots", "%d is negative", c.PublishSlots)
+	}
+	if err := c.Sender.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Sender", err)
+	}
+	if err := c.Thread.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Thread", err)
+	}
+	if c.Replay || c.ReplayAddr != "" {
+		sc := c.ReplayServer
+		sc.TLS, sc.Plaintext = c.TLS, c.Plaintext
+		if err := sc.Validate(); err != nil {
+			return cfgerr.Nest("cast", ErrConfig, "ReplayServer", err)
+		}
+	}
+	if c.Dir != "" {
+		wc := c.WAL
+		wc.Dir, wc.Stream = c.Dir, c.Stream
+		if err := wc.Validate(); err != nil {
+			return cfgerr.Nest("cast", ErrConfig, "WAL", err)
+		}
+	}
+	return nil
+}
+
+// Producer publishes one stream: records are appended to the WAL (when
+// Dir is set), sent over UDP by a protocol Sender on its own loop thread
+// (pinned per Thread), retransmitted when a consumer NAKs them (from the
+// hot ring, else from the WAL off the hot thread), and served over TCP
+// to consumers that fall behind (with Replay). Publish, TryPublish,
+// Flush and Close may be called from any goroutine.
+type Producer struct {
+	cfg   ProducerConfig
+	w     *wal.Writer
+	snd   *protocol.Sender
+	loop  *Loop
+	srv   *replay.Server
+	ln    net.Listener
+	srvWG sync.WaitGroup
+
+	maxPayload int
+
+	pubMu    sync.Mutex // one Publish at a time: the queue has one producer
+	accepted atomic.Uint64
+	closing  atomic.Bool
+
+	// Progress, published by the loop thread in onPoll.
+	prevN, prevSeq uint64 // loop thread only
+	sentN, sentSeq atomic.Uint64
+	waiting        atomic.Int32
+	wake           chan struct{}
+	userPoll       func(*Loop, int64)
+	closeOnce      sync.Once
+	closeErr       error
+}
+
+// NewProducer opens the WAL, the UDP socket (or takes cfg.Path) and the
+// replay listener, and starts the loop. Everything it opened is closed
+// again when it fails.
+func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	p := &Producer{cfg: cfg, wake: make(chan struct{}, 1), userPoll: cfg.OnPoll}
+	defer func() {
+		if err != nil {
+			p.release()
+		}
+	}()
+	if cfg.Dir != "" {
+		wc := cfg.WAL
+		wc.Dir, wc.Stream = cfg.Dir, cfg.Stream
+		if p.w, err = wal.Open(wc); err != nil {
+			return nil, fmt.Errorf("cast: producer: %w", err)
+		}
+	}
+	path, err := p.openPath()
+	if err != nil {
+		return nil, err
+	}
+	sc := cfg.Sender
+	if !connected(path) {
+		sc.Dest = cfg.To
+		if cfg.To.Addr().IsMulticast() {
+			sc.AcceptAnyNakSource = true // NAKs come from the members, never from the group
+		}
+	}
+	var log protocol.Log
+	var cold ColdReader
+	if p.w != nil {
+		log, cold = p.w, p.w
+	}
+	if p.snd, err = protocol.NewSender(sc, log); err != nil {
+		path.Close()
+		return nil, err
+	}
+	mf := sc.MaxFrame
+	if mf == 0 {
+		mf = protocol.DefaultMaxFrame
+	}
+	p.maxPayload = min(mf-wal.HeaderSize, wal.MaxPayload)
+	lc := LoopConfig{
+		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
+		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf,
+		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll,
+	}
+	if lc.SendRing == 0 {
+		lc.SendRing = 4096
+	}
+	if p.loop, err = NewLoop(lc); err != nil {
+		path.Close()
+		return nil, err
+	}
+	p.prevSeq = p.snd.NextSeq() - 1
+	p.sentSeq.Store(p.prevSeq)
+	if err := p.loop.Start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// ProducerStats are a [Producer]'s counters (safe to read at any time;
+// exact after Close).
+type ProducerStats struct {
+	Published uint64 // records Publish and TryPublish accepted
+	Sent      uint64 // of those, records handed to the datapath
+	// LastSeq is the seq of the last record sent (with a WAL, at first
+	// the last seq of the log the producer reopened; 0: none).
+	LastSeq uint64
+	Durable uint64 // highest seq durable in the WAL (0 without one)
+	Sender  protocol.SenderStats
+	Loop    LoopStats
+	WAL     wal.Stats          // zero without a WAL
+	Replay  replay.ServerStats // zero without Replay
+}
+
+// Stats returns the counters.
+func (p *Producer) Stats() ProducerStats {
+	s := ProducerStats{
+		Published: p.accepted.Load(), Sent: p.sentN.Load(), LastSeq: p.sentSeq.Load(),
+		Sender: p.loop.SenderStats(), Loop: p.loop.Stats(),
+	}
+	if p.w != nil {
+		s.Durable, s.WAL = p.w.Durable(), p.w.Stats()
+	}
+	if p.srv != nil {
+		s.Replay = p.srv.Stats()
+	}
+	return s
+}
+
+// openPath opens the UDP socket (unless cfg.Path is given), connected to
+// To when To is unicast, and with Replay the TCP listener on the same
+// address and port: when that port is taken on TCP and the UDP port was
+// the kernel's pick, it tries again with another.
+func (p *Producer) openPath() (datapath.Path, error) {
+	c := p.cfg
+	serve := c.Replay || c.ReplayAddr != ""
+	if c.Path != nil {
+		if serve {
+			addr := c.ReplayAddr
+			if addr == "" {
+				addr = c.Path.LocalAddr().String()
+			}
+			if err := p.listen(addr); err != nil {
+				return nil, err
+			}
+		}
+		return c.Path, nil
+	}
+	peer := c.To
+	if peer.Addr().IsMulticast() {
+		peer = netip.AddrPort{}
+	}
+	for try := 0; ; try++ {
+		path, err := openUDP(c.Local, peer)
+		if err != nil {
+			return nil, fmt.Errorf("cast: producer: %w", err)
+		}
+		if !serve {
+			return path, nil
+		}
+		addr := c.ReplayAddr
+		if addr == "" {
+			addr = path.LocalAddr().String()
+		}
+		err = p.listen(addr)
+		if err == nil {
+			return path, nil
+		}
+		path.Close()
+		if c.ReplayAddr != "" || c.Local.Port() != 0 || try == 7 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+	}
+}
+
+// listen starts the replay server on addr.
+func (p *Producer) listen(addr string) error {
+	sc := p.cfg.ReplayServer
+	sc.TLS, sc.Plaintext = p.cfg.TLS, p.cfg.Plaintext
+	srv, err := replay.NewServer(sc, replay.NewWriterSource(p.w, p.cfg.Dir, p.cfg.Stream))
+	if err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "ReplayServer", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cast: producer: replay listener: %w", err)
+	}
+	p.srv, p.ln = srv, ln
+	p.srvWG.Add(1)
+	go func() {
+		defer p.srvWG.Done()
+		_ = srv.Serve(ln) // returns when Close closes the listener
+	}()
+	return nil
+}
+
+// connected reports whether path sends to a fixed peer.
+func connected(path datapath.Path) bool {
+	pp, ok := path.(interface{ Peer() netip.AddrPort })
+	return ok && pp.Peer().IsValid()
+}
+
+// Addr is the UDP address the producer sends from and takes NAKs on.
+func (p *Producer) Addr() netip.AddrPort { return p.loop.path.LocalAddr() }
+
+// ReplayAddr is the TCP address the replay server listens on (zero
+// without Replay).
+func (p *Producer) ReplayAddr() netip.AddrPort {
+	if p.ln == nil {
+		return netip.AddrPort{}
+	}
+	ap, _ := netip.ParseAddrPort(p.ln.Addr().String())
+	return ap
+}
+
+// check refuses a record the stream cannot carry, before it is queued.
+func (p *Producer) check(typ uint16, payload []byte) error {
+	if protocol.IsControl(typ) {
+		return fmt.Errorf("%w: type %#x is a control type", ErrRecord, typ)
+	}
+	if len(payload) < 8 || len(payload) > p.maxPayload {
+		return fmt.Errorf("%w: payload of %d bytes outside 8..%d (the first 8 carry the seq)", ErrRecord, len(payload), p.maxPayload)
+	}
+	return nil
+}
+
+// Publish queues one record: typ (any type but the protocol's control
+// types) and payload, whose first 8 bytes are overwritten with the seq
+// the stream assigns (the caller's slice is copied, not changed). It
+// checks the record first and returns an error wrapping ErrRecord for a
+// record the stream cannot carry. When the queue is full it waits for
+// room until ctx ends. A nil error means the record will be sent: Flush
+// and Close wait for it. Publish is safe for concurrent use (callers take
+// turns).
+func (p *Producer) Publish(ctx context.Context, typ uint16, payload []byte) error {
+	if err := p.check(typ, payload); err != nil {
+		return err
+	}
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	for {
+		err := p.push(typ, payload)
+		if err != ErrBackpressure {
+			return err
+		}
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// TryPublish is Publish without waiting: it returns ErrBackpressure when
+// the queue is full.
+func (p *Producer) TryPublish(typ uint16, payload []byte) error {
+	if err := p.check(typ, payload); err != nil {
+		return err
+	}
+	p.pubMu.Lock()
+	defer p.pubMu.Unlock()
+	return p.push(typ, payload)
+}
+
+func (p *Producer) push(typ uint16, payload []byte) error {
+	if p.closing.Load() {
+		return ErrClosed
+	}
+	if err := p.fault(); err != nil {
+		return err
+	}
+	switch err := p.loop.sendRing.Push(typ, 0, payload); err {
+	case nil:
+		p.accepted.Add(1)
+		return nil
+	case ErrRingFull:
+		return ErrBackpressure
+	default:
+		return err
+	}
+}
+
+// fault is the error that keeps records from going out: the loop stopped
+// on a datapath error, or the Sender refused a record (the WAL failing).
+func (p *Producer) fault() error {
+	if err := p.loop.Err(); err != nil {
+		return fmt.Errorf("cast: producer loop stopped: %w", err)
+	}
+	if err := p.loop.SendErr(); err != nil {
+		return fmt.Errorf("cast: producer: %w", err)
+	}
+	return nil
+}
+
+// wait parks until the loop made progress (or a tick passed), ctx ended
+// or the loop stopped.
+func (p *Producer) wait(ctx context.Context) error {
+	p.waiting.Add(1)
+	defer p.waiting.Add(-1)
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-p.wake:
+	case <-t.C:
+	case <-p.loop.Done():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// onPoll runs on the loop thread once per iteration, after the publish
+// queue was drained into the batch and before the batch is flushed: what
+// was taken before this iteration has been handed to the path unless the
+// path's backlog still holds datagrams.
+func (p *Producer) onPoll(l *Loop, now int64) {
+	if l.back.Len() == 0 {
+		p.sentN.Store(p.prevN)
+		p.sentSeq.Store(p.prevSeq)
+	}
+	p.prevN = l.ls.Published + l.ls.PublishErrs
+	p.prevSeq = l.snd.NextSeq() - 1
+	if p.waiting.Load() > 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	if p.userPoll != nil {
+		p.userPoll(l, now)
+	}
+}
+
+// Flush returns once every record Publish accepted before the call has
+// been sent and, with a WAL, is durable; or with the error that keeps it
+// from being so (the WAL failing, the loop stopped), or ctx's error.
+func (p *Producer) Flush(ctx context.Context) error {
+	target := p.accepted.Load()
+	for p.sentN.Load() < target {
+		if err := p.fault(); err != nil {
+			return err
+		}
+		if err := p.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if err := p.fault(); err != nil {
+		return err
+	}
+	if p.w == nil || p.w.Durable() >= p.sentSeq.Load() {
+		return nil
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.w.Flush() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("cast: producer: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops taking records, waits until every accepted record has been
+// sent and is durable (Flush), then stops the loop, the replay server
+// and the WAL. It returns the first error of these steps: an accepted
+// record is never dropped without Close saying why. Safe to call more
+// than once.
+func (p *Producer) Close() error {
+	p.closeOnce.Do(func() {
+		p.closing.Store(true)
+		p.pubMu.Lock() // a Publish in progress finishes first
+		p.pubMu.Unlock()
+		err := p.Flush(context.Background())
+		p.closeErr = errors.Join(err, p.release())
+	})
+	return p.closeErr
+}
+
+// release stops what NewProducer started, in reverse order.
+func (p *Producer) release() error {
+	var errs []error
+	if p.loop != nil {
+		errs = append(errs, p.loop.Close())
+	}
+	if p.srv != nil {
+		errs = append(errs, p.srv.Close())
+		p.srvWG.Wait()
+	} else if p.ln != nil {
+		errs = append(errs, p.ln.Close())
+	}
+	if p.w != nil {
+		errs = append(errs, p.w.Close())
+	}
+	return errors.Join(errs...)
+}
