@@ -1,0 +1,226 @@
+package cast
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/replay"
+	"github.com/walcast/walcast/wal"
+)
+
+// TestConsumerLearnsSender: a consumer told nothing about its producer
+// ignores a corrupt datagram from a stranger, learns the producer from its
+// first valid frame, and from then on drops a stranger's data.
+func TestConsumerLearnsSender(t *testing.T) {
+	n := mem.NewNetwork(monoClock{time.Now()})
+	stranger := netip.MustParseAddrPort("10.0.0.9:9")
+	inj, _ := n.Listen(stranger, mem.AddrB)
+	bad := make([]byte, 80)
+	wal.Header{Type: 100, Len: 64}.Put(bad) // a data frame whose CRC is wrong
+	v := batch.New(1, 128)
+	v.Append(bad, mem.AddrB)
+	endB, _ := n.Listen(mem.AddrB, netip.AddrPort{})
+	inj.Send(v)
+
+	var found []netip.AddrPort
+	c, err := NewConsumer(ConsumerConfig{Path: endB, NoCatchUp: true, Idle: quiet, OnEvent: func(e ConsumerEvent) {
+		if e.Kind == EventSenderFound {
+			found = append(found, e.Sender)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var got []uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, func(r Record) error {
+			got = append(got, r.Seq)
+			if r.Seq == 20 {
+				return ErrStop
+			}
+			return nil
+		})
+	}()
+	endA, _ := n.Listen(mem.AddrA, mem.AddrB)
+	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: endA, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for range 10 {
+		if err := p.Publish(ctx, 100, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Flush(ctx)
+	// A stranger's valid frame: seq 11, meant to take the producer's place.
+	frame := make([]byte, 16+64)
+	wal.Seal(frame, 100)
+	frame[16] = 11
+	wal.Seal(frame, 100)
+	v.Reset()
+	v.Append(frame, mem.AddrB)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().UDPRecords < 10; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", c.Stats())
+		}
+	}
+	inj.Send(v)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().Loop.Foreign == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the stranger's frame was not seen")
+		}
+	}
+	for range 10 {
+		p.Publish(ctx, 100, make([]byte, 64))
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run did not end: %+v", c.Stats())
+	}
+	cancel()
+	if len(found) != 1 || found[0] != mem.AddrA {
+		t.Fatalf("sender found %v, want [%v]", found, mem.AddrA)
+	}
+	if len(got) != 20 || got[0] != 1 || got[19] != 20 {
+		t.Fatalf("delivered %v", got)
+	}
+}
+
+// TestConsumerStopsOnCancel: cancelling Run's context stops it promptly
+// with ctx's error, the socket is closed, and the stats are exact: what
+// the receiver delivered is what the callback got.
+func TestConsumerStopsOnCancel(t *testing.T) {
+	net := mem.NewNetwork(monoClock{time.Now()})
+	a, _ := net.Listen(mem.AddrA, mem.AddrB)
+	b, _ := net.Listen(mem.AddrB, mem.AddrA)
+	c, err := NewConsumer(ConsumerConfig{Path: b, From: mem.AddrA, NoCatchUp: true, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: a, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var n uint64
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, func(Record) error { n++; return nil }) }()
+	stop := make(chan struct{})
+	go func() { // keep publishing while the consumer is cancelled
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				p.Publish(context.Background(), 100, make([]byte, 64))
+			}
+		}
+	}()
+	defer close(stop)
+	for deadline := time.Now().Add(10 * time.Second); c.Stats().UDPRecords < 1000; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", c.Stats())
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not stop on cancel")
+	}
+	s := c.Stats()
+	if s.UDPRecords != n || s.Receiver.Delivered != n || s.Loop.Delivered != n || s.Tip != n {
+		t.Fatalf("callback got %d; stats %+v", n, s)
+	}
+	if err := c.Run(context.Background(), func(Record) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Run = %v", err)
+	}
+}
+
+// failingSend is a path whose sends fail with EPERM (a firewall rule,
+// say): a NAK that cannot be sent must not go unnoticed.
+type failingSend struct{ *mem.End }
+
+func (failingSend) Send(*batch.Vec) (int, error) { return 0, syscall.EPERM }
+
+// TestConsumerNakSendError: a gap makes the receiver NAK; the send fails;
+// Run returns that error instead of ignoring it.
+func TestConsumerNakSendError(t *testing.T) {
+	n := mem.NewNetwork(monoClock{time.Now()})
+	a, _ := n.Listen(mem.AddrA, mem.AddrB)
+	b, _ := n.Listen(mem.AddrB, mem.AddrA)
+	c, err := NewConsumer(ConsumerConfig{Path: failingSend{b}, From: mem.AddrA, NoCatchUp: true, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background(), func(Record) error { return nil }) }()
+	// Records 1 and 3 (2 is lost): the receiver NAKs 2.
+	v := batch.New(2, 128)
+	for _, seq := range []byte{1, 3} {
+		f := make([]byte, 16+64)
+		f[16] = seq
+		wal.Seal(f, 100)
+		v.Append(f, mem.AddrB)
+	}
+	a.Send(v)
+	select {
+	case err := <-done:
+		if !errors.Is(err, syscall.EPERM) {
+			t.Fatalf("Run = %v, want EPERM", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not report the failed NAK")
+	}
+}
+
+// TestConsumerConfigMisuse: each misuse fails in NewConsumer with
+// ErrConfig naming the field.
+func TestConsumerConfigMisuse(t *testing.T) {
+	pair := mem.NewPair(1)
+	for _, tc := range []struct {
+		name, field string
+		cfg         ConsumerConfig
+	}{
+		{"catch-up without TLS", "TLS", ConsumerConfig{Path: pair.B}},
+		{"endpoints twice", "ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Endpoints: []string{"x:1"}}}},
+		{"no catch-up with endpoints", "NoCatchUp", ConsumerConfig{Path: pair.B, NoCatchUp: true, Replay: []string{"x:1"}}},
+		{"tip file and start tip", "StartTip", ConsumerConfig{Path: pair.B, Plaintext: true, TipPath: "t", StartTip: 5}},
+		{"reorder ring not a power of two", "Receiver", ConsumerConfig{Path: pair.B, NoCatchUp: true, Receiver: recvCfg(3000)}},
+		{"negative verify wait", "VerifyWait", ConsumerConfig{Path: pair.B, Plaintext: true, VerifyWait: -1}},
+		{"bad jitter", "ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}}},
+	} {
+		_, err := NewConsumer(tc.cfg)
+		if !errors.Is(err, ErrConfig) || !contains(err.Error(), "invalid configuration: "+tc.field) {
+			t.Errorf("%s: %v, want ErrConfig naming %s", tc.name, err, tc.field)
+		}
+	}
+	// A nested error also matches its own package's sentinel.
+	_, err := NewConsumer(ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}})
+	if !errors.Is(err, replay.ErrConfig) || contains(err.Error(), "replay: invalid") {
+		t.Errorf("nested error %v: want replay.ErrConfig matched, prefix not repeated", err)
+	}
+}
+
+func recvCfg(slots int) (c protocol.ReceiverConfig) {
+	c.ReorderSlots = slots
+	return c
+}
