@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -151,6 +152,7 @@ type Producer struct {
 	prevN, prevSeq uint64 // loop thread only
 	sentN, sentSeq atomic.Uint64
 	waiting        atomic.Int32
+	spins          atomic.Uint32
 	wake           chan struct{}
 	userPoll       func(*Loop, int64)
 	closeOnce      sync.Once
@@ -416,8 +418,13 @@ func (p *Producer) fault() error {
 }
 
 // wait parks until the loop made progress (or a tick passed), ctx ended
-// or the loop stopped.
+// or the loop stopped. The first waits of a run only yield: a spinning
+// loop frees room within microseconds, far below a timer's cost.
 func (p *Producer) wait(ctx context.Context) error {
+	if p.spins.Add(1)%64 != 0 {
+		runtime.Gosched()
+		return ctx.Err()
+	}
 	p.waiting.Add(1)
 	defer p.waiting.Add(-1)
 	t := time.NewTimer(10 * time.Millisecond)
