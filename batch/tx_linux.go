@@ -30,8 +30,8 @@ type TxConfig struct {
 	// good the first time the kernel answers EIO.
 	GSO bool
 	// Coalesce, when > 0, packs consecutive messages to the same peer into
-	// one datagram of at most Coalesce bytes (spec delta 13: the frames'
-	// exact bytes, back to back). 0 sends one message per datagram.
+	// one datagram of at most Coalesce bytes (the frames' exact bytes,
+	// back to back). 0 sends one message per datagram.
 	Coalesce int
 	// Peer is the socket's connected peer, if any: messages addressed to
 	// it (or to the zero address) are sent without a destination, so the

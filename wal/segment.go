@@ -12,7 +12,8 @@ import (
 	"strings"
 )
 
-// File naming (spec §6.1, reference-compatible): the active segment is
+// File naming (the reference implementation's, so each reads the other's
+// logs): the active segment is
 // <sid>_active.wal, a sealed one <sid>_<first>_<last>.wal holding exactly
 // first…last. Each segment has a sidecar seq index with the same stem and
 // the extension .idx. Files ending in .tmp are leftovers of an interrupted

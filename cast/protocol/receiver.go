@@ -245,8 +245,8 @@ func (r *Receiver) HighestSeen() uint64 { return r.highest }
 // Stats returns a copy of the counters.
 func (r *Receiver) Stats() ReceiverStats { return r.stats }
 
-// Handle processes one datagram: one frame or several consecutive frames
-// (delta 13). In-order records, and the buffered records they unblock,
+// Handle processes one datagram: one frame, or several consecutive frames
+// back to back as a coalescing sender packs them. In-order records, and the buffered records they unblock,
 // are handed to deliver in seq order; h and payload are valid only
 // during the call (payload aliases dgram or the reorder ring), and
 // deliver must not call back into the Receiver. NAKs are appended to
@@ -626,8 +626,9 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 	return true
 }
 
-// Tick runs the clock-driven part of the receiver (delta 4): re-NAKs
-// runs whose debounce has passed and applies the silence rule. Call it
+// Tick runs the clock-driven part of the receiver — the reference only
+// re-NAKs when a datagram arrives; walcast's receiver has a clock: it
+// re-NAKs runs whose debounce has passed and applies the silence rule. Call it
 // from the loop at least every few ms; it is O(1) unless a NAK is due.
 // now is monotonic ns.
 func (r *Receiver) Tick(now int64, out *batch.Vec) {
@@ -659,7 +660,7 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 }
 
 // ResetAfterReplay resumes live delivery after the consumer caught up to
-// tip over TCP (delta 8): it clears the sticky outcome, the reorder ring
+// tip over TCP, exactly: it clears the sticky outcome, the reorder ring
 // and all NAK state, sets the next expected seq to tip+1 and raises
 // highest_seen to tip (never lowers it). An idle stream stays quiet
 // afterwards; a gap above tip already known is NAKed on the next Tick.

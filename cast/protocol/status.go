@@ -6,8 +6,9 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
-// Record types of walcast's negotiated extensions (spec delta 14). A peer
-// that has never shown it speaks them never receives them. The numbers
+// Record types of walcast's negotiated extensions to the reference
+// protocol (control frames the reference does not send). A peer that has
+// never shown it speaks them never receives them. The numbers
 // are the ones the reference reserved.
 const (
 	// TypeStatus is the receiver → sender flow-control and

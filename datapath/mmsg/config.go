@@ -33,8 +33,9 @@ type Config struct {
 	// GROSlots is the number of 64 KiB receive slots with GRO (default 16).
 	GROSlots int
 	// Coalesce packs consecutive frames to the same peer into one
-	// datagram of up to MaxDatagram bytes (spec delta 13). Off by
-	// default: peers that expect one frame per datagram interoperate.
+	// datagram of up to MaxDatagram bytes, their exact bytes back to
+	// back. Off by default: peers that expect one frame per datagram (the
+	// reference's) interoperate.
 	Coalesce bool
 	// MaxDatagram is the datagram size limit for Coalesce in bytes: the
 	// path MTU minus IP and UDP headers (default 1472 for a 1500 MTU).
