@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // Benchmarks. Run under the machine's bench lock:

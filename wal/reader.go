@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // Reader reads one stream's records in seq order from the files on disk,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // withSys swaps the syscall seam for the writers opened inside the test.

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // Seq reservation. Append hands a frame to the sender before it is durable,

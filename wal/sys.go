@@ -3,7 +3,7 @@ package wal
 import (
 	"unsafe"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // sysOps is the syscall seam of the writer: tests replace defaultSys

@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/walcast/walcast/internal/feature"
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 var errDioUnknown = errors.New("statx STATX_DIOALIGN not available")

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // Writer appends records to one stream's log. One goroutine calls Append

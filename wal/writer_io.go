@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 func (w *Writer) ioLoop() {

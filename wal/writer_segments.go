@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // rotate seals the active segment (exact length, name with its seq range,

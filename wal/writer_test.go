@@ -400,20 +400,27 @@ func TestConfigValidate(t *testing.T) {
 		{"no dir", func(c *Config) { c.Dir = "" }},
 		{"tiny segment", func(c *Config) { c.SegmentSize = 100 }},
 		{"tiny buffer", func(c *Config) { c.BufferSize = 1000 }},
-		{"zero interval", func(c *Config) { c.FlushInterval = 0 }},
-		{"zero records", func(c *Config) { c.FlushRecords = 0 }},
-		{"zero bytes", func(c *Config) { c.FlushBytes = 0 }},
-		{"zero lag", func(c *Config) { c.MaxFlushLag = 0 }},
-		{"negative retention", func(c *Config) { c.Retention = -1 }},
+		{"negative interval", func(c *Config) { c.FlushInterval = -1 }},
+		{"negative records", func(c *Config) { c.FlushRecords = -1 }},
+		{"negative bytes", func(c *Config) { c.FlushBytes = -1 }},
+		{"negative lag", func(c *Config) { c.MaxFlushLag = -1 }},
+		{"small reservation", func(c *Config) { c.SeqReserve = 10 }},
 	} {
 		c := DefaultConfig("x")
 		tc.mod(&c)
-		if c.Validate() == nil {
-			t.Errorf("%s: Validate accepted %+v", tc.name, c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: Validate = %v for %+v", tc.name, err, c)
 		}
 	}
 	if err := DefaultConfig("x").Validate(); err != nil {
 		t.Fatal(err)
+	}
+	// Zero means default; a negative Retention keeps everything.
+	if got := (Config{Dir: "x"}).withDefaults(); got != DefaultConfig("x") {
+		t.Fatalf("zero config %+v, want the defaults", got)
+	}
+	if c := (Config{Dir: "x", Retention: -1}); c.Validate() != nil || c.withDefaults().Retention != 0 {
+		t.Fatal("negative retention is not keep-everything")
 	}
 }
 
