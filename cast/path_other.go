@@ -6,14 +6,14 @@ import (
 	"net/netip"
 
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/datapath/udp"
+	"github.com/walcast/walcast/datapath/stdnet"
 )
 
-// openUDP opens the default datapath of a Producer or Consumer. Off
-// Linux this is still udp.New, which reports that raw sockets are
-// Linux-only, until the portable path lands.
+// openUDP opens the default datapath of a Producer or Consumer: off Linux
+// the portable datapath/stdnet (net.UDPConn and a reader goroutine; see
+// its package doc for what that costs), bound to local (zero: the
+// unspecified address of peer's family, a free port) and connected to
+// peer when peer is valid.
 func openUDP(local, peer netip.AddrPort) (datapath.Path, error) {
-	c := udp.DefaultConfig()
-	c.Local, c.Peer = local, peer
-	return udp.New(c)
+	return stdnet.Listen(stdnet.Config{Local: local, Peer: peer})
 }
