@@ -414,8 +414,18 @@ func (p *Producer) fault() error {
 	if err := p.loop.SendErr(); err != nil {
 		return fmt.Errorf("cast: producer: %w", err)
 	}
+	if p.w != nil {
+		if err := p.w.Err(); err != nil {
+			return fmt.Errorf("cast: producer: %w", err)
+		}
+	}
 	return nil
 }
+
+// Err is the error that keeps records from going out, or nil: the loop
+// stopped on a datapath error, the Sender refused a record, or the WAL
+// is failing (a full disk, say; Publish and Flush return it too).
+func (p *Producer) Err() error { return p.fault() }
 
 // wait parks until the loop made progress (or a tick passed), ctx ended
 // or the loop stopped. The first waits of a run only yield: a spinning

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/pprof"
@@ -108,92 +110,75 @@ func runDemo(args []string) error {
 		b = lossy
 	}
 
-	var w *wal.Writer
-	walNote := "off"
+	walNote, dir := "off", ""
 	if *walDir != "off" {
-		dir := *walDir
-		if dir == "" {
+		if dir = *walDir; dir == "" {
 			if dir, err = os.MkdirTemp("", "walcast-demo-"); err != nil {
 				return err
 			}
 			defer os.RemoveAll(dir)
 		}
-		if w, err = wal.Open(wal.DefaultConfig(dir)); err != nil {
-			return err
-		}
-		defer w.Close()
 		walNote = dir
 	}
 
 	frame := *size + wal.HeaderSize
-	sc := protocol.DefaultSenderConfig()
-	var log protocol.Log
-	var cold cast.ColdReader
-	if w != nil {
-		log, cold = w, w
-	}
-	snd, err := protocol.NewSender(sc, log)
-	if err != nil {
-		return err
-	}
 	// The reorder window must outlast a lost retransmit plus the stalls
 	// of a busy machine (we saw 100+ ms on a loaded 2-vCPU VM): at 100 k
 	// rec/s a 20 ms debounce lets 2 000 records pass; 131 072 slots of
 	// 192 bytes (25 MB) hold 1.3 s.
-	rc := protocol.DefaultReceiverConfig()
-	rc.MaxFrame = (frame + 63) &^ 63
-	rc.ReorderSlots = *reorder
-	rc.NakDebounce = int64(*debounce)
+	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: int64(*debounce), MaxNakRetries: 16}
 	if *debounce == 0 {
 		rc.NakDebounce = -1 // every pump (a zero field would mean the default)
 	}
-	rc.MaxNakRetries = 16
-	rcv, err := protocol.NewReceiver(rc)
-	if err != nil {
-		return err
-	}
 
-	var delivered, outOfOrder, latSum atomic.Int64
+	// The consumer: the receiver on its pinned loop, repairs over UDP only
+	// (no TCP catch-up: the demo shows what NAKs repair). The callback
+	// runs on the consumer's loop thread.
+	var delivered, outOfOrder atomic.Int64
 	lat := benchkit.NewSamples(*n)
-	var next uint64 = 0
-	rl := cast.DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Thread = b, rcv, affinity.OnCPU(cpus[1])
-	rl.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
-		seq := wal.Seq(p)
-		if next != 0 && seq != next {
-			outOfOrder.Add(1)
-		}
-		next = seq + 1
-		if d := l.Now() - int64(binary.LittleEndian.Uint64(p[8:])); d > 0 {
-			lat.Record(d)
-			latSum.Add(d)
-		}
-		delivered.Add(1)
-	}
-	var faulted atomic.Value
-	rl.OnEvent = func(e cast.Event) {
-		if e.Kind == cast.EventFaulted || e.Kind == cast.EventReconnect || e.Kind == cast.EventSenderRestarted || e.Kind == cast.EventError {
-			faulted.Store(e)
-		}
-	}
-	rloop, err := cast.StartLoop(rl)
+	var next uint64
+	base := time.Now() // one clock origin for send stamps and deliveries
+	var outcome atomic.Value
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]),
+		OnEvent: func(e cast.ConsumerEvent) {
+			if e.Kind == cast.EventEscalated {
+				outcome.Store(e.Outcome)
+			}
+		}})
 	if err != nil {
+		a.Close()
+		b.Close()
 		return err
 	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runDone := make(chan error, 1)
+	go func() {
+		runDone <- cons.Run(runCtx, func(r cast.Record) error {
+			if next != 0 && r.Seq != next {
+				outOfOrder.Add(1)
+			}
+			next = r.Seq + 1
+			if d := int64(time.Since(base)) - int64(binary.LittleEndian.Uint64(r.Payload[8:])); d > 0 {
+				lat.Record(d)
+			}
+			delivered.Add(1)
+			return nil
+		})
+	}()
 
+	// The producer: WAL, sender and its pinned loop, which produces the
+	// records itself, paced (the stamp in bytes 8..15 is the send time).
 	var sent atomic.Int64
 	done := make(chan struct{})
-	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold, sl.Thread = a, snd, cold, affinity.OnCPU(cpus[0])
-	// Both loops share one clock origin (the receiver's), so send times
-	// stamped by the sender are comparable on delivery.
 	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, window: *window, delivered: &delivered}, &sent, done)
-	sl.OnPoll = func(l *cast.Loop, now int64) { prod(l, rloop.Now()) }
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
 	start := time.Now()
-	sloop, err := cast.StartLoop(sl)
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]),
+		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }})
 	if err != nil {
-		rloop.Close()
+		stopRun()
+		<-runDone
 		return err
 	}
 
@@ -202,7 +187,8 @@ func runDemo(args []string) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var interrupted, timedOut bool
-	finished := false
+	var runErr error
+	finished, ran := false, false
 	giveUp := time.After(*limit)
 	for !finished {
 		select {
@@ -210,23 +196,32 @@ func runDemo(args []string) error {
 			interrupted, finished = true, true
 		case <-giveUp:
 			timedOut, finished = true, true
+		case runErr = <-runDone:
+			ran, finished = true, true
 		case <-tick.C:
 			d := delivered.Load()
-			prog.update(demoStatus(d, int64(*n), time.Since(start), rloop.ReceiverStats(), lossy), false)
-			if d >= int64(*n) || faulted.Load() != nil || rloop.Err() != nil || sloop.Err() != nil {
+			prog.update(demoStatus(d, int64(*n), time.Since(start), cons.Stats().Receiver, lossy), false)
+			if d >= int64(*n) || pr.Err() != nil {
 				finished = true
 			}
 		}
 	}
 	el := time.Since(start)
-	prog.update(demoStatus(delivered.Load(), int64(*n), el, rloop.ReceiverStats(), lossy), true)
+	prog.update(demoStatus(delivered.Load(), int64(*n), el, cons.Stats().Receiver, lossy), true)
 	prog.done()
-	cerr1 := sloop.Close()
-	cerr2 := rloop.Close()
-	if cerr1 != nil || cerr2 != nil {
-		return fmt.Errorf("closing: %v %v", cerr1, cerr2)
+	perr := pr.Close()
+	stopRun()
+	if !ran {
+		runErr = <-runDone
 	}
-	ss, rs := sloop.SenderStats(), rloop.ReceiverStats()
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	if _, isOutcome := outcome.Load().(protocol.Outcome); perr != nil || (runErr != nil && !isOutcome) {
+		return fmt.Errorf("closing: %v %v", perr, runErr)
+	}
+	ps, cs := pr.Stats(), cons.Stats()
+	ss, rs := ps.Sender, cs.Receiver
 	d := delivered.Load()
 	var dropped uint64
 	if lossy != nil {
@@ -241,20 +236,18 @@ func runDemo(args []string) error {
 	fmt.Printf("gaps recovered %d NAKs for %d records; duplicates discarded %d\n", rs.NaksSent, rs.NakSeqs, rs.Duplicates)
 	fmt.Printf("retransmits    %d (hot ring %d, WAL %d)\n", ss.RetxHot+ss.RetxCold, ss.RetxHot, ss.RetxCold)
 	if ss.ColdQueued+ss.ColdRejected+ss.ColdOverBudget > 0 {
-		ls := sloop.Stats()
+		ls := ps.Loop
 		fmt.Printf("cold reads     %d queued, %d served, %d seqs rejected (queue full), %d over budget, %d missing, %d failed\n", ss.ColdQueued, ls.ColdReads, ss.ColdRejected, ss.ColdOverBudget, ss.ColdMissing, ss.ColdErrors+ls.ColdErrors)
 	}
 	fmt.Printf("throughput     %.0f records/s, %.3f Gbit/s (%.2f s)\n", float64(d)/el.Seconds(), float64(d)*float64(frame)*8/el.Seconds()/1e9, el.Seconds())
 	if ls := lat.Summarize(); ls.N > 0 {
 		fmt.Printf("send→deliver   p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (one way, loss repairs included)\n", us(ls.P50), us(ls.P99), us(ls.P999))
 	}
-	if w != nil {
-		if err := w.Flush(); err == nil {
-			fmt.Printf("wal            durable through seq %d\n", w.Durable())
-		}
+	if dir != "" {
+		fmt.Printf("wal            durable through seq %d\n", ps.Durable)
 	}
-	if e, ok := faulted.Load().(cast.Event); ok {
-		return outcomef("receiver stopped: %v %v (%d of %d records delivered)", e.Kind, e.Outcome.Err(), d, *n)
+	if o, ok := outcome.Load().(protocol.Outcome); ok {
+		return outcomef("receiver stopped: %v %v (%d of %d records delivered)", o.Kind, o.Err(), d, *n)
 	}
 	if interrupted {
 		return interruptedf("%d of %d records delivered", d, *n)
