@@ -510,8 +510,8 @@ func (p *Producer) Flush(ctx context.Context) error {
 // than once.
 func (p *Producer) Close() error {
 	p.closeOnce.Do(func() {
+		p.pubMu.Lock() // a Publish in progress finishes first; later ones see closing
 		p.closing.Store(true)
-		p.pubMu.Lock() // a Publish in progress finishes first
 		p.pubMu.Unlock()
 		err := p.Flush(context.Background())
 		p.closeErr = errors.Join(err, p.release())

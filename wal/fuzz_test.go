@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // The fuzz targets run the scanners in memory (a bytes.Reader is the

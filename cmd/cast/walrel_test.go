@@ -1,3 +1,5 @@
+//go:build !windows
+
 package main
 
 // The CLI side of issue 16 items 4–8, each as a real process: a damaged
