@@ -1,8 +1,6 @@
 package cast
 
 import (
-	"github.com/walcast/walcast/internal/latency"
-
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/internal/latency"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 )

@@ -1,0 +1,140 @@
+package cast
+
+import (
+	"crypto/tls"
+	"net/netip"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/replay"
+)
+
+// ConsumerConfig configures a [Consumer]. The zero value of every field
+// means its default; ConsumerConfig{Plaintext: true} is a consumer on a
+// free port of every address that learns its producer from the stream
+// and catches up from it over plain TCP.
+type ConsumerConfig struct {
+	// Local is the UDP address to receive on (default: the unspecified
+	// IPv4 address, on a free port). Consumer.Addr reports the address
+	// bound: give it to the producer as ProducerConfig.To.
+	Local netip.AddrPort
+	// From is the producer's UDP address (Producer.Addr): NAKs go there,
+	// and catch-up defaults to the same address and port over TCP. Zero:
+	// the consumer learns it from the first valid frame that arrives — a
+	// data record or a heartbeat whose CRC checks (a producer announces
+	// itself within a heartbeat interval, 100 ms by default, even when it
+	// has nothing to send) — and ignores what other addresses send.
+	From netip.AddrPort
+	// Replay lists the replay servers to catch up from, "host:port", in
+	// the order tried (newest source first, archives after). Default: the
+	// producer's address (From, or the one learnt) over TCP.
+	Replay []string
+	// Stream is the stream id asked for (default 0).
+	Stream uint32
+	// TLS is the client's TLS config (RootCAs: the CA to trust). Required
+	// for catch-up unless Plaintext.
+	TLS *tls.Config
+	// Plaintext catches up without TLS; it must be asked for.
+	Plaintext bool
+	// TipPath is the tip file: the last seq delivered, written at most
+	// every 10 ms and when Run returns, so that a restarted consumer
+	// resumes at tip+1. Empty: the tip lives in memory.
+	TipPath string
+	// StartTip, without a TipPath, is the tip to resume after (default
+	// 0: the stream's first record).
+	StartTip uint64
+	// SkipBootstrap goes live at once instead of catching up over TCP
+	// first: at tip+1 if a tip is known, else at Receiver.Start (seq 1 by
+	// default: a stream already a reorder window ahead escalates to a
+	// catch-up; Receiver.StartNow: the first record it hears, reported by
+	// EventStartedLate).
+	SkipBootstrap bool
+	// NoCatchUp never dials TCP: a gap UDP cannot repair (the receiver
+	// faults or must reconnect) ends Run with the outcome's error. For a
+	// producer without a WAL or a replay server.
+	NoCatchUp bool
+	// VerifyWait bounds the check made when the producer announces a
+	// highest seq below the tip (SenderRestarted): whether its WAL still
+	// holds the consumer's last record (default 1 s).
+	VerifyWait time.Duration
+	// CatchUpGrace: a catch-up goes on past the server's CaughtUp, on its
+	// live tail, until the tip reaches the highest seq the receiver has
+	// heard of, for at most this long (default 200 ms; negative: stop at
+	// CaughtUp).
+	CatchUpGrace time.Duration
+	// Path replaces the UDP socket (datapath/mem in tests). The Consumer
+	// owns it and closes it. Local is then ignored.
+	Path datapath.Path
+	// Thread pins the loop's OS thread (default: locked, unpinned).
+	Thread affinity.Config
+	// Idle is what the loop does when it found nothing to do (default:
+	// spin; affinity.Park sleeps on the socket).
+	Idle affinity.Idler
+	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
+	KeepGOMAXPROCS bool
+	// OnEvent, when set, is called for each [ConsumerEvent], on the
+	// goroutine that calls deliver, in order with the records. It must
+	// not block.
+	OnEvent func(ConsumerEvent)
+	// Receiver tunes the protocol receiver (reorder window, NAK timing).
+	// Its Sender, where NAKs go, defaults to the producer's address (From
+	// or the one learnt); a multicast consumer sets it to the group's
+	// control address.
+	Receiver protocol.ReceiverConfig
+	// ReplayClient tunes the catch-up client (timeouts, backoff, retry
+	// budget); Endpoints, Stream, TLS, Plaintext and TipPath come from the
+	// fields above and must be left zero.
+	ReplayClient replay.ClientConfig
+}
+
+const (
+	defaultVerifyWait   = time.Second
+	defaultCatchUpGrace = 200 * time.Millisecond
+)
+
+func (c ConsumerConfig) check() error {
+	bad := func(field, f string, a ...any) error { return cfgerr.New("cast", ErrConfig, field, f, a...) }
+	rc := c.ReplayClient
+	switch {
+	case len(rc.Endpoints) > 0 || rc.Stream != 0 || rc.TLS != nil || rc.Plaintext || rc.TipPath != "" || rc.StartTip != 0:
+		return bad("ReplayClient", "Endpoints, Stream, TLS, Plaintext, TipPath and StartTip come from ConsumerConfig; leave them zero here")
+	case c.TipPath != "" && c.StartTip != 0:
+		return bad("StartTip", "the tip comes from TipPath; StartTip is for a consumer without a tip file")
+	case c.NoCatchUp && (len(c.Replay) > 0 || c.TipPath != ""):
+		return bad("NoCatchUp", "no catch-up, yet Replay or TipPath is set")
+	case !c.NoCatchUp && c.TLS == nil && !c.Plaintext:
+		return bad("TLS", "catch-up needs a TLS config with the CA to trust, or Plaintext (or NoCatchUp)")
+	case c.VerifyWait < 0:
+		return bad("VerifyWait", "%v is negative", c.VerifyWait)
+	}
+	if err := c.Receiver.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Receiver", err)
+	}
+	if err := c.Thread.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Thread", err)
+	}
+	if !c.NoCatchUp {
+		if _, err := c.clientConfig("127.0.0.1:1"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clientConfig is the replay client's config, with from as the endpoint
+// when Replay lists none.
+func (c ConsumerConfig) clientConfig(from string) (replay.ClientConfig, error) {
+	rc := c.ReplayClient
+	rc.Endpoints = c.Replay
+	if len(rc.Endpoints) == 0 {
+		rc.Endpoints = []string{from}
+	}
+	rc.Stream, rc.TLS, rc.Plaintext, rc.TipPath, rc.StartTip = c.Stream, c.TLS, c.Plaintext, c.TipPath, c.StartTip
+	if err := rc.Validate(); err != nil {
+		return rc, cfgerr.Nest("cast", ErrConfig, "ReplayClient", err)
+	}
+	return rc, nil
+}
