@@ -73,6 +73,9 @@ type ConsumerConfig struct {
 	// Idle is what the loop does when it found nothing to do (default:
 	// spin; affinity.Park sleeps on the socket).
 	Idle affinity.Idler
+	// Batch is the most datagrams the loop receives per poll (default
+	// 64).
+	Batch int
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
 	KeepGOMAXPROCS bool
 	// OnEvent, when set, is called for each [ConsumerEvent], on the

@@ -69,6 +69,9 @@ type ProducerConfig struct {
 	// PublishSlots is the number of records Publish can queue for the
 	// loop (default 4096; rounded up to a power of two).
 	PublishSlots int
+	// Batch is the most datagrams the loop sends in one call and
+	// receives per poll (default 64).
+	Batch int
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone; by default a spinning loop
 	// raises it (see LoopConfig.KeepGOMAXPROCS).
 	KeepGOMAXPROCS bool
@@ -206,7 +209,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	p.maxPayload = min(mf-wal.HeaderSize, wal.MaxPayload)
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
-		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf,
+		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
 		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll,
 	}
 	if lc.SendRing == 0 {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -18,8 +17,6 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
-	"github.com/walcast/walcast/datapath/mmsg"
-	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
@@ -36,47 +33,9 @@ import (
 func castPaths(kind string) (a, b datapath.Path, err error) {
 	switch kind {
 	case "udp":
-		pb, err := udp.New(udp.DefaultConfig())
-		if err != nil {
-			return nil, nil, err
-		}
-		c := udp.DefaultConfig()
-		c.Peer = pb.LocalAddr()
-		pa, err := udp.New(c)
-		if err != nil {
-			pb.Close()
-			return nil, nil, err
-		}
-		local := pb.LocalAddr()
-		pb.Close() // reopen connected back to a
-		cb := udp.DefaultConfig()
-		cb.Local, cb.Peer = local, pa.LocalAddr()
-		if pb, err = udp.New(cb); err != nil {
-			pa.Close()
-			return nil, nil, err
-		}
-		return pa, pb, nil
+		return benchkit.ConnectedUDP()
 	case "mmsg":
-		pb, err := mmsg.New(mmsg.DefaultConfig())
-		if err != nil {
-			return nil, nil, err
-		}
-		c := mmsg.DefaultConfig()
-		c.Peer = pb.LocalAddr()
-		pa, err := mmsg.New(c)
-		if err != nil {
-			pb.Close()
-			return nil, nil, err
-		}
-		local := pb.LocalAddr()
-		pb.Close()
-		cb := mmsg.DefaultConfig()
-		cb.Local, cb.Peer = local, pa.LocalAddr()
-		if pb, err = mmsg.New(cb); err != nil {
-			pa.Close()
-			return nil, nil, err
-		}
-		return pa, pb, nil
+		return benchkit.ConnectedMmsg(true, true, 64)
 	}
 	return nil, nil, fmt.Errorf("suite: unknown datapath %q", kind)
 }
@@ -89,10 +48,10 @@ type castStream struct {
 	DropPct  float64       // percent lost at each receiving socket (data at the receiver, NAKs at the sender)
 	SendFor  time.Duration // producing time
 	DrainFor time.Duration // extra time for repairs after the last record
-	WAL      bool          // sender logs to a wal.Writer (cold reads from it)
-	// Consumer receives with cast.Consumer (UDP receiver plus TCP
-	// catch-up from the sender's WAL through a replay.Server over TLS)
-	// instead of a bare Receiver loop; needs WAL.
+	WAL      bool          // the producer logs to a WAL (cold reads from it)
+	// Consumer catches up over TCP (TLS) from the producer's WAL when UDP
+	// cannot repair a gap; off, the consumer repairs over UDP only. Needs
+	// WAL.
 	Consumer   bool
 	Dir        string // where the WAL lives
 	CPUA, CPUB int
@@ -109,8 +68,14 @@ type castOutcome struct {
 	escalations         uint64
 }
 
+// run streams with a cast.Producer (WAL, sender, pinned loop producing
+// from inside its loop) to a cast.Consumer (receiver on its pinned loop,
+// TCP catch-up from the producer's replay server with Consumer).
 func (o castStream) run() (castOutcome, error) {
 	var out castOutcome
+	if o.Consumer && !o.WAL {
+		return out, fmt.Errorf("suite: the consumer needs the WAL")
+	}
 	pa, pb, err := castPaths(o.Path)
 	if err != nil {
 		return out, err
@@ -120,99 +85,37 @@ func (o castStream) run() (castOutcome, error) {
 		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, protocol.DefaultMaxFrame)
 		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
-	var log protocol.Log
-	var cold cast.ColdReader
-	var w *wal.Writer
-	var walDir string
+	pc := cast.ProducerConfig{Path: sp, Thread: affinity.OnCPU(o.CPUA)}
+	cc := cast.ConsumerConfig{Path: rp, Thread: affinity.OnCPU(o.CPUB), NoCatchUp: !o.Consumer}
 	if o.WAL {
-		walDir, err = os.MkdirTemp(o.Dir, "cast-wal-")
-		if err != nil {
+		if pc.Dir, err = os.MkdirTemp(o.Dir, "cast-wal-"); err != nil {
 			return out, err
 		}
-		defer os.RemoveAll(walDir)
-		wc := wal.DefaultConfig(walDir)
-		wc.BlockOnBackpressure = false
-		if w, err = wal.Open(wc); err != nil {
-			return out, err
-		}
-		defer w.Close()
-		log, cold = w, w
+		defer os.RemoveAll(pc.Dir)
 	}
-	snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), log)
-	if err != nil {
-		return out, err
-	}
-	rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
-	if err != nil {
-		return out, err
-	}
-	var delivered atomic.Int64
-	var lastNS atomic.Int64
-	base := time.Now()
-	inOrder := true
-	var prev uint64
-	var evMu sync.Mutex
-	onRecord := func(h wal.Header, p []byte) {
-		s := wal.Seq(p)
-		if prev != 0 && s != prev+1 {
-			inOrder = false
-		}
-		prev = s
-		delivered.Add(1)
-		lastNS.Store(int64(time.Since(base)))
-	}
-	var rloop *cast.Loop
-	var consumer *cast.Consumer
-	var stopConsumer func() error
 	if o.Consumer {
-		if !o.WAL {
-			return out, fmt.Errorf("suite: the consumer needs the WAL")
-		}
-		consumer, stopConsumer, err = startConsumer(o, rp, w, walDir, onRecord, func(s string) {
-			evMu.Lock()
-			out.events = append(out.events, s)
-			evMu.Unlock()
-		})
+		pki, err := replay.NewDevPKI(nil, time.Hour)
 		if err != nil {
-			sp.Close()
 			return out, err
 		}
-	} else {
-		rl := cast.DefaultLoopConfig()
-		rl.Path, rl.Receiver = rp, rcv
-		rl.Thread = affinity.OnCPU(o.CPUB)
-		rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { onRecord(h, p) }
-		rl.OnEvent = func(e cast.Event) {
-			evMu.Lock()
-			out.events = append(out.events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind))
-			evMu.Unlock()
-		}
-		if rloop, err = cast.StartLoop(rl); err != nil {
-			sp.Close()
+		if pc.TLS, err = pki.ServerTLS(false); err != nil {
 			return out, err
 		}
-	}
-	recvErr := func() error {
-		if rloop != nil {
-			return rloop.Err()
+		if cc.TLS, err = pki.ClientTLS(); err != nil {
+			return out, err
 		}
-		return nil
+		cc.TLS.ServerName = "localhost"
+		pc.ReplayAddr = "127.0.0.1:0"
+		cc.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
+		cc.ReplayClient.RetryBudget = 100
 	}
-	closeRecv := func() error {
-		if rloop != nil {
-			return rloop.Close()
-		}
-		return stopConsumer()
-	}
+
 	payload := make([]byte, max(o.Payload, 16))
 	var produced atomic.Int64
-	var stopSending atomic.Bool
+	var sending atomic.Bool
 	var startNS int64
-	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold = sp, snd, cold
-	sl.Thread = affinity.OnCPU(o.CPUA)
-	sl.OnPoll = func(l *cast.Loop, now int64) {
-		if stopSending.Load() {
+	pc.OnPoll = func(l *cast.Loop, now int64) {
+		if !sending.Load() {
 			return
 		}
 		if startNS == 0 {
@@ -231,34 +134,97 @@ func (o castStream) run() (castOutcome, error) {
 		}
 		produced.Store(n)
 	}
-	out.first = time.Now()
-	sloop, err := cast.StartLoop(sl)
+	pr, err := cast.NewProducer(pc)
 	if err != nil {
-		closeRecv()
+		rp.Close()
 		return out, err
 	}
-	time.Sleep(o.SendFor)
-	stopSending.Store(true)
-	end := time.Now().Add(o.DrainFor)
-	for time.Now().Before(end) && delivered.Load() < produced.Load() && recvErr() == nil && sloop.Err() == nil {
-		time.Sleep(2 * time.Millisecond)
+	if o.Consumer {
+		cc.Replay = []string{pr.ReplayAddr().String()}
 	}
-	serr, rerr := sloop.Close(), closeRecv()
+
+	var delivered atomic.Int64
+	var lastNS atomic.Int64
+	base := time.Now()
+	inOrder := true
+	var prev uint64
+	var evMu sync.Mutex
+	live := make(chan struct{}, 1)
+	cc.OnEvent = func(e cast.ConsumerEvent) {
+		evMu.Lock()
+		out.events = append(out.events, fmt.Sprintf("%v %v rec=%d in %v", e.Kind, e.Outcome.Kind, e.Records, e.Duration.Round(time.Millisecond)))
+		evMu.Unlock()
+		if e.Kind == cast.EventLive {
+			select {
+			case live <- struct{}{}:
+			default:
+			}
+		}
+	}
+	cons, err := cast.NewConsumer(cc)
+	if err != nil {
+		pr.Close()
+		rp.Close()
+		return out, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- cons.Run(ctx, func(r cast.Record) error {
+			if prev != 0 && r.Seq != prev+1 {
+				inOrder = false
+			}
+			prev = r.Seq
+			delivered.Add(1)
+			lastNS.Store(int64(time.Since(base)))
+			return nil
+		})
+	}()
+	var runErr error
+	select { // live: bootstrapped, or straight away without catch-up
+	case <-live:
+	case runErr = <-done:
+	case <-time.After(10 * time.Second):
+		runErr = fmt.Errorf("consumer not live within 10 s")
+	}
+	if runErr != nil {
+		cancel()
+		pr.Close()
+		return out, fmt.Errorf("consumer: %w", runErr)
+	}
+
+	out.first = time.Now()
+	sending.Store(true)
+	time.Sleep(o.SendFor)
+	sending.Store(false)
+	end := time.Now().Add(o.DrainFor)
+	stopped := false
+	for !stopped && time.Now().Before(end) && delivered.Load() < produced.Load() && pr.Err() == nil {
+		select {
+		case runErr = <-done:
+			stopped = true
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	serr := pr.Close()
+	cancel()
+	if !stopped {
+		runErr = <-done
+	}
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
 	out.produced, out.delivered, out.inOrder = produced.Load(), delivered.Load(), inOrder
 	out.last = base.Add(time.Duration(lastNS.Load()))
-	out.s = sloop.SenderStats()
-	if rloop != nil {
-		out.r = rloop.ReceiverStats()
-	} else {
-		cs := consumer.Stats()
-		out.r = cs.Receiver
-		out.udp, out.tcp, out.escalations = cs.UDPRecords, cs.TCPRecords, cs.Escalations
-	}
+	out.s = pr.Stats().Sender
+	cs := cons.Stats()
+	out.r = cs.Receiver
+	out.udp, out.tcp, out.escalations = cs.UDPRecords, cs.TCPRecords, cs.Escalations
 	if serr != nil {
-		out.events = append(out.events, "sender loop: "+serr.Error())
+		out.events = append(out.events, "producer: "+serr.Error())
 	}
-	if rerr != nil {
-		out.events = append(out.events, "receiver loop: "+rerr.Error())
+	if runErr != nil {
+		out.events = append(out.events, "consumer: "+runErr.Error())
 	}
 	return out, nil
 }
@@ -301,81 +267,6 @@ func castingLossRow(o Options, name string, drop float64, rate float64) harness.
 	return res
 }
 
-// startConsumer serves w over TLS with a replay.Server and runs a
-// cast.Consumer on path (pinned to o.CPUB), bootstrapped before it
-// returns. stop cancels it and closes the server.
-func startConsumer(o castStream, path datapath.Path, w *wal.Writer, dir string, deliver func(wal.Header, []byte), event func(string)) (*cast.Consumer, func() error, error) {
-	pki, err := replay.NewDevPKI(nil, time.Hour)
-	if err != nil {
-		return nil, nil, err
-	}
-	stls, err := pki.ServerTLS(false)
-	if err != nil {
-		return nil, nil, err
-	}
-	ctls, err := pki.ClientTLS()
-	if err != nil {
-		return nil, nil, err
-	}
-	sc := replay.DefaultServerConfig()
-	sc.TLS = stls
-	srv, err := replay.NewServer(sc, replay.NewWriterSource(w, dir, 0))
-	if err != nil {
-		return nil, nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, nil, err
-	}
-	go srv.Serve(ln)
-	resumed := make(chan struct{}, 1)
-	ctls.ServerName = "localhost"
-	cfg := cast.ConsumerConfig{Path: path, Replay: []string{ln.Addr().String()}, TLS: ctls, Thread: affinity.OnCPU(o.CPUB)}
-	cfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
-	cfg.ReplayClient.RetryBudget = 100
-	cfg.OnEvent = func(e cast.ConsumerEvent) {
-		event(fmt.Sprintf("%v %v rec=%d in %v", e.Kind, e.Outcome.Kind, e.Records, e.Duration.Round(time.Millisecond)))
-		if e.Kind == cast.EventLive {
-			select {
-			case resumed <- struct{}{}:
-			default:
-			}
-		}
-	}
-	c, err := cast.NewConsumer(cfg)
-	if err != nil {
-		srv.Close()
-		return nil, nil, err
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Run(ctx, func(r cast.Record) error { deliver(wal.Header{Type: r.Type, CRC: r.CRC}, r.Payload); return nil })
-	}()
-	select {
-	case <-resumed:
-	case err := <-done:
-		cancel()
-		srv.Close()
-		return nil, nil, fmt.Errorf("consumer bootstrap: %w", err)
-	case <-time.After(10 * time.Second):
-		cancel()
-		srv.Close()
-		return nil, nil, fmt.Errorf("consumer bootstrap: no resume within 10 s")
-	}
-	stop := func() error {
-		cancel()
-		err := <-done
-		srv.Close()
-		path.Close()
-		if errors.Is(err, context.Canceled) {
-			err = nil
-		}
-		return err
-	}
-	return c, stop, nil
-}
-
 // castingTput runs casting unpaced over path for o.Harness.Budget and
 // reports what the receiver delivered in order.
 func castingTput(o Options, workload, name, path string, payload int, withWAL bool) harness.Result {
@@ -398,7 +289,7 @@ func castingTput(o Options, workload, name, path string, payload int, withWAL bo
 		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
 	}
 	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
-	w := "WAL off, bare Receiver loop"
+	w := "WAL off, UDP repairs only"
 	if withWAL {
 		w = fmt.Sprintf("WAL on, Consumer: %d over UDP, %d by TCP catch-up after %d escalations", out.udp, out.tcp, out.escalations)
 	}

@@ -1,7 +1,9 @@
 package suite
 
 import (
+	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -12,7 +14,6 @@ import (
 	"github.com/walcast/walcast/bench/harness"
 	"github.com/walcast/walcast/bench/report"
 	"github.com/walcast/walcast/cast"
-	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/wal"
@@ -101,51 +102,38 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	w, err := wal.Open(wal.DefaultConfig(dir))
-	if err != nil {
-		return res, err
-	}
-	defer w.Close()
-	sc := protocol.DefaultSenderConfig()
-	if mode == "cold" {
-		sc.RingSlots = 16
-	}
-	snd, err := protocol.NewSender(sc, w)
-	if err != nil {
-		return res, err
-	}
-	rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
-	if err != nil {
-		return res, err
-	}
 	delivered := make([]int64, trials)
 	var lastSeq atomic.Uint64
-	rl := cast.DefaultLoopConfig()
-	rl.Path, rl.Receiver = gp, rcv
-	rl.Thread = affinity.OnCPU(o.Harness.ServerCPU)
-	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
-		seq := wal.Seq(p)
-		if (seq-1)%burst == 0 {
-			if b := int((seq - 1) / burst); b < trials {
-				delivered[b] = int64(time.Since(base))
-			}
-		}
-		lastSeq.Store(seq)
-	}
 	var events []string
-	rl.OnEvent = func(e cast.Event) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }
-	rloop, err := cast.StartLoop(rl)
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: gp, NoCatchUp: true, Thread: affinity.OnCPU(o.Harness.ServerCPU),
+		OnEvent: func(e cast.ConsumerEvent) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }})
 	if err != nil {
 		pa.Close()
+		pb.Close()
 		return res, err
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- cons.Run(ctx, func(r cast.Record) error {
+			if (r.Seq-1)%burst == 0 {
+				if b := int((r.Seq - 1) / burst); b < trials {
+					delivered[b] = int64(time.Since(base))
+				}
+			}
+			lastSeq.Store(r.Seq)
+			return nil
+		})
+	}()
 	payload := make([]byte, 128)
 	sent := 0
 	var next int64
-	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold = pa, snd, w
-	sl.Thread = affinity.OnCPU(o.Harness.ClientCPU)
-	sl.OnPoll = func(l *cast.Loop, now int64) {
+	pc := cast.ProducerConfig{Path: pa, Dir: dir, Thread: affinity.OnCPU(o.Harness.ClientCPU)}
+	if mode == "cold" {
+		pc.Sender.RingSlots = 16
+	}
+	pc.OnPoll = func(l *cast.Loop, now int64) {
 		if sent >= trials*burst || now < next {
 			return
 		}
@@ -161,18 +149,32 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 			}
 		}
 	}
-	sloop, err := cast.StartLoop(sl)
+	pr, err := cast.NewProducer(pc)
 	if err != nil {
-		rloop.Close()
+		cancel()
+		<-done
 		return res, err
 	}
 	deadline := time.Now().Add(time.Duration(trials)*burstEvery + 10*time.Second)
-	for lastSeq.Load() < uint64(trials*burst) && time.Now().Before(deadline) && sloop.Err() == nil && rloop.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+	var runErr error
+	stopped := false
+	for !stopped && lastSeq.Load() < uint64(trials*burst) && time.Now().Before(deadline) && pr.Err() == nil {
+		select {
+		case runErr = <-done:
+			stopped = true
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
-	serr, rerr := sloop.Close(), rloop.Close()
-	if serr != nil || rerr != nil {
-		return res, fmt.Errorf("loops: %v / %v", serr, rerr)
+	serr := pr.Close()
+	cancel()
+	if !stopped {
+		runErr = <-done
+	}
+	if errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	if serr != nil || runErr != nil {
+		return res, fmt.Errorf("producer / consumer: %v / %v", serr, runErr)
 	}
 	h := harness.NewHist()
 	for b := range trials {
@@ -180,8 +182,8 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 			h.Record(delivered[b] - gp.detect[b])
 		}
 	}
-	st := sloop.SenderStats()
-	rs := rloop.ReceiverStats()
+	st := pr.Stats().Sender
+	rs := cons.Stats().Receiver
 	res.Latency, res.Curve = h.Summary(), h.Curve()
 	res.Records, res.Sent, res.Delivered = int64(res.Latency.N), int64(trials), int64(res.Latency.N)
 	res.DeliveredPct = 100 * float64(res.Latency.N) / float64(trials)

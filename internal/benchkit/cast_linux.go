@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -265,71 +266,68 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	if err != nil {
 		return Row{}, err
 	}
-	var w *wal.Writer
+	dir := ""
 	if withWAL {
-		dir, err := os.MkdirTemp(c.Dir, "walcast-bench-")
-		if err != nil {
+		if dir, err = os.MkdirTemp(c.Dir, "walcast-bench-"); err != nil {
+			a.Close()
+			b.Close()
 			return Row{}, err
 		}
 		defer os.RemoveAll(dir)
-		if w, err = wal.Open(walConfig(dir)); err != nil {
-			return Row{}, err
-		}
-		defer w.Close()
 	}
-	sc := protocol.DefaultSenderConfig()
-	sc.Coalesce = coalesce
-	var log protocol.Log
-	var cold cast.ColdReader
-	if w != nil {
-		log, cold = w, w
-	}
-	snd, err := protocol.NewSender(sc, log)
-	if err != nil {
-		return Row{}, err
-	}
-	rc := protocol.DefaultReceiverConfig()
-	rc.ReorderSlots = 1 << 16
-	rcv, err := protocol.NewReceiver(rc)
-	if err != nil {
-		return Row{}, err
-	}
-	var delivered atomic.Int64
-	rl := cast.DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Batch, rl.Thread = b, rcv, c.Batch, affinity.OnCPU(c.CPUs[1])
-	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) { delivered.Add(1) }
-	rloop, err := cast.StartLoop(rl)
-	if err != nil {
-		return Row{}, err
-	}
-	defer rloop.Close()
 
+	// The receiving end: a Consumer (receiver on its pinned loop, UDP
+	// repairs only) that counts what it delivers.
+	var delivered atomic.Int64
+	var outcome atomic.Value
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]),
+		Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16},
+		OnEvent: func(e cast.ConsumerEvent) {
+			if e.Kind == cast.EventEscalated {
+				outcome.Store(e.Outcome.Kind.String())
+			}
+		}})
+	if err != nil {
+		a.Close()
+		b.Close()
+		return Row{}, err
+	}
+	runCtx, stopRun := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- cons.Run(runCtx, func(cast.Record) error { delivered.Add(1); return nil }) }()
+	stopConsumer := func() {
+		stopRun()
+		<-runDone
+	}
+
+	// The sending end: a Producer (WAL, sender, pinned loop) that
+	// produces from inside its loop, unpaced.
 	payload := make([]byte, c.Size-wal.HeaderSize)
 	var produced atomic.Int64
 	var stop atomic.Bool
-	sl := cast.DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold, sl.Batch, sl.Thread = a, snd, cold, c.Batch, affinity.OnCPU(c.CPUs[0])
 	var sendErr error
-	sl.OnPoll = func(l *cast.Loop, now int64) {
-		if stop.Load() {
-			return
-		}
-		for k := 0; k < c.Batch; k++ {
-			if c.Window > 0 && produced.Load()-delivered.Load() > int64(c.Window) {
-				return // the receiver is behind: wait for it
-			}
-			if _, err := l.Send(1, payload); err != nil {
-				if !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
-					sendErr = err
-					stop.Store(true)
-				}
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]),
+		Sender: protocol.SenderConfig{Coalesce: coalesce},
+		OnPoll: func(l *cast.Loop, now int64) {
+			if stop.Load() {
 				return
 			}
-			produced.Add(1)
-		}
-	}
-	sloop, err := cast.StartLoop(sl)
+			for k := 0; k < c.Batch; k++ {
+				if c.Window > 0 && produced.Load()-delivered.Load() > int64(c.Window) {
+					return // the receiver is behind: wait for it
+				}
+				if _, err := l.Send(1, payload); err != nil {
+					if !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
+						sendErr = err
+						stop.Store(true)
+					}
+					return
+				}
+				produced.Add(1)
+			}
+		}})
 	if err != nil {
+		stopConsumer()
 		return Row{}, err
 	}
 	start := time.Now()
@@ -339,7 +337,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	// Wait for the receiver to catch up (repairs included), or give up
 	// after 3 s of no progress.
 	last, lastChange := delivered.Load(), time.Now()
-	for delivered.Load() < sent && time.Since(lastChange) < 3*time.Second && rloop.Err() == nil {
+	for delivered.Load() < sent && time.Since(lastChange) < 3*time.Second && outcome.Load() == nil {
 		time.Sleep(5 * time.Millisecond)
 		if d := delivered.Load(); d != last {
 			last, lastChange = d, time.Now()
@@ -351,16 +349,18 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	if el < c.Duration {
 		el = c.Duration
 	}
-	if err := sloop.Close(); err != nil {
+	ws := pr.Stats().WAL // before Close: the WAL's flushes of the run
+	if err := pr.Close(); err != nil {
+		stopConsumer()
 		return Row{}, err
 	}
+	stopConsumer()
 	if sendErr != nil {
 		return Row{}, sendErr
 	}
 	sent = produced.Load()
-	ss := sloop.SenderStats()
-	_ = rloop.Close()
-	rs := rloop.ReceiverStats()
+	ps, cs := pr.Stats(), cons.Stats()
+	ss, rs := ps.Sender, cs.Receiver
 	name := "casting-mmsg"
 	if withWAL {
 		name += "+wal"
@@ -371,24 +371,18 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	row := Row{Workload: "throughput", Name: name, Path: "mmsg"}
 	row.fill(got, c.Size, el.Seconds())
 	f := a.Features()
+	oc, _ := outcome.Load().(string)
+	if oc == "" {
+		oc = "live"
+	}
 	row.Note = fmt.Sprintf("size=%d sent=%d delivered=%d gso=%v gro=%v naks=%d retx_hot=%d retx_cold=%d outcome=%v",
-		c.Size, sent, got, f.GSO, b.Features().GRO, rs.NaksSent, ss.RetxHot, ss.RetxCold, rloopOutcome(rloop))
-	if w != nil {
-		ws := w.Stats()
+		c.Size, sent, got, f.GSO, b.Features().GRO, rs.NaksSent, ss.RetxHot, ss.RetxCold, oc)
+	if withWAL {
 		row.Note += fmt.Sprintf(" wal: %d flushes (%.0f KiB each, p50 %v, p99 %v), backpressure %d, direct=%v",
 			ws.Flushes, float64(sent)*float64(c.Size)/float64(max(ws.Flushes, 1))/1024, ws.FlushP50.Round(time.Microsecond),
 			ws.FlushP99.Round(time.Microsecond), ws.Backpressure, ws.Direct)
 	}
-	ls := sloop.Stats()
+	ls := ps.Loop
 	row.Note += fmt.Sprintf(" sender loop: %d iterations, %.0f%% idle, %d flushes, %d yields to the WAL's I/O", ls.Iterations, 100*float64(ls.IdlePolls)/float64(max(ls.Iterations, 1)), ls.Flushes, ls.IOYields)
 	return row, nil
-}
-
-func rloopOutcome(l *cast.Loop) string {
-	select {
-	case e := <-l.Events():
-		return e.Kind.String()
-	default:
-		return "live"
-	}
 }
