@@ -6,24 +6,17 @@ import (
 	"sync"
 
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/internal/defaults"
 	"github.com/walcast/walcast/wal"
 )
 
 // withDefaults returns c with every zero field set to its default.
 func (c LoopConfig) withDefaults() LoopConfig {
 	d := DefaultLoopConfig()
-	if c.Batch == 0 {
-		c.Batch = d.Batch
-	}
-	if c.Slot == 0 {
-		c.Slot = d.Slot
-	}
-	if c.TickInterval == 0 {
-		c.TickInterval = d.TickInterval
-	}
-	if c.ColdBuffers == 0 {
-		c.ColdBuffers = d.ColdBuffers
-	}
+	c.Batch = defaults.Or(c.Batch, d.Batch)
+	c.Slot = defaults.Or(c.Slot, d.Slot)
+	c.TickInterval = defaults.Or(c.TickInterval, d.TickInterval)
+	c.ColdBuffers = defaults.Or(c.ColdBuffers, d.ColdBuffers)
 	return c
 }
 

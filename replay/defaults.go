@@ -1,5 +1,7 @@
 package replay
 
+import "github.com/walcast/walcast/internal/defaults"
+
 // The zero value of every field of ServerConfig and ClientConfig means
 // its default (DefaultServerConfig and DefaultClientConfig show them).
 // Where zero was a setting of its own, a negative value asks for it:
@@ -9,45 +11,26 @@ package replay
 
 func (c ServerConfig) withDefaults() ServerConfig {
 	d := DefaultServerConfig()
-	c.HandshakeTimeout = or(c.HandshakeTimeout, d.HandshakeTimeout)
-	c.WriteTimeout = or(c.WriteTimeout, d.WriteTimeout)
-	c.BufferBytes = or(c.BufferBytes, d.BufferBytes)
-	c.KeepaliveInterval = or(c.KeepaliveInterval, d.KeepaliveInterval)
-	c.MaxConns = orOff(c.MaxConns, d.MaxConns)
+	c.HandshakeTimeout = defaults.Or(c.HandshakeTimeout, d.HandshakeTimeout)
+	c.WriteTimeout = defaults.Or(c.WriteTimeout, d.WriteTimeout)
+	c.BufferBytes = defaults.Or(c.BufferBytes, d.BufferBytes)
+	c.KeepaliveInterval = defaults.Or(c.KeepaliveInterval, d.KeepaliveInterval)
+	c.MaxConns = defaults.Off(c.MaxConns, d.MaxConns)
 	return c
 }
 
 func (c ClientConfig) withDefaults() ClientConfig {
 	d := DefaultClientConfig()
-	c.TipInterval = or(c.TipInterval, d.TipInterval)
-	c.ConnectTimeout = or(c.ConnectTimeout, d.ConnectTimeout)
-	c.ReadTimeout = or(c.ReadTimeout, d.ReadTimeout)
-	c.IdleTimeout = or(c.IdleTimeout, d.IdleTimeout)
-	c.KeepAlive = or(c.KeepAlive, d.KeepAlive)
+	c.TipInterval = defaults.Or(c.TipInterval, d.TipInterval)
+	c.ConnectTimeout = defaults.Or(c.ConnectTimeout, d.ConnectTimeout)
+	c.ReadTimeout = defaults.Or(c.ReadTimeout, d.ReadTimeout)
+	c.IdleTimeout = defaults.Or(c.IdleTimeout, d.IdleTimeout)
+	c.KeepAlive = defaults.Or(c.KeepAlive, d.KeepAlive)
 	if len(c.Backoff) == 0 {
 		c.Backoff = d.Backoff
 	}
-	c.Jitter = orOff(c.Jitter, d.Jitter)
-	c.RetryBudget = orOff(c.RetryBudget, d.RetryBudget)
-	c.BufferBytes = or(c.BufferBytes, d.BufferBytes)
+	c.Jitter = defaults.Off(c.Jitter, d.Jitter)
+	c.RetryBudget = defaults.Off(c.RetryBudget, d.RetryBudget)
+	c.BufferBytes = defaults.Or(c.BufferBytes, d.BufferBytes)
 	return c
-}
-
-// or is v, or def when v is zero.
-func or[T ~int | ~int64 | ~float64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-// orOff is def for zero, 0 for a negative v ("off"), else v.
-func orOff[T ~int | ~int64 | ~float64](v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }

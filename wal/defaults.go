@@ -1,6 +1,9 @@
 package wal
 
-import "github.com/walcast/walcast/internal/cfgerr"
+import (
+	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/internal/defaults"
+)
 
 // ErrConfig matches every error of [Config.Validate] (and so of Open for
 // a bad Config): "wal: invalid configuration: …".
@@ -11,32 +14,13 @@ var ErrConfig = cfgerr.Sentinel("wal")
 // used to mean that).
 func (c Config) withDefaults() Config {
 	d := DefaultConfig(c.Dir)
-	if c.SegmentSize == 0 {
-		c.SegmentSize = d.SegmentSize
-	}
-	if c.BufferSize == 0 {
-		c.BufferSize = d.BufferSize
-	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = d.FlushInterval
-	}
-	if c.FlushRecords == 0 {
-		c.FlushRecords = d.FlushRecords
-	}
-	if c.FlushBytes == 0 {
-		c.FlushBytes = d.FlushBytes
-	}
-	if c.MaxFlushLag == 0 {
-		c.MaxFlushLag = d.MaxFlushLag
-	}
-	if c.SeqReserve == 0 {
-		c.SeqReserve = d.SeqReserve
-	}
-	switch {
-	case c.Retention == 0:
-		c.Retention = d.Retention
-	case c.Retention < 0:
-		c.Retention = 0
-	}
+	c.SegmentSize = defaults.Or(c.SegmentSize, d.SegmentSize)
+	c.BufferSize = defaults.Or(c.BufferSize, d.BufferSize)
+	c.FlushInterval = defaults.Or(c.FlushInterval, d.FlushInterval)
+	c.FlushRecords = defaults.Or(c.FlushRecords, d.FlushRecords)
+	c.FlushBytes = defaults.Or(c.FlushBytes, d.FlushBytes)
+	c.MaxFlushLag = defaults.Or(c.MaxFlushLag, d.MaxFlushLag)
+	c.SeqReserve = defaults.Or(c.SeqReserve, d.SeqReserve)
+	c.Retention = defaults.Off(c.Retention, d.Retention)
 	return c
 }

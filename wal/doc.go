@@ -41,9 +41,9 @@
 // in Append, drop or reorder a record, hand out a seq twice, or extend a
 // damaged log.
 //
-// Package wal imports nothing else from walcast but three leaf packages
-// of its own plumbing: its file-call shim (wal/internal/unix, so that it
-// builds and runs on every GOOS: O_DIRECT and preallocation where Linux
-// has them, plain writes and fsync elsewhere), the "not supported" error
-// family and the configuration error builder.
+// Package wal imports nothing else from walcast but leaf packages of
+// plumbing: its file-call shim (wal/internal/unix, so that it builds and
+// runs on every GOOS: O_DIRECT and preallocation where Linux has them,
+// plain writes and fsync elsewhere), the "not supported" error family,
+// the configuration error builder and the zero-means-default rules.
 package wal

@@ -1,6 +1,10 @@
 package protocol
 
-import "reflect"
+import (
+	"reflect"
+
+	"github.com/walcast/walcast/internal/defaults"
+)
 
 // The zero value of every field of SenderConfig and ReceiverConfig means
 // its default (the Default* constants). Where zero was a setting of its
@@ -12,15 +16,15 @@ import "reflect"
 // the negative "off" values mapped to the zero the Sender works with.
 func (c SenderConfig) withDefaults() SenderConfig {
 	d := DefaultSenderConfig()
-	c.MaxFrame = or(c.MaxFrame, d.MaxFrame)
-	c.RingSlots = or(c.RingSlots, d.RingSlots)
-	c.HeartbeatInterval = or(c.HeartbeatInterval, d.HeartbeatInterval)
-	c.RetxDedupWindow = orOff(c.RetxDedupWindow, d.RetxDedupWindow)
-	c.MaxColdInFlight = or(c.MaxColdInFlight, d.MaxColdInFlight)
-	c.MaxColdQueued = orOff(c.MaxColdQueued, d.MaxColdQueued)
-	c.MaxColdRecords = or(c.MaxColdRecords, d.MaxColdRecords)
-	c.ColdRate = or(c.ColdRate, d.ColdRate)
-	c.ColdBurst = or(c.ColdBurst, d.ColdBurst)
+	c.MaxFrame = defaults.Or(c.MaxFrame, d.MaxFrame)
+	c.RingSlots = defaults.Or(c.RingSlots, d.RingSlots)
+	c.HeartbeatInterval = defaults.Or(c.HeartbeatInterval, d.HeartbeatInterval)
+	c.RetxDedupWindow = defaults.Off(c.RetxDedupWindow, d.RetxDedupWindow)
+	c.MaxColdInFlight = defaults.Or(c.MaxColdInFlight, d.MaxColdInFlight)
+	c.MaxColdQueued = defaults.Off(c.MaxColdQueued, d.MaxColdQueued)
+	c.MaxColdRecords = defaults.Or(c.MaxColdRecords, d.MaxColdRecords)
+	c.ColdRate = defaults.Or(c.ColdRate, d.ColdRate)
+	c.ColdBurst = defaults.Or(c.ColdBurst, d.ColdBurst)
 	return c
 }
 
@@ -28,33 +32,14 @@ func (c SenderConfig) withDefaults() SenderConfig {
 // the negative "off" values mapped to the zero the Receiver works with.
 func (c ReceiverConfig) withDefaults() ReceiverConfig {
 	d := DefaultReceiverConfig()
-	c.MaxFrame = or(c.MaxFrame, d.MaxFrame)
-	c.ReorderSlots = or(c.ReorderSlots, d.ReorderSlots)
-	c.NakDebounce = orOff(c.NakDebounce, d.NakDebounce)
-	c.MaxNakRetries = orOff(c.MaxNakRetries, d.MaxNakRetries)
-	c.HeartbeatInterval = or(c.HeartbeatInterval, d.HeartbeatInterval)
-	c.SilenceIntervals = or(c.SilenceIntervals, d.SilenceIntervals)
-	c.MaxNakRunsPerPump = or(c.MaxNakRunsPerPump, d.MaxNakRunsPerPump)
+	c.MaxFrame = defaults.Or(c.MaxFrame, d.MaxFrame)
+	c.ReorderSlots = defaults.Or(c.ReorderSlots, d.ReorderSlots)
+	c.NakDebounce = defaults.Off(c.NakDebounce, d.NakDebounce)
+	c.MaxNakRetries = defaults.Off(c.MaxNakRetries, d.MaxNakRetries)
+	c.HeartbeatInterval = defaults.Or(c.HeartbeatInterval, d.HeartbeatInterval)
+	c.SilenceIntervals = defaults.Or(c.SilenceIntervals, d.SilenceIntervals)
+	c.MaxNakRunsPerPump = defaults.Or(c.MaxNakRunsPerPump, d.MaxNakRunsPerPump)
 	return c
-}
-
-// or is v, or def when v is zero.
-func or[T int | int64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
-}
-
-// orOff is def for zero, 0 for a negative v ("off"), else v.
-func orOff[T int | int64](v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }
 
 // nilLog maps a typed nil (a nil *wal.Writer in a Log) to the nil

@@ -11,6 +11,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/internal/defaults"
 )
 
 // Config configures a [Path]. A zero field means its default.
@@ -33,12 +34,8 @@ type Config struct {
 var ErrConfig = cfgerr.Sentinel("stdnet")
 
 func (c Config) withDefaults() Config {
-	if c.Slots == 0 {
-		c.Slots = 1024
-	}
-	if c.SlotSize == 0 {
-		c.SlotSize = 65507
-	}
+	c.Slots = defaults.Or(c.Slots, 1024)
+	c.SlotSize = defaults.Or(c.SlotSize, 65507)
 	return c
 }
 
