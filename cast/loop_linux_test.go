@@ -51,7 +51,7 @@ func openPair(t testing.TB, kind string, noGSO bool) (a, b datapath.Path) {
 		}
 		c := mmsg.DefaultConfig()
 		c.Peer = pb.LocalAddr()
-		c.GSO = !noGSO
+		c.NoGSO = noGSO
 		pa, err := mmsg.New(c)
 		if err != nil {
 			t.Fatal(err)

@@ -86,7 +86,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 		p = u
 	case "mmsg":
 		c := mmsg.DefaultConfig()
-		c.Local, c.Peer, c.Batch, c.GSO, c.Multicast = local, peer, nf.batch, !nf.noGSO, nf.mc
+		c.Local, c.Peer, c.Batch, c.NoGSO, c.Multicast = local, peer, nf.batch, nf.noGSO, nf.mc
 		m, err := mmsg.New(c)
 		if err != nil {
 			return nil, err

@@ -1,21 +1,26 @@
 package mmsg
 
 import (
-	"errors"
-	"fmt"
-	"github.com/walcast/walcast/datapath"
 	"net/netip"
+
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/internal/sock"
+	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/internal/defaults"
 )
 
-// Config configures a [Path].
+// Config configures a [Path]. A zero field means its default;
+// [DefaultConfig] differs from the zero Config only in binding the
+// loopback address.
 type Config struct {
-	// Local is the address to bind; port 0 picks a free one.
+	// Local is the address to bind (default: the unspecified address of
+	// Peer's family, IPv4 without a Peer); port 0 picks a free one.
 	Local netip.AddrPort
 	// Peer, when valid, connects the socket.
 	Peer netip.AddrPort
 	// SockBuf is SO_RCVBUF/SO_SNDBUF in bytes (default 8 MiB).
 	SockBuf int
-	// BusyPollUS is SO_BUSY_POLL in µs (default 50; 0 = off).
+	// BusyPollUS is SO_BUSY_POLL in µs (default 50; negative: off).
 	BusyPollUS int
 	// Multicast configures group sending and receiving (zero: none).
 	// A receiver binds Local to the unspecified address on the group's
@@ -24,12 +29,14 @@ type Config struct {
 	Multicast datapath.Multicast
 	// Batch is the most datagrams one sendmmsg/recvmmsg moves (default 64).
 	Batch int
-	// GSO sends runs of equal-length frames as UDP_SEGMENT
-	// super-datagrams when batch.ProbeGSO passes (default on).
-	GSO bool
-	// GRO enables UDP_GRO on receive when batch.ProbeGRO passes (default
-	// on); receive slots are then 64 KiB.
-	GRO bool
+	// NoGSO turns UDP GSO off. By default runs of equal-length frames
+	// to one peer leave as UDP_SEGMENT super-datagrams, where
+	// batch.ProbeGSO passes.
+	NoGSO bool
+	// NoGRO turns UDP GRO off. By default the kernel hands over
+	// coalesced runs (split back into datagrams) where batch.ProbeGRO
+	// passes; receive slots are then 64 KiB.
+	NoGRO bool
 	// GROSlots is the number of 64 KiB receive slots with GRO (default 16).
 	GROSlots int
 	// Coalesce packs consecutive frames to the same peer into one
@@ -42,45 +49,47 @@ type Config struct {
 	MaxDatagram int
 }
 
-// DefaultConfig returns a Config bound to 127.0.0.1 on a free port with
-// GSO and GRO on (where the kernel supports them) and Coalesce off.
+// ErrConfig matches every configuration error of this package.
+var ErrConfig = cfgerr.Sentinel("mmsg")
+
+// DefaultConfig returns the defaults (GSO and GRO on where the kernel
+// supports them, Coalesce off), bound to 127.0.0.1 on a free port (tests
+// and one-host runs).
 func DefaultConfig() Config {
-	return Config{
-		Local:       netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0),
-		SockBuf:     8 << 20,
-		BusyPollUS:  50,
-		Batch:       64,
-		GSO:         true,
-		GRO:         true,
-		GROSlots:    16,
-		MaxDatagram: 1472,
-	}
+	c := Config{Local: netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0)}.withDefaults()
+	c.BusyPollUS = sock.DefaultBusyPollUS
+	return c
+}
+
+// withDefaults returns c with every zero field set to its default
+// (BusyPollUS and SockBuf are mapped by sock).
+func (c Config) withDefaults() Config {
+	sc := c.sock(false)
+	c.SockBuf = sc.SockBuf
+	c.Batch = defaults.Or(c.Batch, 64)
+	c.GROSlots = defaults.Or(c.GROSlots, 16)
+	c.MaxDatagram = defaults.Or(c.MaxDatagram, 1472)
+	return c
+}
+
+// sock is the socket's configuration, with the defaults applied.
+func (c Config) sock(gro bool) sock.Config {
+	return sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, Multicast: c.Multicast, GRO: gro}.WithDefaults()
 }
 
 // Validate reports a Config that cannot work.
 func (c Config) Validate() error {
-	if c.SockBuf < 0 || c.BusyPollUS < 0 {
-		return errors.New("mmsg: SockBuf and BusyPollUS must be >= 0")
+	c = c.withDefaults()
+	bad := func(field, f string, a ...any) error { return cfgerr.New("mmsg", ErrConfig, field, f, a...) }
+	switch {
+	case c.Batch < 1 || c.Batch > 1024:
+		return bad("Batch", "%d outside 1..1024", c.Batch)
+	case !c.NoGRO && c.GROSlots < 1:
+		return bad("GROSlots", "%d < 1", c.GROSlots)
+	case c.Coalesce && (c.MaxDatagram < 64 || c.MaxDatagram > 65507):
+		return bad("MaxDatagram", "%d outside 64..65507", c.MaxDatagram)
 	}
-	if c.Batch < 1 || c.Batch > 1024 {
-		return fmt.Errorf("mmsg: Batch %d outside 1..1024", c.Batch)
-	}
-	if c.GRO && c.GROSlots < 1 {
-		return fmt.Errorf("mmsg: GROSlots %d < 1", c.GROSlots)
-	}
-	if c.Coalesce && (c.MaxDatagram < 64 || c.MaxDatagram > 65507) {
-		return fmt.Errorf("mmsg: MaxDatagram %d outside 64..65507", c.MaxDatagram)
-	}
-	if c.Multicast.Enabled() {
-		v6 := c.Local.IsValid() && c.Local.Addr().Is6() && !c.Local.Addr().Is4In6()
-		if err := c.Multicast.Validate(v6); err != nil {
-			return err
-		}
-	}
-	if c.Local.IsValid() && c.Peer.IsValid() && c.Local.Addr().Unmap().Is4() != c.Peer.Addr().Unmap().Is4() {
-		return fmt.Errorf("mmsg: local %s and peer %s are of different address families", c.Local, c.Peer)
-	}
-	return nil
+	return c.sock(false).Check("mmsg", ErrConfig)
 }
 
 // Features says which kernel offloads a Path uses and why not.

@@ -28,9 +28,10 @@ func New(c Config) (*Path, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	c = c.withDefaults()
 	var f Features
 	gro := false
-	if c.GRO {
+	if !c.NoGRO {
 		if err := batch.ProbeGRO(); err != nil {
 			f.GROReason = err.Error()
 		} else {
@@ -39,12 +40,12 @@ func New(c Config) (*Path, error) {
 	} else {
 		f.GROReason = "off in config"
 	}
-	s, err := sock.Open(sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, Multicast: c.Multicast, GRO: gro})
+	s, err := sock.Open(c.sock(gro))
 	if err != nil {
 		return nil, err
 	}
 	f.GRO = s.GRO
-	if c.GSO {
+	if !c.NoGSO {
 		if err := batch.ProbeGSO(); err != nil {
 			f.GSOReason = err.Error()
 		} else {

@@ -3,8 +3,10 @@ package mmsg
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
@@ -22,7 +24,7 @@ func kit(gro bool) pathtest.Kit {
 			if local.IsValid() {
 				c.Local = local
 			}
-			c.Peer, c.GRO = peer, gro
+			c.Peer, c.NoGRO = peer, !gro
 			return New(c)
 		},
 		Counts: func(p pathtest.Path) pathtest.Counts {
@@ -91,10 +93,10 @@ func TestSendRecv(t *testing.T) {
 				t.Skip(batch.ProbeGSO())
 			}
 			rc := DefaultConfig()
-			rc.GRO = c.gro
+			rc.NoGRO = !c.gro
 			b := open(t, rc)
 			sc := DefaultConfig()
-			sc.GSO, sc.Coalesce, sc.Peer = c.gso, c.coa, b.LocalAddr()
+			sc.NoGSO, sc.Coalesce, sc.Peer = !c.gso, c.coa, b.LocalAddr()
 			a := open(t, sc)
 			if f := a.Features(); f.GSO != c.gso {
 				t.Fatalf("features %+v", f)
@@ -225,14 +227,23 @@ func TestGSOEIOFallsBack(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	for _, mod := range []func(*Config){
-		func(c *Config) { c.Batch = 0 },
+		func(c *Config) { c.Batch = -1 },
+		func(c *Config) { c.Batch = 2000 },
 		func(c *Config) { c.Coalesce, c.MaxDatagram = true, 10 },
-		func(c *Config) { c.GROSlots = 0 },
+		func(c *Config) { c.GROSlots = -1 },
+		func(c *Config) { c.SockBuf = -1 },
+		func(c *Config) { c.Peer = netip.MustParseAddrPort("[::1]:9") },
 	} {
 		c := DefaultConfig()
 		mod(&c)
-		if c.Validate() == nil {
-			t.Errorf("%+v accepted", c)
+		if err := c.Validate(); !errors.Is(err, ErrConfig) {
+			t.Errorf("%+v: %v", c, err)
 		}
+	}
+	// The zero Config is the defaults (but for the loopback address).
+	z := Config{Local: DefaultConfig().Local}.withDefaults()
+	z.BusyPollUS = DefaultConfig().BusyPollUS // mapped by the socket: 0 means 50 µs there
+	if !reflect.DeepEqual(z, DefaultConfig()) {
+		t.Fatalf("zero config %+v, want %+v", z, DefaultConfig())
 	}
 }

@@ -1,23 +1,27 @@
 package udp
 
 import (
-	"errors"
-	"fmt"
-	"github.com/walcast/walcast/datapath"
 	"net/netip"
+
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/datapath/internal/sock"
+	"github.com/walcast/walcast/internal/cfgerr"
 )
 
-// Config configures a [Path].
+// Config configures a [Path]. A zero field means its default;
+// [DefaultConfig] differs from the zero Config only in binding the
+// loopback address.
 type Config struct {
-	// Local is the address to bind; port 0 picks a free one.
+	// Local is the address to bind (default: the unspecified address of
+	// Peer's family, IPv4 without a Peer); port 0 picks a free one.
 	Local netip.AddrPort
 	// Peer, when valid, connects the socket: datagrams without an
 	// address go there, and only its datagrams are received.
 	Peer netip.AddrPort
 	// SockBuf is SO_RCVBUF/SO_SNDBUF in bytes (default 8 MiB).
 	SockBuf int
-	// BusyPollUS is SO_BUSY_POLL in µs (default 50; 0 = off). It acts
-	// only on devices with a NAPI id; see Path.NAPIID.
+	// BusyPollUS is SO_BUSY_POLL in µs (default 50; negative: off). It
+	// acts only on devices with a NAPI id; see Path.NAPIID.
 	BusyPollUS int
 	// Multicast configures group sending and receiving (zero: none).
 	// A receiver binds Local to the unspecified address on the group's
@@ -26,31 +30,26 @@ type Config struct {
 	Multicast datapath.Multicast
 }
 
-// DefaultConfig returns a Config bound to 127.0.0.1 on a free port.
+// ErrConfig matches every configuration error of this package.
+var ErrConfig = cfgerr.Sentinel("udp")
+
+// DefaultConfig returns the defaults, bound to 127.0.0.1 on a free port
+// (tests and one-host runs).
 func DefaultConfig() Config {
 	return Config{
 		Local:      netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), 0),
-		SockBuf:    8 << 20,
-		BusyPollUS: 50,
+		SockBuf:    sock.DefaultSockBuf,
+		BusyPollUS: sock.DefaultBusyPollUS,
 	}
 }
 
-// Validate reports a Config that cannot work.
-func (c Config) Validate() error {
-	if c.SockBuf < 0 || c.BusyPollUS < 0 {
-		return errors.New("udp: SockBuf and BusyPollUS must be >= 0")
-	}
-	if c.Multicast.Enabled() {
-		v6 := c.Local.IsValid() && c.Local.Addr().Is6() && !c.Local.Addr().Is4In6()
-		if err := c.Multicast.Validate(v6); err != nil {
-			return err
-		}
-	}
-	if c.Local.IsValid() && c.Peer.IsValid() && c.Local.Addr().Unmap().Is4() != c.Peer.Addr().Unmap().Is4() {
-		return fmt.Errorf("udp: local %s and peer %s are of different address families", c.Local, c.Peer)
-	}
-	return nil
+// sock is the socket's configuration, with the defaults applied.
+func (c Config) sock() sock.Config {
+	return sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, Multicast: c.Multicast}.WithDefaults()
 }
+
+// Validate reports a Config that cannot work.
+func (c Config) Validate() error { return c.sock().Check("udp", ErrConfig) }
 
 // Stats are the path's counters (safe to read from any goroutine).
 type Stats struct {

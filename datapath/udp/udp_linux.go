@@ -37,7 +37,7 @@ func New(c Config) (*Path, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	s, err := sock.Open(sock.Config{Local: c.Local, Peer: c.Peer, SockBuf: c.SockBuf, BusyPollUS: c.BusyPollUS, Multicast: c.Multicast})
+	s, err := sock.Open(c.sock())
 	if err != nil {
 		return nil, err
 	}

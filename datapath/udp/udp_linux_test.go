@@ -78,8 +78,14 @@ func TestSendErrnoStorm(t *testing.T) {
 func TestValidate(t *testing.T) {
 	c := DefaultConfig()
 	c.Peer = netip.MustParseAddrPort("[::1]:9")
-	if c.Validate() == nil {
-		t.Fatal("mixed families accepted")
+	if err := c.Validate(); !errors.Is(err, ErrConfig) {
+		t.Fatalf("mixed families: %v", err)
+	}
+	if err := (Config{}).Validate(); err != nil {
+		t.Fatalf("zero config: %v", err)
+	}
+	if s := (Config{BusyPollUS: -1}).sock(); s.BusyPollUS != 0 || s.SockBuf != 8<<20 {
+		t.Fatalf("defaults not applied: %+v", s)
 	}
 }
 

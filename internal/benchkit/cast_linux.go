@@ -46,12 +46,12 @@ func ConnectedUDP() (a, b *udp.Path, err error) {
 // gro is true.
 func ConnectedMmsg(gso, gro bool, batch int) (a, b *mmsg.Path, err error) {
 	cb := mmsg.DefaultConfig()
-	cb.GRO, cb.Batch = gro, batch
+	cb.NoGRO, cb.Batch = !gro, batch
 	if b, err = mmsg.New(cb); err != nil {
 		return nil, nil, err
 	}
 	ca := mmsg.DefaultConfig()
-	ca.GSO, ca.Batch, ca.Peer = gso, batch, b.LocalAddr()
+	ca.NoGSO, ca.Batch, ca.Peer = !gso, batch, b.LocalAddr()
 	if a, err = mmsg.New(ca); err != nil {
 		b.Close()
 		return nil, nil, err

@@ -22,14 +22,14 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 		return Row{}, err
 	}
 	rc := mmsg.DefaultConfig()
-	rc.GRO, rc.Batch = c.GRO, c.Batch
+	rc.NoGRO, rc.Batch = !c.GRO, c.Batch
 	rx, err := mmsg.New(rc)
 	if err != nil {
 		return Row{}, err
 	}
 	defer rx.Close()
 	sc := mmsg.DefaultConfig()
-	sc.GSO, sc.Batch, sc.Peer = c.GSO, c.Batch, rx.LocalAddr()
+	sc.NoGSO, sc.Batch, sc.Peer = !c.GSO, c.Batch, rx.LocalAddr()
 	tx, err := mmsg.New(sc)
 	if err != nil {
 		return Row{}, err

@@ -37,6 +37,9 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 			c.Local, c.Peer = local, peer
 			if s.BusyPoll >= 0 {
 				c.BusyPollUS = s.BusyPoll
+				if s.BusyPoll == 0 {
+					c.BusyPollUS = -1 // off (a zero field means the default)
+				}
 			}
 			u, err := udp.New(c)
 			if err != nil {
@@ -45,9 +48,12 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 			p = u
 		case "mmsg":
 			c := mmsg.DefaultConfig()
-			c.Local, c.Peer, c.Batch, c.GSO, c.GRO = local, peer, s.Batch, s.GSO, s.GSO
+			c.Local, c.Peer, c.Batch, c.NoGSO, c.NoGRO = local, peer, s.Batch, !s.GSO, !s.GSO
 			if s.BusyPoll >= 0 {
 				c.BusyPollUS = s.BusyPoll
+				if s.BusyPoll == 0 {
+					c.BusyPollUS = -1 // off (a zero field means the default)
+				}
 			}
 			m, err := mmsg.New(c)
 			if err != nil {
