@@ -22,7 +22,7 @@ func runPaths(o Options, r *report.Report) {
 	c.Runs = max(1, o.Repeat)
 	c.Log = o.Log
 	if o.Quick {
-		c.Runs, c.N, c.Warmup = 1, 500, 100
+		c.Runs, c.N, c.Warmup, c.Blocks = 1, 500, 100, 2
 		c.Sizes = []int{144}
 		c.TputTime, c.LossTime = 200*time.Millisecond, 300*time.Millisecond
 	}

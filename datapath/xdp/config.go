@@ -76,6 +76,12 @@ type Config struct {
 	// Impair, when set, is embedded in the redirect program and drops
 	// received datagrams before they reach the socket (tests).
 	Impair *bpf.Impair
+	// TxBudget is how many descriptors one TX kick (sendto) may transmit
+	// in copy mode: XDP_MAX_TX_SKB_BUDGET, Linux 6.17+, 32..TxFrames. 0
+	// asks for TxFrames, so one kick drains the ring; a kernel without the
+	// option keeps its fixed 32 and Send repeats the kick while it makes
+	// progress (Path.TxBudget says which).
+	TxBudget int
 	// BusyPoll, when > 0, sets SO_BUSY_POLL (µs) and SO_PREFER_BUSY_POLL on
 	// the socket, and Recv makes a non-blocking recvfrom on every empty
 	// poll, which runs the device's NAPI poll on the calling thread. On
@@ -134,6 +140,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xdp: Copy mode %d unknown", c.Copy)
 	case c.BusyPoll < 0:
 		return fmt.Errorf("xdp: BusyPoll %d is negative", c.BusyPoll)
+	case c.TxBudget != 0 && (c.TxBudget < 32 || c.TxBudget > c.TxFrames):
+		return fmt.Errorf("xdp: TxBudget %d outside 32..TxFrames (%d), or 0", c.TxBudget, c.TxFrames)
 	}
 	return nil
 }

@@ -36,6 +36,8 @@ type Path struct {
 	mode     bpf.Mode
 	zeroCopy bool
 	zcErr    error // why zero-copy bind failed (CopyAuto fell back)
+	txBudget int   // descriptors one kick transmits at most
+	kickMax  int   // kicks per Send while the kernel makes progress
 	closed   bool
 	stats    Stats
 }
@@ -177,6 +179,24 @@ func (p *Path) setup() error {
 		p.txFree = append(p.txFree, uint64(c.RxFrames+i)*p.frameLen)
 	}
 
+	// One kick per Send where the kernel lets us raise its per-call budget
+	// (6.17+); ENOPROTOOPT on older kernels, which transmit 32 per call.
+	p.txBudget = 32
+	want := c.TxBudget
+	if want == 0 {
+		want = c.TxFrames
+	}
+	if want > 32 {
+		switch err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, want); err {
+		case nil:
+			p.txBudget = want
+		case unix.ENOPROTOOPT, unix.EINVAL:
+		default:
+			return fmt.Errorf("xdp: XDP_MAX_TX_SKB_BUDGET %d: %w", want, err)
+		}
+	}
+	p.kickMax = c.TxFrames/p.txBudget + 2
+
 	if c.BusyPoll > 0 {
 		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, c.BusyPoll); err != nil {
 			return fmt.Errorf("xdp: SO_BUSY_POLL: %w", err)
@@ -303,13 +323,13 @@ var errTooBig = errors.New("xdp: payload larger than a UMEM frame")
 
 // kick makes the kernel transmit what is on the TX ring. In copy mode the
 // transmit runs inside sendto and stops after a budget of descriptors
-// (32 by default) with EAGAIN, so it is repeated while the kernel makes
-// progress.
+// (TxBudget: the ring where the kernel allows, else 32) with EAGAIN, so it
+// is repeated while the kernel makes progress.
 func (p *Path) kick() {
 	if p.cfg.NeedWakeup && !p.tx.needWakeup() {
 		return
 	}
-	for range int(p.tx.size/32) + 2 {
+	for range p.kickMax {
 		p.stats.TxKicks++
 		_, _, e := unix.Syscall6(unix.SYS_SENDTO, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		switch e {
@@ -407,6 +427,10 @@ func (p *Path) Mode() bpf.Mode { return p.mode }
 
 // ZeroCopy reports whether the socket bound in zero-copy mode.
 func (p *Path) ZeroCopy() bool { return p.zeroCopy }
+
+// TxBudget is how many descriptors one TX kick may transmit: Config.TxBudget
+// (or the TX ring) where the kernel took XDP_MAX_TX_SKB_BUDGET, else 32.
+func (p *Path) TxBudget() int { return p.txBudget }
 
 // ZeroCopyErr is the error the kernel gave for a zero-copy bind when
 // Config.Copy was CopyAuto and the path fell back to copy mode (veth:

@@ -542,3 +542,39 @@ func TestClosed(t *testing.T) {
 		t.Fatalf("program still attached after Close:\n%s", out)
 	}
 }
+
+// TestTxBudget: with XDP_MAX_TX_SKB_BUDGET (Linux 6.17+) a batch of 64 goes
+// out in one kick; with the kernel's fixed 32 it takes two, the first
+// answered EAGAIN. Both deliver everything.
+func TestTxBudget(t *testing.T) {
+	pr := newPair(t)
+	rcv := kernelUDP(t, pr.B, kernelPort)
+	for _, budget := range []int{0, 32} {
+		p := open(t, pr.A, netip.AddrPortFrom(pr.B.Addr, kernelPort), func(c *Config) { c.TxBudget = budget })
+		if budget == 0 && p.TxBudget() == 32 {
+			t.Log("kernel lacks XDP_MAX_TX_SKB_BUDGET (Linux 6.17): one kick per 32 descriptors")
+		}
+		v := batch.New(64, 2048)
+		for i := range 64 {
+			v.Append(payload(i, 100), netip.AddrPort{})
+		}
+		before := p.Stats()
+		if n, err := p.Send(v); n != 64 || err != nil {
+			t.Fatalf("budget %d: sent %d, %v", budget, n, err)
+		}
+		st := p.Stats()
+		kicks, again := st.TxKicks-before.TxKicks, st.TxAgain-before.TxAgain
+		want := uint64((64 + p.TxBudget() - 1) / p.TxBudget())
+		if kicks != want || again != want-1 {
+			t.Fatalf("budget %d (effective %d): %d kicks, %d EAGAIN for 64 frames; want %d, %d", budget, p.TxBudget(), kicks, again, want, want-1)
+		}
+		buf := make([]byte, 2048)
+		for i := range 64 {
+			rcv.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, _, err := rcv.ReadFromUDPAddrPort(buf); err != nil {
+				t.Fatalf("budget %d: datagram %d: %v", budget, i, err)
+			}
+		}
+		p.Close()
+	}
+}

@@ -30,6 +30,9 @@ func (*Path) Mode() bpf.Mode { return bpf.ModeAuto }
 // ZeroCopy is false on this platform.
 func (*Path) ZeroCopy() bool { return false }
 
+// TxBudget is 0 on this platform.
+func (*Path) TxBudget() int { return 0 }
+
 // ZeroCopyErr is ErrNotSupported on this platform.
 func (*Path) ZeroCopyErr() error { return ErrNotSupported }
 

@@ -43,7 +43,8 @@ type Config struct {
 	Workloads []string // from Workloads
 	Runs      int      // each workload × spec, interleaved (3)
 	N         int      // measured round trips per rtt row (20 000)
-	Warmup    int      // round trips before measuring (2 000)
+	Warmup    int      // round trips before measuring, spread over the blocks (2 000)
+	Blocks    int      // rtt: each run's round trips in this many blocks, interleaved across specs (10)
 	Size      int      // record bytes (walcast header included) of rtt and loss (144)
 	Sizes     []int    // record bytes of throughput rows (144, 1443)
 	TputTime  time.Duration
@@ -59,7 +60,7 @@ type Config struct {
 // DefaultConfig is what `cast bench paths` runs without flags.
 func DefaultConfig() Config {
 	return Config{
-		Workloads: Workloads, Runs: 3, N: 20000, Warmup: 2000, Size: 144, Sizes: []int{144, 1443},
+		Workloads: Workloads, Runs: 3, N: 20000, Warmup: 2000, Blocks: 10, Size: 144, Sizes: []int{144, 1443},
 		TputTime: 2 * time.Second, Window: 4096, Loss: 0.01, LossRate: 20000, LossTime: 2 * time.Second,
 		CPUs: [2]int{0, 1}, Tag: "paths",
 	}
@@ -83,8 +84,8 @@ func (c Config) Validate() error {
 		return errors.New("pathbench: no workloads")
 	case c.Runs < 1 || c.Runs > 100:
 		return fmt.Errorf("pathbench: runs %d outside 1..100", c.Runs)
-	case c.N < 1 || c.Warmup < 0:
-		return fmt.Errorf("pathbench: n %d, warmup %d", c.N, c.Warmup)
+	case c.N < 1 || c.Warmup < 0 || c.Blocks < 1 || c.Blocks > c.N:
+		return fmt.Errorf("pathbench: n %d, warmup %d, blocks %d (want 1..n)", c.N, c.Warmup, c.Blocks)
 	case c.Size < minRecord || c.Size > maxRecord:
 		return fmt.Errorf("pathbench: size %d outside %d..%d", c.Size, minRecord, maxRecord)
 	case c.TputTime <= 0 || c.LossTime <= 0:

@@ -14,12 +14,73 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
+// rttRun measures one run of the rtt workload: every spec's round trips
+// are taken in c.Blocks blocks, interleaved across specs (A B C, A B C, …
+// with fresh paths each time), so load that comes and goes on a shared
+// machine falls on every spec alike; a spec's row pools its blocks.
+func rttRun(c Config, specs []Spec, pr *netns.Pair, sys *bpf.SyscallCounter) []Row {
+	blocks := max(1, min(c.Blocks, c.N))
+	rows := make([]Row, len(specs))
+	samples := make([]*benchkit.Samples, len(specs))
+	for i := range specs {
+		samples[i] = benchkit.NewSamples(c.N)
+	}
+	done := make([]int, len(specs)) // round trips measured so far
+	for b := range blocks {
+		n := c.N*(b+1)/blocks - c.N*b/blocks
+		for i, s := range specs {
+			if b > 0 && !rows[i].Measured() {
+				continue // refused or failed: not again
+			}
+			r := rtt(c, s, pr, sys, n, c.Warmup/blocks+min(c.Warmup, 100), samples[i])
+			if b == 0 {
+				rows[i] = r
+			} else if !r.Measured() {
+				rows[i].Failed, rows[i].Refused = r.Failed, r.Refused
+			} else {
+				rows[i].A = mergeThread(rows[i].A, done[i], r.A, n)
+				rows[i].B = mergeThread(rows[i].B, done[i], r.B, n)
+				rows[i].Seconds += r.Seconds
+				rows[i].Note = r.Note
+			}
+			done[i] += n
+		}
+	}
+	for i := range rows {
+		if rows[i].Measured() {
+			rows[i].Latency = samples[i].Summarize()
+			rows[i].Records = int64(samples[i].Len())
+			rows[i].RecPerS = float64(rows[i].Records) / rows[i].Seconds
+			rows[i].Note = fmt.Sprintf("%d blocks; %s", blocks, rows[i].Note)
+		}
+	}
+	return rows
+}
+
+// mergeThread is the weighted mean of two per-operation readings (n/a
+// stays n/a).
+func mergeThread(a Thread, na int, b Thread, nb int) Thread {
+	m := func(x, y float64) float64 {
+		if x < 0 || y < 0 {
+			return -1
+		}
+		return (x*float64(na) + y*float64(nb)) / float64(na+nb)
+	}
+	out := Thread{CPUNs: m(a.CPUNs, b.CPUNs), SysPct: m(a.SysPct, b.SysPct), Syscalls: m(a.Syscalls, b.Syscalls),
+		CtxSw: m(a.CtxSw, b.CtxSw), Involuntary: m(a.Involuntary, b.Involuntary), RunqNs: m(a.RunqNs, b.RunqNs), Why: a.Why}
+	if out.Why == "" {
+		out.Why = b.Why
+	}
+	return out
+}
+
 // rtt is a casting ping-pong over spec s between the pair's hosts: the
 // client loop on A sends one record and waits for the echo loop on B to
 // send it back on its own stream; the round trip is timed on the client
-// loop's clock. The probes' phase boundaries run on the client loop thread
-// (first measured ping, last echo).
-func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
+// loop's clock and n of them (after warmup) go into samples. The probes'
+// phase boundaries run on the client loop thread (first measured ping,
+// last echo). The row holds the counters, not the latency.
+func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup int, samples *benchkit.Samples) Row {
 	row := newRow("rtt", s, c.Size)
 	pa, pb, err := openPair(s, pr.A, pr.B)
 	if err != nil {
@@ -39,8 +100,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 		return failed(row, err)
 	}
 
-	total := c.Warmup + c.N
-	samples := benchkit.NewSamples(c.N)
+	total := warmup + n
 	payload := make([]byte, payloadLen(c.Size))
 	var (
 		i           int
@@ -84,19 +144,19 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 		}
 		d := l.Now() - t0
 		outstanding = false
-		if i >= c.Warmup {
+		if i >= warmup {
 			samples.Record(d)
 		}
 		i++
 		switch i {
-		case c.Warmup:
+		case warmup:
 			start = time.Now()
 			probes[0].begin()
 			probes[1].begin()
 		case total:
 			end = time.Now()
-			probes[0].end(int64(c.N))
-			probes[1].end(int64(c.N))
+			probes[0].end(int64(n))
+			probes[1].end(int64(n))
 			close(done)
 			return
 		}
@@ -114,11 +174,12 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 	probes[0], probes[1] = openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
 	defer probes[0].close()
 	defer probes[1].close()
-	if c.Warmup == 0 { // no warm-up: the first ping starts the phase
+	if warmup == 0 { // no warm-up: the first ping starts the phase
 		start = time.Now()
 		probes[0].begin()
 		probes[1].begin()
 	}
+	bp0 := busyPollRx(pr.A, pr.B)
 	ready.Store(true)
 	limit := max(30*time.Second, time.Duration(total)*time.Millisecond)
 	var timedOut bool
@@ -130,6 +191,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 		timedOut = true
 	}
 	note := pathNote(pa)
+	bp1 := busyPollRx(pr.A, pr.B)
 	cerr := closeAll(client, echo)
 	xa, xb := xdpStats(pa), xdpStats(pb) // after the loops stopped (and closed the paths)
 	switch {
@@ -140,15 +202,16 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 	case i < total:
 		return failed(row, fmt.Errorf("a loop stopped after %d of %d round trips: %v", i, total, cerr))
 	}
-	row.Latency = samples.Summarize()
-	row.Records, row.Seconds = int64(c.N), end.Sub(start).Seconds()
-	row.RecPerS = float64(c.N) / row.Seconds
-	row.A, row.B = probes[0].thread(int64(c.N)), probes[1].thread(int64(c.N))
+	row.Seconds = end.Sub(start).Seconds()
+	row.A, row.B = probes[0].thread(int64(n)), probes[1].thread(int64(n))
 	row.Note = note
 	if xa != nil {
 		per := float64(total)
 		row.Note += fmt.Sprintf("; client per round trip: %.2f TX kicks, %.2f RX kicks; echo: %.2f TX kicks, %.2f RX kicks",
 			float64(xa.TxKicks)/per, float64(xa.RecvKicks)/per, float64(xb.TxKicks)/per, float64(xb.RecvKicks)/per)
+	}
+	if s.BusyPoll > 0 && bp0 >= 0 && bp1 >= 0 {
+		row.Note += fmt.Sprintf("; packets taken by busy polling: %d (TcpExt BusyPollRxPackets, both hosts)", bp1-bp0)
 	}
 	if n := client.ReceiverStats().NaksSent + echo.ReceiverStats().NaksSent; n > 0 {
 		row.Note += fmt.Sprintf("; %d NAKs", n)

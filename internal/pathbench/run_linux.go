@@ -68,6 +68,18 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			if !want[w] {
 				continue
 			}
+			if w == "rtt" {
+				if err := ctx.Err(); err != nil {
+					r.finish(c)
+					return r, err
+				}
+				for _, row := range rttRun(c, c.Specs, pr, sys) {
+					row.Run = run
+					c.logf("%s\n", row.progress())
+					r.Rows = append(r.Rows, row)
+				}
+				continue
+			}
 			for _, s := range c.Specs {
 				sizes := []int{c.Size}
 				if w == "throughput" {
@@ -80,8 +92,6 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 					}
 					var row Row
 					switch w {
-					case "rtt":
-						row = rtt(c, s, pr, sys)
 					case "throughput":
 						row = throughput(c, s, size, pr, sys)
 					case "loss":

@@ -22,7 +22,7 @@ func TestRunSmoke(t *testing.T) {
 	if c.Specs, err = ParseSpecs("udp,mmsg-b64-gso,xdp-native,xdp-generic-busy"); err != nil {
 		t.Fatal(err)
 	}
-	c.Runs, c.N, c.Warmup = 1, 300, 50
+	c.Runs, c.N, c.Warmup, c.Blocks = 1, 300, 50, 2
 	c.Sizes = []int{144}
 	c.TputTime, c.LossTime, c.LossRate, c.Loss = 200*time.Millisecond, 300*time.Millisecond, 10000, 0.05
 	c.Tag = "xdp-smoke"

@@ -65,6 +65,7 @@ func TestConfigValidate(t *testing.T) {
 		"no workloads":   func(c *Config) { c.Workloads = nil },
 		"bad workload":   func(c *Config) { c.Workloads = []string{"rtt", "ping"} },
 		"zero runs":      func(c *Config) { c.Runs = 0 },
+		"zero blocks":    func(c *Config) { c.Blocks = 0 },
 		"tiny size":      func(c *Config) { c.Size = 20 },
 		"huge size":      func(c *Config) { c.Sizes = []int{144, 9000} },
 		"loss 1":         func(c *Config) { c.Loss = 1 },

@@ -75,11 +75,20 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 	pA, pB := openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
 	defer pA.close()
 	defer pB.close()
+	// Warm up from the first delivery (a starved loop may take a while on a
+	// loaded machine), then measure; a phase that saw nothing delivered is
+	// stretched (up to 10 s) rather than reported as zero.
+	for deadline := time.Now().Add(10 * time.Second); delivered.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	time.Sleep(tputWarmup)
 	pA.begin()
 	pB.begin()
 	d0, t0 := delivered.Load(), time.Now()
 	time.Sleep(c.TputTime)
+	for deadline := t0.Add(10 * time.Second); delivered.Load() == d0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	d1, t1 := delivered.Load(), time.Now()
 	ops := d1 - d0
 	pA.end(ops)
