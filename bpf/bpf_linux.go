@@ -211,11 +211,13 @@ func (im *Impair) Close() error {
 	return errors.Join(err, im.impairMaps.close())
 }
 
-// Redirect is a loaded redirect program with its XSKMAP.
+// Redirect is a loaded redirect program with its XSKMAP (and, when
+// port-keyed, its port map).
 type Redirect struct {
 	attacher
-	xsks *ebpf.Map
-	cfg  RedirectConfig
+	xsks  *ebpf.Map
+	ports *ebpf.Map // PortSlots > 0: u32 port as loaded → u32 slot
+	cfg   RedirectConfig
 }
 
 // NewRedirect loads the redirect program. It is not attached.
@@ -228,20 +230,65 @@ func NewRedirect(c RedirectConfig) (*Redirect, error) {
 	}
 	r := &Redirect{cfg: c}
 	var err error
-	r.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "walcast_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(c.Queues)})
+	slots := c.Queues
+	if c.PortSlots > 0 {
+		slots = c.PortSlots
+	}
+	r.xsks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "walcast_xsks", Type: ebpf.XSKMap, KeySize: 4, ValueSize: 4, MaxEntries: uint32(slots)})
 	if err != nil {
 		return nil, fmt.Errorf("bpf: create XSKMAP: %w", err)
 	}
 	s := progSpec{redirectPort: c.Port, xskFD: r.xsks.FD(), fallback: c.Fallback}
+	if c.PortSlots > 0 {
+		r.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: "walcast_ports", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: uint32(c.PortSlots)})
+		if err != nil {
+			r.xsks.Close()
+			return nil, fmt.Errorf("bpf: create port map: %w", err)
+		}
+		s.portsFD = r.ports.FD()
+	}
 	if c.Impair != nil {
 		s.impairCfgFD, s.impairCtrFD = c.Impair.cfg.FD(), c.Impair.ctr.FD()
 	}
 	r.prog, err = newProgram("walcast_redir", s)
 	if err != nil {
-		r.xsks.Close()
+		r.Close()
 		return nil, err
 	}
 	return r, nil
+}
+
+// RegisterPort makes socket fd (in slot, 0..PortSlots-1) receive the
+// datagrams to port, on a port-keyed redirect (PortSlots > 0).
+func (r *Redirect) RegisterPort(port uint16, slot, fd int) error {
+	if r.ports == nil {
+		return errors.New("bpf: RegisterPort on a queue-keyed redirect (PortSlots 0)")
+	}
+	if slot < 0 || slot >= r.cfg.PortSlots || port == 0 {
+		return fmt.Errorf("bpf: port %d slot %d: want a port and a slot in 0..%d", port, slot, r.cfg.PortSlots-1)
+	}
+	if err := r.xsks.Put(uint32(slot), uint32(fd)); err != nil {
+		return fmt.Errorf("bpf: register socket in slot %d: %w", slot, err)
+	}
+	if err := r.ports.Put(uint32(be16(port)), uint32(slot)); err != nil {
+		return fmt.Errorf("bpf: register port %d: %w", port, err)
+	}
+	return nil
+}
+
+// UnregisterPort removes port and its slot's socket; its datagrams go to
+// the kernel again.
+func (r *Redirect) UnregisterPort(port uint16, slot int) error {
+	if r.ports == nil {
+		return errors.New("bpf: UnregisterPort on a queue-keyed redirect (PortSlots 0)")
+	}
+	if err := r.ports.Delete(uint32(be16(port))); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpf: unregister port %d: %w", port, err)
+	}
+	if err := r.xsks.Delete(uint32(slot)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("bpf: unregister slot %d: %w", slot, err)
+	}
+	return nil
 }
 
 // Register makes the AF_XDP socket fd receive the datagrams of queue.
@@ -283,8 +330,15 @@ func (r *Redirect) Close() error {
 			err = e
 		}
 	}
-	if e := r.xsks.Close(); e != nil && err == nil {
-		err = e
+	if r.xsks != nil {
+		if e := r.xsks.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	if r.ports != nil {
+		if e := r.ports.Close(); e != nil && err == nil {
+			err = e
+		}
 	}
 	return err
 }

@@ -407,3 +407,64 @@ func TestRedirectWithImpair(t *testing.T) {
 		t.Fatalf("after Set(0): verdict %d, want redirect", got)
 	}
 }
+
+// TestRedirectByPort: a port-keyed redirect sends each registered port to
+// its slot's socket and everything else to the kernel.
+func TestRedirectByPort(t *testing.T) {
+	requireXDP(t)
+	c := DefaultRedirectConfig()
+	c.PortSlots, c.Fallback = 2, XDPDrop
+	r, err := NewRedirect(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var fds [2]int
+	for i := range fds {
+		if fds[i], err = unix.Socket(unix.AF_XDP, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[i])
+	}
+	verdict := func(dport uint16) uint32 {
+		t.Helper()
+		v, err := r.Run(frame{dport: dport, payload: record(0, 32)}.bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := verdict(port); v != XDPPass {
+		t.Fatalf("unregistered port: verdict %d, want pass", v)
+	}
+	for i, p := range []uint16{port, port + 1} {
+		if err := r.RegisterPort(p, i, fds[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range []uint16{port, port + 1} {
+		if v := verdict(p); v != XDPRedirect {
+			t.Fatalf("port %d: verdict %d, want redirect", p, v)
+		}
+	}
+	if v := verdict(port + 2); v != XDPPass {
+		t.Fatalf("other port: verdict %d, want pass", v)
+	}
+	if v, _ := r.Run(ipv6UDP(port)); v != XDPPass {
+		t.Fatalf("ipv6: verdict %d, want pass", v)
+	}
+	if err := r.UnregisterPort(port+1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v := verdict(port + 1); v != XDPPass {
+		t.Fatalf("after UnregisterPort: verdict %d, want pass", v)
+	}
+	if err := r.RegisterPort(port, 2, fds[0]); err == nil {
+		t.Fatal("slot 2 of 2 accepted")
+	}
+	q, err := NewRedirect(DefaultRedirectConfig())
+	if err == nil {
+		q.Close()
+		t.Fatal("queue-keyed redirect without a port accepted")
+	}
+}

@@ -42,6 +42,12 @@ func (*Redirect) Register(int, int) error { return errOS }
 // Unregister returns an error wrapping ErrNotSupported on this platform.
 func (*Redirect) Unregister(int) error { return errOS }
 
+// RegisterPort returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) RegisterPort(uint16, int, int) error { return errOS }
+
+// UnregisterPort returns an error wrapping ErrNotSupported on this platform.
+func (*Redirect) UnregisterPort(uint16, int) error { return errOS }
+
 // Attach returns an error wrapping ErrNotSupported on this platform.
 func (*Redirect) Attach(int, Mode) (Mode, error) { return 0, errOS }
 

@@ -85,8 +85,9 @@ const (
 
 // Stack slots of the programs (relative to R10).
 const (
-	stackKey   = -4 // u32 map key 0
-	stackQueue = -8 // u32 rx_queue_index, saved before R6 (ctx) is reused
+	stackKey   = -4  // u32 map key 0
+	stackQueue = -8  // u32 rx_queue_index, saved before R6 (ctx) is reused
+	stackPort  = -12 // u32 UDP destination port as loaded (port-keyed redirect)
 )
 
 // ne16 returns what a native-endian 16-bit load reads from the two bytes
@@ -184,6 +185,12 @@ type RedirectConfig struct {
 	// Queues is the XSKMAP size: the highest queue id + 1 that can hold a
 	// socket.
 	Queues int
+	// PortSlots, when > 0, steers by destination port instead: the
+	// program looks the port up in a map filled by RegisterPort and
+	// redirects to that slot's socket, so several sockets sharing one
+	// queue (and one UMEM) each receive their own port. Port is then
+	// ignored and Queues unused; ports not registered go to the kernel.
+	PortSlots int
 	// Fallback is the verdict when the receiving queue has no socket
 	// registered (XDPPass by default; tests use XDPDrop to tell a redirect
 	// attempt from a pass).
@@ -202,7 +209,10 @@ func DefaultRedirectConfig() RedirectConfig {
 
 // Validate reports a configuration that cannot be loaded.
 func (c RedirectConfig) Validate() error {
-	if c.Port == 0 {
+	if c.PortSlots < 0 || c.PortSlots > 1024 {
+		return fmt.Errorf("bpf: redirect PortSlots %d outside 0..1024", c.PortSlots)
+	}
+	if c.Port == 0 && c.PortSlots == 0 {
 		return errors.New("bpf: redirect Port is 0")
 	}
 	if c.Queues < 1 || c.Queues > 1024 {
@@ -220,6 +230,7 @@ type progSpec struct {
 	redirectPort uint16 // with xskFD: IPv4/UDP to this port goes to XSKMAP
 	xskFD        int
 	fallback     int32 // redirect_map's action when the queue has no socket
+	portsFD      int   // with xskFD: port-keyed (port → slot map) instead of redirectPort
 	impairCfgFD  int   // with impairCtrFD: run the impair section
 	impairCtrFD  int
 	// tc assembles a direct-action tc (SchedCLS) program instead of XDP:
@@ -299,7 +310,12 @@ func (s progSpec) instructions() asm.Instructions {
 		return ins
 	}
 	if s.xskFD != 0 && !s.tc {
-		in = append(in, label(asm.JNE.Imm(asm.R7, be16(s.redirectPort), pass)))
+		if s.portsFD != 0 {
+			// The impair section reuses R7: keep the port for the lookup.
+			in = append(in, label(asm.StoreMem(asm.RFP, stackPort, asm.R7, asm.Word)))
+		} else {
+			in = append(in, label(asm.JNE.Imm(asm.R7, be16(s.redirectPort), pass)))
+		}
 	}
 	if s.impairCfgFD != 0 {
 		in = append(in,
@@ -343,7 +359,20 @@ func (s progSpec) instructions() asm.Instructions {
 		)
 		next = after
 	}
-	if s.xskFD != 0 && !s.tc {
+	if s.xskFD != 0 && !s.tc && s.portsFD != 0 {
+		in = append(in,
+			label(asm.LoadMapPtr(asm.R1, s.portsFD)),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, stackPort),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, pass),
+			asm.LoadMem(asm.R2, asm.R0, 0, asm.Word), // the port's slot
+			asm.LoadMapPtr(asm.R1, s.xskFD),
+			asm.Mov.Imm(asm.R3, s.fallback),
+			asm.FnRedirectMap.Call(),
+			asm.Return(),
+		)
+	} else if s.xskFD != 0 && !s.tc {
 		in = append(in,
 			label(asm.LoadMem(asm.R2, asm.RFP, stackQueue, asm.Word)),
 			asm.LoadMapPtr(asm.R1, s.xskFD),

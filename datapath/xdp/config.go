@@ -76,6 +76,14 @@ type Config struct {
 	// Impair, when set, is embedded in the redirect program and drops
 	// received datagrams before they reach the socket (tests).
 	Impair *bpf.Impair
+	// Sharers is how many more sockets may later share this path's UMEM
+	// and queue through [Path.Share] (XDP_SHARED_UMEM), each receiving its
+	// own UDP port: a NIC queue serving several streams. Their TX frames
+	// (TxFrames each) are reserved in this path's UMEM, the redirect
+	// program then steers by destination port, and the paths' fill and
+	// completion rings are shared under a mutex, so each may run on its own
+	// loop thread. 0 (the default) is one socket per queue, lock-free.
+	Sharers int
 	// TxBudget is how many descriptors one TX kick (sendto) may transmit
 	// in copy mode: XDP_MAX_TX_SKB_BUDGET, Linux 6.17+, 32..TxFrames. 0
 	// asks for TxFrames, so one kick drains the ring; a kernel without the
@@ -84,17 +92,24 @@ type Config struct {
 	TxBudget int
 	// BusyPoll, when > 0, sets SO_BUSY_POLL (µs) and SO_PREFER_BUSY_POLL on
 	// the socket, and Recv makes a non-blocking recvfrom on every empty
-	// poll, which runs the device's NAPI poll on the calling thread. On
-	// veth this is what keeps the receive ring draining when softirq
-	// processing has been deferred to a starved ksoftirqd; without it the
-	// sender's copy-mode transmit drops frames (Stats.TxDropped). 0 leaves
-	// receive processing to softirq.
+	// poll, which runs the device's NAPI poll on the calling thread, but
+	// only where the socket has a NAPI context to poll: the kernel learns
+	// it from the first frames, so the path reads SO_INCOMING_NAPI_ID then
+	// and starts busy polling only if it is not 0 (it is 0 on veth, native
+	// or generic, on Linux 6.18, and with generic XDP anywhere: those calls
+	// would poll nothing). Stats.BusyPolling says which. 0 never
+	// busy-polls.
 	BusyPoll int
+	// BusyPollAlways keeps the busy-poll recvfrom on every empty poll even
+	// where it polls nothing (no NAPI id). Only for measuring what that
+	// costs (`cast bench paths -paths xdp-native-busyalways`).
+	BusyPollAlways bool
 }
 
 // DefaultConfig is queue 0, 2048 RX and 2048 TX frames of 2048 bytes
 // (8 MiB of UMEM), copy mode unless zero-copy works, need-wakeup on,
-// auto XDP mode, busy polling for 50 µs. Interface and Local's port must
+// auto XDP mode, busy polling for 50 µs where the device has a NAPI
+// context for the socket (not veth). Interface and Local's port must
 // be set.
 func DefaultConfig() Config {
 	return Config{
@@ -140,6 +155,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xdp: Copy mode %d unknown", c.Copy)
 	case c.BusyPoll < 0:
 		return fmt.Errorf("xdp: BusyPoll %d is negative", c.BusyPoll)
+	case c.Sharers < 0 || c.Sharers > 63:
+		return fmt.Errorf("xdp: Sharers %d outside 0..63", c.Sharers)
+	case c.RxFrames+(1+c.Sharers)*c.TxFrames > 1<<20:
+		return fmt.Errorf("xdp: %d frames with %d sharers is more than 1 Mi", c.RxFrames+(1+c.Sharers)*c.TxFrames, c.Sharers)
 	case c.TxBudget != 0 && (c.TxBudget < 32 || c.TxBudget > c.TxFrames):
 		return fmt.Errorf("xdp: TxBudget %d outside 32..TxFrames (%d), or 0", c.TxBudget, c.TxFrames)
 	}
@@ -158,6 +177,9 @@ type Stats struct {
 	TxAgain   uint64 // sendto answered EAGAIN: the per-call budget (32) ran out, or no completion slot
 	TxDropped uint64 // sendto answered EBUSY/ENOBUFS: the device dropped a frame the kernel had taken (copy mode; veth: peer ring full)
 	RecvKicks uint64 // recvfrom calls: busy polls of the device, or fill-ring wakeups
+	// BusyPolling says whether empty polls busy-poll: BusyPoll > 0, frames
+	// arrived, and the socket has a NAPI context.
+	BusyPolling bool
 
 	KernelRxDropped        uint64 // dropped by the kernel (for example RX ring full)
 	KernelRxInvalidDescs   uint64

@@ -19,27 +19,31 @@ import (
 
 // Path is one AF_XDP socket with its UMEM and rings. See the package doc.
 type Path struct {
-	cfg      Config
-	fd       int
-	ifindex  int
-	umem     []byte
-	fill     addrRing
-	comp     addrRing
-	rx       descRing
-	tx       descRing
-	txFree   []uint64 // UMEM addresses of TX frames not in flight (a stack)
-	hdr      header
-	frameLen uint64
-	peerMAC  [6]byte
-	neigh    neighbors
-	redirect *bpf.Redirect
-	mode     bpf.Mode
-	zeroCopy bool
-	zcErr    error // why zero-copy bind failed (CopyAuto fell back)
-	txBudget int   // descriptors one kick transmits at most
-	kickMax  int   // kicks per Send while the kernel makes progress
-	closed   bool
-	stats    Stats
+	cfg       Config
+	fd        int
+	ifindex   int
+	umem      []byte
+	fill      *addrRing // the owner's, when the UMEM is shared
+	comp      *addrRing
+	rx        descRing
+	tx        descRing
+	txFree    []uint64   // UMEM addresses of TX frames not in flight (a stack)
+	share     *umemShare // non-nil when the UMEM is (or may be) shared; see Share
+	slot      int        // this socket\'s slot in share (0: the owner)
+	hdr       header
+	frameLen  uint64
+	peerMAC   [6]byte
+	neigh     neighbors
+	redirect  *bpf.Redirect
+	mode      bpf.Mode
+	zeroCopy  bool
+	zcErr     error // why zero-copy bind failed (CopyAuto fell back)
+	busy      bool  // empty polls make a busy-poll recvfrom
+	busyProbe bool  // read SO_INCOMING_NAPI_ID after the next frames
+	txBudget  int   // descriptors one kick transmits at most
+	kickMax   int   // kicks per Send while the kernel makes progress
+	closed    bool
+	stats     Stats
 }
 
 var _ datapath.Path = (*Path)(nil)
@@ -93,10 +97,19 @@ func Open(cfg Config) (_ *Path, err error) {
 	}
 	rc := bpf.DefaultRedirectConfig()
 	rc.Port, rc.Queues, rc.Impair = local.Port(), cfg.Queue+1, cfg.Impair
+	if cfg.Sharers > 0 {
+		rc.PortSlots = 1 + cfg.Sharers
+	}
 	if p.redirect, err = bpf.NewRedirect(rc); err != nil {
 		return nil, err
 	}
-	if err := p.redirect.Register(cfg.Queue, p.fd); err != nil {
+	if cfg.Sharers > 0 {
+		p.share = newShare(p)
+		err = p.redirect.RegisterPort(local.Port(), 0, p.fd)
+	} else {
+		err = p.redirect.Register(cfg.Queue, p.fd)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if p.mode, err = p.redirect.Attach(ifc.Index, cfg.XDPMode); err != nil {
@@ -114,7 +127,8 @@ func (p *Path) setup() error {
 		return fmt.Errorf("xdp: AF_XDP socket: %w", err)
 	}
 	p.fd = fd
-	frames := c.RxFrames + c.TxFrames
+	p.fill, p.comp = new(addrRing), new(addrRing)
+	frames := c.RxFrames + (1+c.Sharers)*c.TxFrames // TX frames for the owner and every sharer
 	// Anonymous private mapping: page-aligned and outside the Go heap. The
 	// kernel pins it at XDP_UMEM_REG (charged to RLIMIT_MEMLOCK without
 	// CAP_IPC_LOCK).
@@ -174,38 +188,10 @@ func (p *Path) setup() error {
 	}
 	p.fill.cachedProd += rxN
 	p.fill.publish()
-	p.txFree = make([]uint64, 0, txN)
-	for i := c.TxFrames - 1; i >= 0; i-- {
-		p.txFree = append(p.txFree, uint64(c.RxFrames+i)*p.frameLen)
-	}
+	p.txFree = txFrames(c, 0, p.frameLen)
 
-	// One kick per Send where the kernel lets us raise its per-call budget
-	// (6.17+); ENOPROTOOPT on older kernels, which transmit 32 per call.
-	p.txBudget = 32
-	want := c.TxBudget
-	if want == 0 {
-		want = c.TxFrames
-	}
-	if want > 32 {
-		switch err := unix.SetsockoptInt(fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, want); err {
-		case nil:
-			p.txBudget = want
-		case unix.ENOPROTOOPT, unix.EINVAL:
-		default:
-			return fmt.Errorf("xdp: XDP_MAX_TX_SKB_BUDGET %d: %w", want, err)
-		}
-	}
-	p.kickMax = c.TxFrames/p.txBudget + 2
-
-	if c.BusyPoll > 0 {
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, c.BusyPoll); err != nil {
-			return fmt.Errorf("xdp: SO_BUSY_POLL: %w", err)
-		}
-		// Preferring busy polling over softirq needs CAP_NET_ADMIN; without
-		// it busy polling still runs, so EPERM is not an error.
-		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1); err != nil && err != unix.EPERM {
-			return fmt.Errorf("xdp: SO_PREFER_BUSY_POLL: %w", err)
-		}
+	if err := p.sockOpts(); err != nil {
+		return err
 	}
 
 	if err := p.bind(); err != nil {
@@ -214,6 +200,41 @@ func (p *Path) setup() error {
 	var opts uint32
 	if err := getsockopt(fd, unix.XDP_OPTIONS, unsafe.Pointer(&opts), unsafe.Sizeof(opts)); err == nil {
 		p.zeroCopy = opts&unix.XDP_OPTIONS_ZEROCOPY != 0
+	}
+	return nil
+}
+
+// sockOpts sets the per-socket options: the TX budget per kick and busy
+// polling.
+func (p *Path) sockOpts() error {
+	// One kick per Send where the kernel lets us raise its per-call budget
+	// (6.17+); ENOPROTOOPT on older kernels, which transmit 32 per call.
+	p.txBudget = 32
+	want := p.cfg.TxBudget
+	if want == 0 {
+		want = p.cfg.TxFrames
+	}
+	if want > 32 {
+		switch err := unix.SetsockoptInt(p.fd, unix.SOL_XDP, unix.XDP_MAX_TX_SKB_BUDGET, want); err {
+		case nil:
+			p.txBudget = want
+		case unix.ENOPROTOOPT, unix.EINVAL:
+		default:
+			return fmt.Errorf("xdp: XDP_MAX_TX_SKB_BUDGET %d: %w", want, err)
+		}
+	}
+	p.kickMax = p.cfg.TxFrames/p.txBudget + 2
+	if p.cfg.BusyPoll > 0 {
+		p.busyProbe = true // on after the first frames, with a NAPI id
+		p.busy = p.cfg.BusyPollAlways
+		if err := unix.SetsockoptInt(p.fd, unix.SOL_SOCKET, unix.SO_BUSY_POLL, p.cfg.BusyPoll); err != nil {
+			return fmt.Errorf("xdp: SO_BUSY_POLL: %w", err)
+		}
+		// Preferring busy polling over softirq needs CAP_NET_ADMIN; without
+		// it busy polling still runs, so EPERM is not an error.
+		if err := unix.SetsockoptInt(p.fd, unix.SOL_SOCKET, unix.SO_PREFER_BUSY_POLL, 1); err != nil && err != unix.EPERM {
+			return fmt.Errorf("xdp: SO_PREFER_BUSY_POLL: %w", err)
+		}
 	}
 	return nil
 }
@@ -273,6 +294,9 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 	if p.closed {
 		return 0, datapath.ErrClosed
 	}
+	if p.share != nil {
+		p.share.mu.Lock()
+	}
 	p.reclaim()
 	want := v.Len()
 	room := min(len(p.txFree), int(p.tx.free(uint32(want))))
@@ -302,6 +326,9 @@ func (p *Path) Send(v *batch.Vec) (int, error) {
 		l := p.hdr.put(frame, mac, to, len(b))
 		p.tx.descs[p.tx.cachedProd&p.tx.mask] = unix.XDPDesc{Addr: addr, Len: uint32(l)}
 		p.tx.cachedProd++
+	}
+	if p.share != nil {
+		p.share.mu.Unlock()
 	}
 	if n > 0 {
 		p.tx.publish()
@@ -364,8 +391,13 @@ func (p *Path) reclaim() {
 		return
 	}
 	for range n {
-		p.txFree = append(p.txFree, p.comp.descs[p.comp.cachedCons&p.comp.mask])
+		addr := p.comp.descs[p.comp.cachedCons&p.comp.mask]
 		p.comp.cachedCons++
+		if p.share != nil {
+			p.share.free(addr) // the socket that sent it gets it back
+			continue
+		}
+		p.txFree = append(p.txFree, addr)
 	}
 	p.comp.release()
 }
@@ -380,7 +412,7 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 	v.Reset()
 	avail := p.rx.avail()
 	if avail == 0 {
-		if p.cfg.BusyPoll > 0 || (p.cfg.NeedWakeup && p.fill.needWakeup()) {
+		if p.busy || (p.cfg.NeedWakeup && p.fill.needWakeup()) {
 			p.stats.RecvKicks++
 			unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 		}
@@ -389,6 +421,9 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 	take := min(avail, uint32(v.Cap()))
 	port := p.cfg.Local.Port()
 	n := 0
+	if p.share != nil {
+		p.share.mu.Lock() // the fill ring is the owner's
+	}
 	for range take {
 		d := p.rx.descs[p.rx.cachedCons&p.rx.mask]
 		p.rx.cachedCons++
@@ -410,13 +445,29 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 	}
 	p.rx.release()
 	p.fill.publish()
+	if p.share != nil {
+		p.share.mu.Unlock()
+	}
 	if p.cfg.NeedWakeup && p.fill.needWakeup() {
 		p.stats.RecvKicks++
 		unix.Syscall6(unix.SYS_RECVFROM, uintptr(p.fd), 0, 0, unix.MSG_DONTWAIT, 0, 0)
 	}
 	v.SetLen(n)
 	p.stats.RxPackets += uint64(n)
+	if p.busyProbe {
+		p.probeBusy()
+	}
 	return n, nil
+}
+
+// probeBusy runs once, after the first received frames: busy polling
+// starts only if the socket learned a NAPI context from them. Without one
+// (and before any frame) the kernel never enters its busy-poll loop
+// (sk_busy_loop needs a NAPI id), so an empty poll's recvfrom would be a
+// system call that polls nothing.
+func (p *Path) probeBusy() {
+	p.busyProbe = false
+	p.busy = p.cfg.BusyPollAlways || p.NAPIID() != 0
 }
 
 // LocalAddr implements [datapath.Path].
@@ -456,6 +507,7 @@ func (p *Path) FD() int { return p.fd }
 // Close the kernel fields are those read by Close.
 func (p *Path) Stats() Stats {
 	s := p.stats
+	s.BusyPolling = p.busy
 	if !p.closed {
 		p.kernelStats(&s)
 	}
@@ -490,21 +542,35 @@ func (p *Path) Close() error {
 	}
 	p.kernelStats(&p.stats) // keep the kernel's last word
 	p.closed = true
+	if p.share != nil {
+		return p.share.leave(p)
+	}
+	return p.release()
+}
+
+// release frees what the path owns: the redirect program, the rings, the
+// socket and, for the UMEM's owner, the UMEM.
+func (p *Path) release() error {
 	var errs []error
 	if p.redirect != nil {
 		errs = append(errs, p.redirect.Close())
+		p.redirect = nil
 	}
-	for _, r := range []*ring{&p.fill.ring, &p.comp.ring, &p.rx.ring, &p.tx.ring} {
+	rings := []*ring{&p.rx.ring, &p.tx.ring}
+	if p.slot == 0 && p.fill != nil {
+		rings = append(rings, &p.fill.ring, &p.comp.ring)
+	}
+	for _, r := range rings {
 		errs = append(errs, r.unmap())
 	}
 	if p.fd >= 0 {
 		errs = append(errs, unix.Close(p.fd))
 		p.fd = -1
 	}
-	if p.umem != nil {
+	if p.umem != nil && p.slot == 0 {
 		errs = append(errs, unix.Munmap(p.umem))
-		p.umem = nil
 	}
+	p.umem = nil
 	return errors.Join(errs...)
 }
 

@@ -578,3 +578,40 @@ func TestTxBudget(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestBusyPollOnlyWithNAPI: busy polling starts after the first frames
+// and only if the socket has a NAPI context (SO_INCOMING_NAPI_ID); before,
+// and without one (veth on Linux 6.18), empty polls make no system call.
+func TestBusyPollOnlyWithNAPI(t *testing.T) {
+	pr := newPair(t)
+	for _, mode := range []bpf.Mode{bpf.ModeNative, bpf.ModeGeneric} {
+		a := open(t, pr.A, netip.AddrPortFrom(pr.B.Addr, xdpPort), func(c *Config) { c.XDPMode, c.BusyPoll = mode, 50 })
+		b := open(t, pr.B, netip.AddrPortFrom(pr.A.Addr, xdpPort), func(c *Config) { c.XDPMode, c.BusyPoll = mode, 50 })
+		v := batch.New(8, 2048)
+		for range 100 {
+			b.Recv(v)
+		}
+		if st := b.Stats(); st.BusyPolling || st.RecvKicks != 0 {
+			t.Fatalf("%v: busy polling before any frame (no NAPI id yet): %+v", mode, st)
+		}
+		sendAll(t, a, [][]byte{payload(1, 64)}, netip.AddrPort{})
+		if got, _ := recvN(t, b, 1); len(got) != 1 {
+			t.Fatalf("%v: datagram lost", mode)
+		}
+		napi, st := b.NAPIID(), b.Stats()
+		t.Logf("%v attach: NAPI id %d, busy polling %v", mode, napi, st.BusyPolling)
+		if st.BusyPolling != (napi != 0) {
+			t.Fatalf("%v: busy polling %v with NAPI id %d", mode, st.BusyPolling, napi)
+		}
+		for range 1000 {
+			b.Recv(v)
+		}
+		if kicks := b.Stats().RecvKicks - st.RecvKicks; !st.BusyPolling && kicks != 0 {
+			t.Fatalf("%v: %d recvfrom calls on 1000 empty polls without a NAPI context", mode, kicks)
+		} else if st.BusyPolling && kicks != 1000 {
+			t.Fatalf("%v: %d busy polls on 1000 empty polls", mode, kicks)
+		}
+		a.Close()
+		b.Close()
+	}
+}

@@ -30,6 +30,9 @@ func (*Path) Mode() bpf.Mode { return bpf.ModeAuto }
 // ZeroCopy is false on this platform.
 func (*Path) ZeroCopy() bool { return false }
 
+// Share returns ErrNotSupported on this platform.
+func (*Path) Share(netip.AddrPort, netip.AddrPort) (*Path, error) { return nil, ErrNotSupported }
+
 // TxBudget is 0 on this platform.
 func (*Path) TxBudget() int { return 0 }
 

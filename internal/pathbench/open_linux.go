@@ -63,7 +63,7 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 		case "xdp":
 			c := xdp.DefaultConfig()
 			c.Interface, c.Local, c.Peer, c.PeerMAC = h.Link, local, peer, nil
-			c.XDPMode, c.BusyPoll, c.NeedWakeup = s.Attach, s.BusyPoll, !s.NoWakeup
+			c.XDPMode, c.BusyPoll, c.BusyPollAlways, c.NeedWakeup = s.Attach, s.BusyPoll, s.BusyAlways, !s.NoWakeup
 			c.RxFrames = xdpRxFrames
 			x, err := xdp.Open(c)
 			if err != nil {
@@ -115,7 +115,7 @@ func pathNote(p datapath.Path) string {
 		if err := x.ZeroCopyErr(); err != nil {
 			s += fmt.Sprintf(" (zero-copy refused: %v)", err)
 		}
-		return s + fmt.Sprintf(", NAPI id %d", x.NAPIID())
+		return s + fmt.Sprintf(", NAPI id %d, TX budget %d", x.NAPIID(), x.TxBudget())
 	}
 	return ""
 }

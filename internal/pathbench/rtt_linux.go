@@ -207,8 +207,8 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 	row.Note = note
 	if xa != nil {
 		per := float64(total)
-		row.Note += fmt.Sprintf("; client per round trip: %.2f TX kicks, %.2f RX kicks; echo: %.2f TX kicks, %.2f RX kicks",
-			float64(xa.TxKicks)/per, float64(xa.RecvKicks)/per, float64(xb.TxKicks)/per, float64(xb.RecvKicks)/per)
+		row.Note += fmt.Sprintf("; busy polling %v/%v; client per round trip: %.2f TX kicks, %.2f RX kicks; echo: %.2f TX kicks, %.2f RX kicks",
+			xa.BusyPolling, xb.BusyPolling, float64(xa.TxKicks)/per, float64(xa.RecvKicks)/per, float64(xb.TxKicks)/per, float64(xb.RecvKicks)/per)
 	}
 	if s.BusyPoll > 0 && bp0 >= 0 && bp1 >= 0 {
 		row.Note += fmt.Sprintf("; packets taken by busy polling: %d (TcpExt BusyPollRxPackets, both hosts)", bp1-bp0)

@@ -31,6 +31,9 @@ type Spec struct {
 	// NoWakeup binds xdp without XDP_USE_NEED_WAKEUP: a syscall after every
 	// transmit batch and on every empty receive poll.
 	NoWakeup bool
+	// BusyAlways keeps xdp's busy-poll recvfrom on every empty poll even
+	// where it polls nothing (xdp.Config.BusyPollAlways).
+	BusyAlways bool
 }
 
 // DefaultSpecs are the rows of `cast bench paths` when -paths is not given.
@@ -43,16 +46,19 @@ var DefaultSpecs = []string{
 //
 //	udp
 //	mmsg-b<N>[-gso]                  N datagrams per call, 1..1024
-//	xdp-<native|generic>[-busy][-nowakeup]
+//	xdp-<native|generic>[-b<N>][-busy|-busyalways][-nowakeup]
 //
-// -busy sets SO_BUSY_POLL 50 µs; without it xdp runs without busy polling
-// and the kernel paths keep their default (which acts only where the device
-// has a NAPI context; see the report's notes).
+// -busy sets SO_BUSY_POLL 50 µs (the path then busy-polls only once its
+// socket has a NAPI context); -busyalways makes a busy-poll recvfrom on
+// every empty poll regardless, as walcast did before; without either xdp
+// does not busy-poll. The kernel paths keep their default busy polling
+// (which acts only where the device has a NAPI context; see the report's
+// notes). -b<N> sets xdp's batch (loop poll and flush), 64 by default.
 func ParseSpec(name string) (Spec, error) {
 	parts := strings.Split(name, "-")
 	s := Spec{Name: name, Kind: parts[0], Batch: 64, BusyPoll: -1}
 	bad := func(why string) (Spec, error) {
-		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-busy][-nowakeup])", name, why)
+		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-b<N>][-busy|-busyalways][-nowakeup])", name, why)
 	}
 	opts := parts[1:]
 	switch s.Kind {
@@ -94,11 +100,20 @@ func ParseSpec(name string) (Spec, error) {
 				return bad("repeated option " + o)
 			}
 			seen[o] = true
-			switch o {
-			case "busy":
-				s.BusyPoll = 50
-			case "nowakeup":
+			switch {
+			case o == "busy" || o == "busyalways":
+				if s.BusyPoll > 0 {
+					return bad("busy and busyalways together")
+				}
+				s.BusyPoll, s.BusyAlways = 50, o == "busyalways"
+			case o == "nowakeup":
 				s.NoWakeup = true
+			case strings.HasPrefix(o, "b"):
+				n, err := strconv.Atoi(o[1:])
+				if err != nil || n < 1 || n > 1024 {
+					return bad("batch " + o[1:] + " is not 1..1024")
+				}
+				s.Batch = n
 			default:
 				return bad("unknown option " + o)
 			}
