@@ -32,8 +32,9 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	// The receive UMEM absorbs a descheduled receiver (rxFrames/rate
 	// seconds): on a loaded 2-vCPU VM the receiver loop was seen starved
 	// for most of a second. What overflows is a burst loss of thousands,
-	// which the protocol repairs only slowly (one batch per NAK).
-	rp := open(t, pr.B, netip.AddrPortFrom(pr.A.Addr, xdpPort), func(c *Config) { c.RxFrames, c.Impair = rxFrames, im })
+	// which the protocol repairs only slowly (one batch per NAK). So every
+	// frame stays posted (FillFrames = RxFrames), not just a hot set.
+	rp := open(t, pr.B, netip.AddrPortFrom(pr.A.Addr, xdpPort), func(c *Config) { c.RxFrames, c.FillFrames, c.Impair = rxFrames, rxFrames, im })
 	sp := open(t, pr.A, netip.AddrPortFrom(pr.B.Addr, xdpPort), func(c *Config) { c.RxFrames, c.TxFrames = 4096, 4096 })
 
 	// On a loaded 2-vCPU VM either spinning loop can be descheduled for

@@ -60,6 +60,12 @@ type Config struct {
 	// RxFrames is the number of UMEM frames for receiving and the size of
 	// the fill and RX rings (a power of two).
 	RxFrames int
+	// FillFrames is how many RX frames stay posted in the fill ring while
+	// receiving is light; the path posts more, up to RxFrames, when it
+	// finds a backlog, and returns to FillFrames when the backlog is gone
+	// (a small hot set of frames is much faster: see docs/xdp.md, "Tail").
+	// 0 is DefaultFillFrames; RxFrames keeps every frame posted.
+	FillFrames int
 	// TxFrames is the number of UMEM frames for sending and the size of the
 	// TX and completion rings (a power of two).
 	TxFrames int
@@ -121,6 +127,9 @@ func DefaultConfig() Config {
 	}
 }
 
+// DefaultFillFrames is FillFrames' default.
+const DefaultFillFrames = 256
+
 // headerLen is Ethernet (14) + IPv4 without options (20) + UDP (8).
 const headerLen = 14 + 20 + 8
 
@@ -155,6 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("xdp: Copy mode %d unknown", c.Copy)
 	case c.BusyPoll < 0:
 		return fmt.Errorf("xdp: BusyPoll %d is negative", c.BusyPoll)
+	case c.FillFrames < 0 || c.FillFrames > c.RxFrames:
+		return fmt.Errorf("xdp: FillFrames %d outside 0..RxFrames (%d)", c.FillFrames, c.RxFrames)
 	case c.Sharers < 0 || c.Sharers > 63:
 		return fmt.Errorf("xdp: Sharers %d outside 0..63", c.Sharers)
 	case c.RxFrames+(1+c.Sharers)*c.TxFrames > 1<<20:

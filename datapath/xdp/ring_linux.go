@@ -100,3 +100,62 @@ type descRing struct {
 
 // consLoad loads the kernel's consumer index of a ring we produce (acquire).
 func (r *ring) consLoad() uint32 { return atomic.LoadUint32(r.cons) }
+
+// rxPool keeps the RX frames. The kernel takes fill-ring frames in the
+// order they were posted, so with every RX frame posted each datagram lands
+// in the frame used RxFrames datagrams ago: cold in the CPU caches and, in
+// a VM with nested paging, in the TLB too (each miss a two-dimensional page
+// walk). So the pool keeps only target frames posted, refilled from a LIFO
+// stack of the frames just consumed: a small hot set while receiving is
+// light. A backlog of target/2 or more on one poll doubles target (up to
+// all RX frames), so bursts still find buffers; after 4096 non-empty polls
+// whose backlog stayed under target/8 it halves again, down to lo.
+type rxPool struct {
+	free   []uint64 // frames neither posted nor waiting in an RX ring (LIFO)
+	posted int      // frames the kernel holds: in the fill ring or an RX ring
+	target int
+	lo, hi int
+	polls  int    // non-empty polls since target last changed or decayed
+	peak   uint32 // largest backlog in them
+}
+
+func newRxPool(c *Config, frameLen uint64) *rxPool {
+	lo := c.FillFrames
+	if lo == 0 {
+		lo = DefaultFillFrames
+	}
+	lo = max(1, min(lo, c.RxFrames))
+	p := &rxPool{free: make([]uint64, 0, c.RxFrames), target: lo, lo: lo, hi: c.RxFrames}
+	for i := c.RxFrames - 1; i >= 0; i-- { // pop order: frame 0 first
+		p.free = append(p.free, uint64(i)*frameLen)
+	}
+	return p
+}
+
+// adapt grows or shrinks target from the backlog seen on a non-empty poll.
+func (p *rxPool) adapt(backlog uint32) {
+	if int(backlog) >= p.target/2 && p.target < p.hi {
+		p.target = min(p.hi, 2*p.target)
+		p.polls, p.peak = 0, 0
+		return
+	}
+	p.polls++
+	p.peak = max(p.peak, backlog)
+	if p.polls >= 4096 {
+		if int(p.peak) < p.target/8 && p.target > p.lo {
+			p.target = max(p.lo, p.target/2)
+		}
+		p.polls, p.peak = 0, 0
+	}
+}
+
+// post tops the kernel's frames up to target from the free stack (the
+// caller publishes the fill ring).
+func (p *rxPool) post(fill *addrRing) {
+	for p.posted < p.target && len(p.free) > 0 {
+		fill.descs[fill.cachedProd&fill.mask] = p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		fill.cachedProd++
+		p.posted++
+	}
+}

@@ -112,7 +112,7 @@ func (p *Path) Share(local, peer netip.AddrPort) (_ *Path, err error) {
 		s.mu.Unlock()
 		return nil, fmt.Errorf("xdp: share: all %d sharer slots are in use", len(s.members)-1)
 	}
-	q := &Path{cfg: cfg, fd: -1, ifindex: p.ifindex, frameLen: p.frameLen, umem: p.umem, fill: p.fill, comp: p.comp,
+	q := &Path{cfg: cfg, fd: -1, ifindex: p.ifindex, frameLen: p.frameLen, umem: p.umem, fill: p.fill, comp: p.comp, rxPool: p.rxPool,
 		share: s, slot: slot, mode: p.mode, zeroCopy: p.zeroCopy}
 	q.txFree = txFrames(&cfg, slot, p.frameLen)
 	s.members[slot] = q // reserved; freed below on error

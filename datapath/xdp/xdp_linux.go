@@ -24,12 +24,13 @@ type Path struct {
 	ifindex   int
 	umem      []byte
 	fill      *addrRing // the owner's, when the UMEM is shared
+	rxPool    *rxPool   // RX frames: posted to the kernel, or free (the owner's, when shared)
 	comp      *addrRing
 	rx        descRing
 	tx        descRing
 	txFree    []uint64   // UMEM addresses of TX frames not in flight (a stack)
 	share     *umemShare // non-nil when the UMEM is (or may be) shared; see Share
-	slot      int        // this socket\'s slot in share (0: the owner)
+	slot      int        // this socket's slot in share (0: the owner)
 	hdr       header
 	frameLen  uint64
 	peerMAC   [6]byte
@@ -181,12 +182,11 @@ func (p *Path) setup() error {
 	}
 	p.tx.descs = unsafe.Slice((*unix.XDPDesc)(d), txN)
 
-	// Frames [0, RxFrames) go to the fill ring before bind, so the first
-	// datagram already has a buffer; [RxFrames, all) are the TX pool.
-	for i := range rxN {
-		p.fill.descs[(p.fill.cachedProd+i)&p.fill.mask] = uint64(i) * p.frameLen
-	}
-	p.fill.cachedProd += rxN
+	// Frames [0, RxFrames) are for receiving: the first FillFrames go to
+	// the fill ring before bind, so the first datagram already has a
+	// buffer; [RxFrames, all) are the TX pool.
+	p.rxPool = newRxPool(c, p.frameLen)
+	p.rxPool.post(p.fill)
 	p.fill.publish()
 	p.txFree = txFrames(c, 0, p.frameLen)
 
@@ -440,10 +440,12 @@ func (p *Path) Recv(v *batch.Vec) (int, error) {
 		}
 		// In aligned mode the descriptor address points into its chunk
 		// (past any headroom); the chunk's start is what the fill ring takes.
-		p.fill.descs[p.fill.cachedProd&p.fill.mask] = d.Addr &^ (p.frameLen - 1)
-		p.fill.cachedProd++
+		p.rxPool.free = append(p.rxPool.free, d.Addr&^(p.frameLen-1))
 	}
 	p.rx.release()
+	p.rxPool.posted -= int(take)
+	p.rxPool.adapt(avail)
+	p.rxPool.post(p.fill)
 	p.fill.publish()
 	if p.share != nil {
 		p.share.mu.Unlock()

@@ -271,7 +271,7 @@ func TestKernelToXDP(t *testing.T) {
 // datagram to its source (its MAC learned from the frame, no Peer set).
 func TestXDPToXDP(t *testing.T) {
 	pr := newPair(t)
-	big := func(c *Config) { c.RxFrames = 1024 } // room for the whole burst
+	big := func(c *Config) { c.RxFrames, c.FillFrames = 1024, 1024 } // room for the whole burst, all posted
 	a := open(t, pr.A, netip.AddrPortFrom(pr.B.Addr, xdpPort), big)
 	b := open(t, pr.B, netip.AddrPort{}, big)
 	const n = 500

@@ -65,6 +65,9 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 			c.Interface, c.Local, c.Peer, c.PeerMAC = h.Link, local, peer, nil
 			c.XDPMode, c.BusyPoll, c.BusyPollAlways, c.NeedWakeup = s.Attach, s.BusyPoll, s.BusyAlways, !s.NoWakeup
 			c.RxFrames = xdpRxFrames
+			if s.RxFrames > 0 {
+				c.RxFrames = s.RxFrames
+			}
 			x, err := xdp.Open(c)
 			if err != nil {
 				return fmt.Errorf("%w: %w", errRefused, err)

@@ -213,6 +213,11 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 	if s.BusyPoll > 0 && bp0 >= 0 && bp1 >= 0 {
 		row.Note += fmt.Sprintf("; packets taken by busy polling: %d (TcpExt BusyPollRxPackets, both hosts)", bp1-bp0)
 	}
+	if cs, es := client.Stats(), echo.Stats(); true {
+		per := float64(total)
+		row.Note += fmt.Sprintf("; loop per round trip: client %.0f iterations %.2f flushes %.2f datagrams, echo %.0f iterations %.2f flushes %.2f datagrams",
+			float64(cs.Iterations)/per, float64(cs.Flushes)/per, float64(cs.Datagrams)/per, float64(es.Iterations)/per, float64(es.Flushes)/per, float64(es.Datagrams)/per)
+	}
 	if n := client.ReceiverStats().NaksSent + echo.ReceiverStats().NaksSent; n > 0 {
 		row.Note += fmt.Sprintf("; %d NAKs", n)
 	}

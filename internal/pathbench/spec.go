@@ -31,6 +31,9 @@ type Spec struct {
 	// NoWakeup binds xdp without XDP_USE_NEED_WAKEUP: a syscall after every
 	// transmit batch and on every empty receive poll.
 	NoWakeup bool
+	// RxFrames is xdp's receive frames (fill and RX ring size); 0: the
+	// bench's default.
+	RxFrames int
 	// BusyAlways keeps xdp's busy-poll recvfrom on every empty poll even
 	// where it polls nothing (xdp.Config.BusyPollAlways).
 	BusyAlways bool
@@ -46,19 +49,20 @@ var DefaultSpecs = []string{
 //
 //	udp
 //	mmsg-b<N>[-gso]                  N datagrams per call, 1..1024
-//	xdp-<native|generic>[-b<N>][-busy|-busyalways][-nowakeup]
+//	xdp-<native|generic>[-b<N>][-rx<N>][-busy|-busyalways][-nowakeup]
 //
 // -busy sets SO_BUSY_POLL 50 µs (the path then busy-polls only once its
 // socket has a NAPI context); -busyalways makes a busy-poll recvfrom on
 // every empty poll regardless, as walcast did before; without either xdp
 // does not busy-poll. The kernel paths keep their default busy polling
 // (which acts only where the device has a NAPI context; see the report's
-// notes). -b<N> sets xdp's batch (loop poll and flush), 64 by default.
+// notes). -b<N> sets xdp's batch (loop poll and flush), 64 by default;
+// -rx<N> its receive frames (fill and RX ring).
 func ParseSpec(name string) (Spec, error) {
 	parts := strings.Split(name, "-")
 	s := Spec{Name: name, Kind: parts[0], Batch: 64, BusyPoll: -1}
 	bad := func(why string) (Spec, error) {
-		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-b<N>][-busy|-busyalways][-nowakeup])", name, why)
+		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-b<N>][-rx<N>][-busy|-busyalways][-nowakeup])", name, why)
 	}
 	opts := parts[1:]
 	switch s.Kind {
@@ -108,6 +112,12 @@ func ParseSpec(name string) (Spec, error) {
 				s.BusyPoll, s.BusyAlways = 50, o == "busyalways"
 			case o == "nowakeup":
 				s.NoWakeup = true
+			case strings.HasPrefix(o, "rx"):
+				n, err := strconv.Atoi(o[2:])
+				if err != nil || n < 64 || n > 1<<18 || n&(n-1) != 0 {
+					return bad("rx frames " + o[2:] + " is not a power of two in 64..262144")
+				}
+				s.RxFrames = n
 			case strings.HasPrefix(o, "b"):
 				n, err := strconv.Atoi(o[1:])
 				if err != nil || n < 1 || n > 1024 {
