@@ -107,9 +107,10 @@ func (r *ring) consLoad() uint32 { return atomic.LoadUint32(r.cons) }
 // a VM with nested paging, in the TLB too (each miss a two-dimensional page
 // walk). So the pool keeps only target frames posted, refilled from a LIFO
 // stack of the frames just consumed: a small hot set while receiving is
-// light. A backlog of target/2 or more on one poll doubles target (up to
-// all RX frames), so bursts still find buffers; after 4096 non-empty polls
-// whose backlog stayed under target/8 it halves again, down to lo.
+// light. A backlog of target/2 or more on one poll quadruples target (up
+// to all RX frames), so a stream soon finds buffers for bursts; it halves
+// again, down to lo, only after 4096 non-empty polls that each found fewer
+// than 4 frames: ping-pong, not a stream.
 type rxPool struct {
 	free   []uint64 // frames neither posted nor waiting in an RX ring (LIFO)
 	posted int      // frames the kernel holds: in the fill ring or an RX ring
@@ -118,6 +119,9 @@ type rxPool struct {
 	polls  int    // non-empty polls since target last changed or decayed
 	peak   uint32 // largest backlog in them
 }
+
+// quietBacklog: polls finding fewer frames than this are ping-pong.
+const quietBacklog = 4
 
 func newRxPool(c *Config, frameLen uint64) *rxPool {
 	lo := c.FillFrames
@@ -135,14 +139,14 @@ func newRxPool(c *Config, frameLen uint64) *rxPool {
 // adapt grows or shrinks target from the backlog seen on a non-empty poll.
 func (p *rxPool) adapt(backlog uint32) {
 	if int(backlog) >= p.target/2 && p.target < p.hi {
-		p.target = min(p.hi, 2*p.target)
+		p.target = min(p.hi, 4*p.target)
 		p.polls, p.peak = 0, 0
 		return
 	}
 	p.polls++
 	p.peak = max(p.peak, backlog)
 	if p.polls >= 4096 {
-		if int(p.peak) < p.target/8 && p.target > p.lo {
+		if p.peak < quietBacklog && p.target > p.lo {
 			p.target = max(p.lo, p.target/2)
 		}
 		p.polls, p.peak = 0, 0

@@ -3,8 +3,9 @@ package xdp
 import "testing"
 
 // TestRxPoolAdapts: a hot set of lo frames is posted; a backlog of half
-// the target doubles it up to all frames; a long quiet spell halves it
-// back to lo; posting never exceeds target nor hands out a frame twice.
+// the target quadruples it up to all frames; a stream keeps it; a long
+// ping-pong spell halves it back to lo; posting never exceeds target nor
+// hands out a frame twice.
 func TestRxPoolAdapts(t *testing.T) {
 	c := DefaultConfig()
 	c.RxFrames, c.FillFrames = 1024, 64
@@ -26,10 +27,10 @@ func TestRxPoolAdapts(t *testing.T) {
 	consume(40)
 	p.adapt(40) // 40 ≥ 64/2: grow
 	p.post(fill)
-	if p.target != 128 || p.posted != 128 {
+	if p.target != 256 || p.posted != 256 {
 		t.Fatalf("after a backlog of 40: target %d posted %d", p.target, p.posted)
 	}
-	for _, want := range []int{256, 512, 1024, 1024} {
+	for _, want := range []int{1024, 1024} {
 		consume(p.target / 2)
 		p.adapt(uint32(p.target / 2))
 		p.post(fill)
@@ -37,8 +38,17 @@ func TestRxPoolAdapts(t *testing.T) {
 			t.Fatalf("target %d posted %d, want %d", p.target, p.posted, want)
 		}
 	}
-	// Quiet: each window of 4096 polls with backlog 1 halves the target
-	// (the first window still holds the last big backlog).
+	// A stream (8 frames per poll) keeps the target.
+	for range 3 * 4096 {
+		consume(8)
+		p.adapt(8)
+		p.post(fill)
+	}
+	if p.target != 1024 {
+		t.Fatalf("stream: target %d, want 1024", p.target)
+	}
+	// Ping-pong: each window of 4096 polls with backlog 1 halves it (the
+	// first window still holds the stream's backlog).
 	for _, want := range []int{1024, 512, 256, 128, 64, 64} {
 		for range 4096 {
 			consume(1)

@@ -75,7 +75,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	row := newRow("loss", s, c.Size)
 	row.Drop = c.Loss
 	a, b := ll.lan.Hosts[0], ll.lan.Hosts[1]
-	pa, pb, err := openPair(s, a, b)
+	pa, pb, err := openPair(s, a, b, true)
 	if err != nil {
 		return refusedOrFailed(row, err)
 	}

@@ -21,13 +21,14 @@ const portA, portB = 7001, 7000
 // mode (attach mode, socket type, bind flags), not because of the bench.
 var errRefused = errors.New("refused by the kernel")
 
-// xdpRxFrames is the receive ring of the bench's AF_XDP paths: room for
-// the throughput window of 1443-byte records while the loop is
-// descheduled.
-const xdpRxFrames = 8192
+// streamRxFrames is the receive frames (at most; see xdp.Config.FillFrames)
+// of the AF_XDP paths in the throughput and loss rows: room for a window of
+// 1443-byte records while the receiving loop is descheduled. The rtt rows
+// use the path's default.
+const streamRxFrames = 8192
 
 // openPath opens spec s on host h at local port, sending to peer.
-func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.Path, error) {
+func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort, stream bool) (datapath.Path, error) {
 	local := netip.AddrPortFrom(h.Addr, port)
 	var p datapath.Path
 	err := h.Do(func() error {
@@ -64,7 +65,9 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 			c := xdp.DefaultConfig()
 			c.Interface, c.Local, c.Peer, c.PeerMAC = h.Link, local, peer, nil
 			c.XDPMode, c.BusyPoll, c.BusyPollAlways, c.NeedWakeup = s.Attach, s.BusyPoll, s.BusyAlways, !s.NoWakeup
-			c.RxFrames = xdpRxFrames
+			if stream {
+				c.RxFrames = streamRxFrames
+			}
 			if s.RxFrames > 0 {
 				c.RxFrames = s.RxFrames
 			}
@@ -81,12 +84,13 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort) (datapath.
 	return p, err
 }
 
-// openPair opens s on a (port A, peer b) and on b (port B, peer a).
-func openPair(s Spec, a, b netns.Host) (pa, pb datapath.Path, err error) {
-	if pb, err = openPath(s, b, portB, netip.AddrPortFrom(a.Addr, portA)); err != nil {
+// openPair opens s on a (port A, peer b) and on b (port B, peer a); stream
+// sizes AF_XDP's receive frames for a stream rather than a ping-pong.
+func openPair(s Spec, a, b netns.Host, stream bool) (pa, pb datapath.Path, err error) {
+	if pb, err = openPath(s, b, portB, netip.AddrPortFrom(a.Addr, portA), stream); err != nil {
 		return nil, nil, err
 	}
-	if pa, err = openPath(s, a, portA, netip.AddrPortFrom(b.Addr, portB)); err != nil {
+	if pa, err = openPath(s, a, portA, netip.AddrPortFrom(b.Addr, portB), stream); err != nil {
 		pb.Close()
 		return nil, nil, err
 	}

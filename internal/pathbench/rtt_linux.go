@@ -82,7 +82,7 @@ func mergeThread(a Thread, na int, b Thread, nb int) Thread {
 // last echo). The row holds the counters, not the latency.
 func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup int, samples *benchkit.Samples) Row {
 	row := newRow("rtt", s, c.Size)
-	pa, pb, err := openPair(s, pr.A, pr.B)
+	pa, pb, err := openPair(s, pr.A, pr.B, false)
 	if err != nil {
 		return refusedOrFailed(row, err)
 	}

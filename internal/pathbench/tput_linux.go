@@ -16,7 +16,7 @@ import (
 // counts the records delivered in order during c.TputTime after a warm-up.
 func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCounter) Row {
 	row := newRow("throughput", s, size)
-	pa, pb, err := openPair(s, pr.A, pr.B)
+	pa, pb, err := openPair(s, pr.A, pr.B, true)
 	if err != nil {
 		return refusedOrFailed(row, err)
 	}
