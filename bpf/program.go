@@ -318,21 +318,17 @@ func (s progSpec) instructions() asm.Instructions {
 		}
 	}
 	if s.impairCfgFD != 0 {
+		cfg, ctr := lookup(s.impairCfgFD, stackKey, after), lookup(s.impairCtrFD, stackKey, after)
+		cfg[0], ctr[0] = label(cfg[0]), ctr[0].WithSymbol("port_ok")
+		in = append(in, cfg...)
 		in = append(in,
-			label(asm.LoadMapPtr(asm.R1, s.impairCfgFD)),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, stackKey),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, after),
 			asm.Mov.Reg(asm.R9, asm.R0),
 			asm.LoadMem(asm.R1, asm.R9, cfgPort, asm.Half),
 			asm.JEq.Imm(asm.R1, 0, "port_ok"),
 			asm.JNE.Reg(asm.R1, asm.R7, after),
-			asm.LoadMapPtr(asm.R1, s.impairCtrFD).WithSymbol("port_ok"),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, stackKey),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, after),
+		)
+		in = append(in, ctr...)
+		in = append(in,
 			asm.Mov.Reg(asm.R6, asm.R0), // counters; ctx is not needed any more
 			asm.Mov.Imm(asm.R1, 1),
 			asm.AddAtomic.Mem(asm.R6, asm.R1, asm.DWord, ctrMatched),
@@ -360,12 +356,10 @@ func (s progSpec) instructions() asm.Instructions {
 		next = after
 	}
 	if s.xskFD != 0 && !s.tc && s.portsFD != 0 {
+		ports := lookup(s.portsFD, stackPort, pass)
+		ports[0] = label(ports[0])
+		in = append(in, ports...)
 		in = append(in,
-			label(asm.LoadMapPtr(asm.R1, s.portsFD)),
-			asm.Mov.Reg(asm.R2, asm.RFP),
-			asm.Add.Imm(asm.R2, stackPort),
-			asm.FnMapLookupElem.Call(),
-			asm.JEq.Imm(asm.R0, 0, pass),
 			asm.LoadMem(asm.R2, asm.R0, 0, asm.Word), // the port's slot
 			asm.LoadMapPtr(asm.R1, s.xskFD),
 			asm.Mov.Imm(asm.R3, s.fallback),
@@ -387,6 +381,17 @@ func (s progSpec) instructions() asm.Instructions {
 	}
 	in = append(in, asm.Mov.Imm(asm.R0, passV).WithSymbol(pass), asm.Return())
 	return in
+}
+
+// lookup is `R0 = bpf_map_lookup_elem(map, RFP+key); if R0 == 0 goto miss`.
+func lookup(mapFD int, key int16, miss string) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, mapFD),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(key)),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, miss),
+	}
 }
 
 // fetchAdd64 is `src = atomic_fetch_add((u64 *)(dst + off), src)`.

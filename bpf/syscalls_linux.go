@@ -59,19 +59,17 @@ func NewSyscallCounter(maxThreads int) (_ *SyscallCounter, err error) {
 // syscallCounterInsns: key = (u32)bpf_get_current_pid_tgid() (the thread
 // id); if the key is in the map, add 1 to its value.
 func syscallCounterInsns(mapFD int) asm.Instructions {
-	return asm.Instructions{
+	in := asm.Instructions{
 		asm.FnGetCurrentPidTgid.Call(),
 		asm.StoreMem(asm.RFP, stackKey, asm.R0, asm.Word), // the low half: the thread id
-		asm.LoadMapPtr(asm.R1, mapFD),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, stackKey),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "out"),
+	}
+	in = append(in, lookup(mapFD, stackKey, "out")...)
+	return append(in,
 		asm.Mov.Imm(asm.R1, 1),
 		asm.AddAtomic.Mem(asm.R0, asm.R1, asm.DWord, 0),
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
 		asm.Return(),
-	}
+	)
 }
 
 // Watch starts counting thread tid (from zero).
