@@ -303,3 +303,109 @@ func tlsClient(t *testing.T, raw net.Conn, addr string) net.Conn {
 	cfg.ServerName = host
 	return tls.Client(raw, cfg)
 }
+
+// crashCopy simulates a crash: it copies the stream directory of a live
+// writer (records appended but not flushed are not in the copy; the seq
+// reservation is) and returns the copy's WAL root.
+func crashCopy(t *testing.T, root string, stream uint32) string {
+	t.Helper()
+	dst := t.TempDir()
+	src := wal.StreamDir(root, stream)
+	out := wal.StreamDir(dst, stream)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(src)
+	for _, e := range ents {
+		if e.IsDir() || filepath.Ext(e.Name()) == ".lock" {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(out, e.Name()), b, 0o644)
+	}
+	return dst
+}
+
+// TestReplayAcrossACrash: a writer that crashed with records appended but
+// not durable continues past its reservation behind a Skip marker. A
+// client of either source gets the durable records, the marker (the seqs
+// it stands for were never durable) and what follows; a client asking
+// from inside the hole starts at the marker; a log whose first durable
+// record is the marker itself is served from seq 1.
+func TestReplayAcrossACrash(t *testing.T) {
+	for _, durable := range []int{0, 30} {
+		root := t.TempDir()
+		cfg := wal.DefaultConfig(root)
+		cfg.Stream = 1
+		cfg.FlushInterval = time.Hour
+		cfg.FlushRecords = 1 << 20
+		cfg.FlushBytes = 1 << 30
+		w, err := wal.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, w, durable, 64)
+		if err := w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		appendN(t, w, 20, 64) // sent, never durable
+		crashed := crashCopy(t, root, 1)
+		w.Close()
+
+		cfg.Dir = crashed
+		w2, err := wal.Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sk := w2.Stats().Recovery.Skip
+		if sk == nil || sk.From != uint64(durable)+1 {
+			t.Fatalf("durable %d: Skip %+v", durable, sk)
+		}
+		for range 10 {
+			seq := w2.NextSeq()
+			appendRetry(t, w2, 100, dataFrame(seq, 64)[wal.HeaderSize:])
+		}
+		if err := w2.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		last := w2.NextSeq() - 1
+		ds, err := OpenDirSource(crashed, 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, src := range map[string]Source{"writer": NewWriterSource(w2, crashed, 1), "directory": ds} {
+			_, addr := startServer(t, nil, src)
+			for _, from := range []uint64{1, sk.From + 3} {
+				cl, _ := NewClient(testClientConfig(t, addr))
+				cl.SetTip(from - 1)
+				var got []uint64
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				tip, err := cl.CatchUpTo(ctx, last, time.Second, func(h wal.Header, p []byte) error {
+					if h.Type == wal.TypeSkip {
+						if s, _ := wal.ParseSkip(p); s != *sk {
+							t.Errorf("marker %+v, want %+v", s, *sk)
+						}
+					}
+					got = append(got, wal.Seq(p))
+					return nil
+				})
+				cancel()
+				want := []uint64{}
+				for s := from; s <= uint64(durable); s++ {
+					want = append(want, s)
+				}
+				for s := sk.Seq; s <= last; s++ {
+					want = append(want, s)
+				}
+				if err != nil || tip != last || !slices.Equal(got, want) {
+					t.Fatalf("durable %d, %s, from %d: %v tip %d got %v want %v", durable, name, from, err, tip, got, want)
+				}
+			}
+		}
+		ds.Close()
+		w2.Close()
+	}
+}

@@ -195,9 +195,9 @@ func (s *DirSource) Close() error {
 // Stream implements [Source].
 func (s *DirSource) Stream() uint32 { return s.stream }
 
-// Bounds implements [Source]: the oldest seq from the segment names (or
-// the first record of the active segment when nothing is sealed) and the
-// highest record visible.
+// Bounds implements [Source]: the oldest seq the first segment covers
+// (its first record's seq, or the From of the Skip marker it starts with)
+// and the highest record visible.
 func (s *DirSource) Bounds() (oldest, durable uint64) {
 	s.mu.Lock()
 	h := s.highest
@@ -209,19 +209,14 @@ func (s *DirSource) Bounds() (oldest, durable uint64) {
 	if err != nil || len(segs) == 0 {
 		return 0, 0
 	}
-	if !segs[0].Active {
-		return segs[0].First, h
-	}
-	r, err := wal.OpenReader(s.dir, s.stream, 0)
+	_, covers, err := wal.FirstSeq(segs[0].Path)
 	if err != nil {
-		return 0, 0
+		if segs[0].Active {
+			return 0, 0
+		}
+		return segs[0].First, h // unreadable: the name says
 	}
-	defer r.Close()
-	f, err := r.Next()
-	if err != nil {
-		return 0, 0
-	}
-	return wal.Seq(f[wal.HeaderSize:]), h
+	return covers, h
 }
 
 // Open implements [Source].

@@ -266,6 +266,31 @@ func firstRecord(path string) (typ uint16, sk Skip, ok bool) {
 	return h.Type, sk, true
 }
 
+// FirstSeq returns the seq of the first record of the segment file at
+// path and the first seq that record covers: its own, or, for a Skip
+// marker, the marker's From (the seqs before it in the hole have no
+// record). ErrNotFound when the file holds no readable first record.
+func FirstSeq(path string) (seq, covers uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	var b [HeaderSize + 4096]byte
+	n, _ := f.ReadAt(b[:], 0)
+	h, p, _, err := DecodeFrame(b[:n])
+	if err != nil || Seq(p) == 0 {
+		return 0, 0, ErrNotFound
+	}
+	seq, covers = Seq(p), Seq(p)
+	if h.Type == TypeSkip {
+		if sk, err := ParseSkip(p); err == nil {
+			covers = sk.From
+		}
+	}
+	return seq, covers, nil
+}
+
 // skipExplains reports whether the segment file at path starts with a
 // Skip marker for from…first: the hole before it is explained.
 func skipExplains(path string, from, first uint64) bool {
