@@ -91,8 +91,9 @@ type SenderStats struct {
 	// HeartbeatsWithheld counts heartbeat intervals in which no heartbeat
 	// was sent because the log reported an error (LogHealth).
 	HeartbeatsWithheld uint64
-	// SkipsSent counts transmissions of the log's Skip marker (the
-	// announcement of a restart, and answers to NAKs for skipped seqs).
+	// SkipsSent counts first transmissions of the log's Skip marker (sent
+	// before the first record after a restart); repeats for NAKs of
+	// skipped seqs count as retransmits (RetxHot, RetxCold).
 	SkipsSent uint64
 	Naks      uint64 // NAK records accepted (version, len, CRC, source all good)
 	Bad       BadCounts
