@@ -43,13 +43,15 @@ func plots(r *Report, dir string) ([]string, error) {
 			names = append(names, name)
 		}
 	}
+	// Every plot names the run it comes from, as the README block does.
+	stamp := "\n" + r.Stamp()
 	for _, wl := range []string{"rtt", "oneway", "paths-rtt", "paths-loss"} {
-		add(percentilePlot(r.Workload(wl), wl, dir))
+		add(percentilePlot(r.Workload(wl), wl, dir, stamp))
 	}
-	add(barPlot(r.Workload("rtt"), dir))
-	names = append(names, scatterPlots(r.Workload("classic-rtt"), dir, &errs)...)
-	add(throughputPlot(r.Workload("throughput"), dir))
-	add(lossPlot(r.Workload("loss-degradation"), dir))
+	add(barPlot(r.Workload("rtt"), dir, stamp))
+	names = append(names, scatterPlots(r.Workload("classic-rtt"), dir, stamp, &errs)...)
+	add(throughputPlot(r.Workload("throughput"), dir, stamp))
+	add(lossPlot(r.Workload("loss-degradation"), dir, stamp))
 	return names, errors.Join(errs...)
 }
 
@@ -65,13 +67,13 @@ func measured(rs []harness.Result) []harness.Result {
 
 // percentilePlot: latency (µs, log) against 100/(100−q) on a log axis, so
 // the tail spreads out (q = 100 is left out: the log scale cannot hold it).
-func percentilePlot(rs []harness.Result, wl, dir string) (string, error) {
+func percentilePlot(rs []harness.Result, wl, dir, stamp string) (string, error) {
 	rs = measured(rs)
 	if len(rs) == 0 {
 		return "", nil
 	}
 	p := plot.New()
-	p.Title.Text = wl + " latency by percentile"
+	p.Title.Text = wl + " latency by percentile" + stamp
 	p.X.Label.Text = "percentile (x = 100/(100−q): 2 = p50, 100 = p99, 1000 = p99.9)"
 	p.Y.Label.Text = "µs"
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
@@ -99,7 +101,7 @@ func percentilePlot(rs []harness.Result, wl, dir string) (string, error) {
 }
 
 // barPlot: p50 and p99 RTT side by side per protocol.
-func barPlot(rs []harness.Result, dir string) (string, error) {
+func barPlot(rs []harness.Result, dir, stamp string) (string, error) {
 	rs = measured(rs)
 	if len(rs) == 0 {
 		return "", nil
@@ -111,7 +113,7 @@ func barPlot(rs []harness.Result, dir string) (string, error) {
 		names = append(names, x.Name)
 	}
 	p := plot.New()
-	p.Title.Text = "RTT p50 and p99 (128 B, pinned, loopback)"
+	p.Title.Text = "RTT p50 and p99 (128 B, pinned, loopback)" + stamp
 	p.Y.Label.Text = "µs"
 	w := vg.Points(14)
 	b50, err := plotter.NewBarChart(p50, w)
@@ -135,7 +137,7 @@ func barPlot(rs []harness.Result, dir string) (string, error) {
 
 // scatterPlots: per drop rate, each message's RTT against its number, as
 // the classic tools plotted (timeouts show as 200 ms bands).
-func scatterPlots(rs []harness.Result, dir string, errs *[]error) []string {
+func scatterPlots(rs []harness.Result, dir, stamp string, errs *[]error) []string {
 	byDrop := map[float64][]harness.Result{}
 	for _, x := range rs {
 		if x.Skipped == "" && len(x.Series) > 0 {
@@ -150,7 +152,7 @@ func scatterPlots(rs []harness.Result, dir string, errs *[]error) []string {
 	var names []string
 	for _, d := range drops {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("RTT per message, %g %% receiver-side drop", d*100)
+		p.Title.Text = fmt.Sprintf("RTT per message, %g %% receiver-side drop", d*100) + stamp
 		p.X.Label.Text = "message number"
 		p.Y.Label.Text = "RTT µs"
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
@@ -183,7 +185,7 @@ func scatterPlots(rs []harness.Result, dir string, errs *[]error) []string {
 }
 
 // throughputPlot: records/s per datapath and peer, one bar group per size.
-func throughputPlot(rs []harness.Result, dir string) (string, error) {
+func throughputPlot(rs []harness.Result, dir, stamp string) (string, error) {
 	sizes := map[int]bool{}
 	var order []string
 	seen := map[string]bool{}
@@ -206,7 +208,7 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 	}
 	sort.Ints(ss)
 	p := plot.New()
-	p.Title.Text = "throughput per datapath (loopback, pinned)"
+	p.Title.Text = "throughput per datapath (loopback, pinned)" + stamp
 	p.Y.Label.Text = "M records/s"
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
@@ -237,7 +239,7 @@ func throughputPlot(rs []harness.Result, dir string) (string, error) {
 }
 
 // lossPlot: delivered-in-order % against sustained loss, per protocol.
-func lossPlot(rs []harness.Result, dir string) (string, error) {
+func lossPlot(rs []harness.Result, dir, stamp string) (string, error) {
 	by := map[string]plotter.XYs{}
 	var order []string
 	for _, x := range rs {
@@ -253,7 +255,7 @@ func lossPlot(rs []harness.Result, dir string) (string, error) {
 		return "", nil
 	}
 	p := plot.New()
-	p.Title.Text = "loss degradation: delivered in order"
+	p.Title.Text = "loss degradation: delivered in order" + stamp
 	p.X.Label.Text = "loss each way %"
 	p.Y.Label.Text = "delivered in order %"
 	p.Add(plotter.NewGrid())

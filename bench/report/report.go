@@ -363,7 +363,7 @@ func ReplaceBlock(doc []byte, block string) ([]byte, error) {
 // workload with ratios to the same-run floor, and the goals.
 func (r *Report) Figures() string {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Measured %s on %s with `%s`, load average %s (spreads, perf counters and plots: docs/bench.md; `make bench` rewrites bench/out/report.md).\n\n", r.Date, r.Machine, r.Command, r.Load)
+	fmt.Fprintf(&b, "Measured %s, load average %s. This run's plots and full report (spreads, perf counters) are in docs/bench/ (run.txt names this run); `make bench` rewrites this block and them together.\n\n", r.Stamp(), r.Load)
 	if rs := r.Workload("rtt"); len(rs) > 0 {
 		b.WriteString("RTT, 128 B ping-pong, pinned, loopback:\n\n")
 		var rows [][]string
@@ -441,6 +441,43 @@ func (r *Report) Figures() string {
 		fmt.Fprintf(&b, "- %s: not available: %s\n", u.Workload, u.Why)
 	}
 	return b.String()
+}
+
+// Stamp names the run: when, where and the command, as the README block
+// and every plot say it.
+func (r *Report) Stamp() string {
+	return fmt.Sprintf("%s on %s with `%s`", r.Date, r.Machine, r.Command)
+}
+
+// RunFile is the file Publish writes beside the plots: the stamp of the
+// run they come from, and their names.
+const RunFile = "run.txt"
+
+// Publish writes this run's plots and report.md into dir (the README
+// block points there) with RunFile, and removes the plots an earlier run
+// left there that this run did not draw: the README block and the
+// published figures always come from one run.
+func (r *Report) Publish(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	old, _ := filepath.Glob(filepath.Join(dir, "*.png"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return err
+		}
+	}
+	plots, err := Plots(r, dir)
+	if err != nil {
+		r.Notes = append(r.Notes, "plots: "+err.Error())
+	}
+	sort.Strings(plots)
+	r.Plots = plots
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), r.Markdown(), 0o644); err != nil {
+		return err
+	}
+	run := fmt.Sprintf("stamp: %s\nplots: %s\n", r.Stamp(), strings.Join(plots, " "))
+	return os.WriteFile(filepath.Join(dir, RunFile), []byte(run), 0o644)
 }
 
 // UpdateReadme rewrites the figures block of the README at path.

@@ -1,7 +1,11 @@
 package report
 
 import (
+	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -22,6 +26,73 @@ func TestReplaceBlock(t *testing.T) {
 	for _, bad := range []string{"no markers", BeginMarker + " only", EndMarker + " then " + BeginMarker} {
 		if _, err := ReplaceBlock([]byte(bad), "x"); !errors.Is(err, ErrNoMarkers) {
 			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+// Publish replaces the plots an earlier run left and names the run.
+func TestPublish(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, "old_plot.png")
+	if err := os.WriteFile(stale, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := &Report{Date: "2026-12-01 10:00 UTC", Machine: "m", Command: "cast-bench -readme README.md rtt"}
+	if err := r.Publish(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("stale plot kept: %v", err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, RunFile))
+	if err != nil || !strings.HasPrefix(string(b), "stamp: "+r.Stamp()+"\n") {
+		t.Fatalf("%s: %q %v", RunFile, b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "report.md")); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Figures(), "Measured "+r.Stamp()+",") {
+		t.Fatalf("README block does not carry the stamp:\n%s", r.Figures())
+	}
+}
+
+// The committed README figures block and docs/bench come from one run:
+// `make bench` (cast-bench -readme) writes them together. A README block
+// or a plot refreshed by hand fails here.
+func TestPublishedTogether(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := os.ReadFile("../../docs/bench/" + RunFile)
+	if err != nil {
+		t.Fatalf("docs/bench/%s: %v (run make bench)", RunFile, err)
+	}
+	var stamp string
+	var plots []string
+	for _, l := range strings.Split(string(run), "\n") {
+		if s, ok := strings.CutPrefix(l, "stamp: "); ok {
+			stamp = s
+		}
+		if s, ok := strings.CutPrefix(l, "plots: "); ok {
+			plots = strings.Fields(s)
+		}
+	}
+	i, j := bytes.Index(readme, []byte(BeginMarker)), bytes.Index(readme, []byte(EndMarker))
+	if stamp == "" || i < 0 || j < i || !bytes.Contains(readme[i:j], []byte("Measured "+stamp+",")) {
+		t.Fatalf("README's figures block is not from the run docs/bench comes from (%q): run make bench", stamp)
+	}
+	have, _ := filepath.Glob("../../docs/bench/*.png")
+	listed := map[string]bool{}
+	for _, p := range plots {
+		listed[p] = true
+		if _, err := os.Stat("../../docs/bench/" + p); err != nil {
+			t.Errorf("docs/bench/%s listed in %s: %v", p, RunFile, err)
+		}
+	}
+	for _, h := range have {
+		if !listed[filepath.Base(h)] {
+			t.Errorf("%s is not from the run of %s", h, RunFile)
 		}
 	}
 }

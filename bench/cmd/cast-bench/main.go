@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/walcast/walcast/bench/report"
 	"github.com/walcast/walcast/bench/suite"
 )
 
@@ -32,7 +33,8 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	out := fs.String("out", "bench/out", "directory for results.json, report.md and the PNG plots")
-	readme := fs.String("readme", "", "README to refresh between <!-- bench:begin --> and <!-- bench:end --> (empty: leave it)")
+	readme := fs.String("readme", "", "README to refresh between <!-- bench:begin --> and <!-- bench:end --> (empty: leave it); the plots, report.md and run.txt of the same run go to -docs")
+	docs := fs.String("docs", "", "with -readme: directory for this run's plots, report.md and run.txt (default: docs/bench beside the README)")
 	quick := fs.Bool("quick", false, "tiny counts: checks that everything runs, measures nothing worth quoting")
 	payload := fs.Int("payload", o.Harness.Payload, "message bytes of the latency workloads")
 	n := fs.Int("n", o.Harness.N, "measured messages per latency row")
@@ -77,10 +79,18 @@ func run(args []string) error {
 	}
 	fmt.Fprintf(os.Stdout, "wrote %s, %s and %d plots in %.0f s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.md"), len(r.Plots), time.Since(start).Seconds())
 	if *readme != "" {
+		// The README block and the published figures are written together,
+		// from this run, or not at all.
+		if *docs == "" {
+			*docs = filepath.Join(filepath.Dir(*readme), "docs", "bench")
+		}
+		if err := r.Publish(*docs); err != nil {
+			return err
+		}
 		if err := r.UpdateReadme(*readme); err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stdout, "refreshed the figures block of %s\n", *readme)
+		fmt.Fprintf(os.Stdout, "refreshed the figures block of %s and %s (%d plots, report.md, %s)\n", *readme, *docs, len(r.Plots), report.RunFile)
 	}
 	return nil
 }
