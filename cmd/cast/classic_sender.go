@@ -159,6 +159,7 @@ func runClassicSender(args []string) error {
 		samples <- classicSample{k: k, sentAt: t0 - start, rtt: l.Now() - t0, retx: r != retx || nk != naks}
 		waiting = false
 	}
+	began := time.Now() // the loop sends the first message as soon as it starts
 	l, err := cast.StartLoop(lc)
 	if err != nil {
 		p.Close()
@@ -169,7 +170,6 @@ func runClassicSender(args []string) error {
 	defer out.Flush()
 	fmt.Fprintf(os.Stderr, "sending %d messages of %d bytes to %s over casting (%s), one at a time\n", *n, frame, peer, features(p))
 
-	began := time.Now()
 	var got []classicSample
 	rtts := benchkit.NewSamples(*n)
 	lastEcho := time.Now()

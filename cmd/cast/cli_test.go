@@ -78,6 +78,7 @@ func startWrapped(t *testing.T, dir string, wrap []string, args ...string) *chil
 	c.cmd.Dir = dir
 	c.cmd.Env = append(os.Environ(), childEnv+"=1")
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
+	dieWithTest(c.cmd)
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
