@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -78,7 +79,7 @@ type Result struct {
 	RetransPerRec float64              `json:"retrans_per_rec,omitempty"`
 	Perf          []benchkit.PerfCount `json:"perf,omitempty"`
 	Curve         []Point              `json:"curve,omitempty"`
-	Series        []int64              `json:"-"` // per-message latency in order (ns), for scatter plots
+	Series        []int64              `json:"series,omitempty"` // per-message latency in order (ns), for scatter plots (saved for classic-rtt only)
 	Skipped       string               `json:"skipped,omitempty"`
 	Pinned        bool                 `json:"pinned"`
 }
@@ -149,9 +150,11 @@ func unstamp(p []byte) (seq uint64, ns int64) {
 	return binary.LittleEndian.Uint64(p), int64(binary.LittleEndian.Uint64(p[8:]))
 }
 
-// progress prints "label done/total" every 250 ms once a run has taken 2 s.
+// progress redraws "label done/total" every 250 ms once a run has taken
+// 2 s, on a terminal only: in a log (a pipe, a file) the suite's line per
+// finished row is the progress, and carriage returns would be noise.
 func progress(w io.Writer, label string, total int64, done *atomic.Int64) (stop func()) {
-	if w == nil {
+	if f, ok := w.(*os.File); !ok || !isTerminal(f) {
 		return func() {}
 	}
 	quit := make(chan struct{})
@@ -180,6 +183,12 @@ func progress(w io.Writer, label string, total int64, done *atomic.Int64) (stop 
 		}
 	}()
 	return func() { close(quit); wg.Wait() }
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // session is one opened pair with its watchdog.

@@ -44,7 +44,7 @@ func plots(r *Report, dir string) ([]string, error) {
 		}
 	}
 	// Every plot names the run it comes from, as the README block does.
-	stamp := "\n" + r.Stamp()
+	stamp := fmt.Sprintf("\nrun %s: %s", r.Date, r.Command)
 	for _, wl := range []string{"rtt", "oneway", "paths-rtt", "paths-loss"} {
 		add(percentilePlot(r.Workload(wl), wl, dir, stamp))
 	}

@@ -44,6 +44,7 @@ type Report struct {
 	Goals       []Goal           `json:"goals,omitempty"`
 	Plots       []string         `json:"plots,omitempty"`
 	Notes       []string         `json:"notes,omitempty"`
+	Interrupted []string         `json:"interrupted,omitempty"` // workloads not run (Ctrl-C)
 }
 
 // Workload returns the results of one workload in run order.
@@ -308,6 +309,19 @@ func (r *Report) Markdown() []byte {
 	return b.Bytes()
 }
 
+// Load reads a report Write saved (results.json).
+func Load(path string) (*Report, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := new(Report)
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
 // Write saves results.json and report.md into dir and draws the plots.
 func (r *Report) Write(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -319,7 +333,16 @@ func (r *Report) Write(dir string) error {
 		r.Notes = append(r.Notes, "plots: "+err.Error())
 	}
 	sort.Strings(r.Plots)
-	j, err := json.MarshalIndent(r, "", "  ")
+	// results.json keeps the per-message series only where a plot needs
+	// them again (`cast-bench -from`): the classic scatter plots.
+	saved := *r
+	saved.Results = append([]harness.Result(nil), r.Results...)
+	for i := range saved.Results {
+		if saved.Results[i].Workload != "classic-rtt" {
+			saved.Results[i].Series = nil
+		}
+	}
+	j, err := json.MarshalIndent(&saved, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,10 @@ type Options struct {
 	Dir       string        // where probes put scratch files
 	Command   string        // how the run was invoked, for the report
 	Log       io.Writer     // progress and section headers; nil = silent
+	// Stop, once closed, ends the run after the workload that is running
+	// (Ctrl-C in cast-bench); the report then holds what was measured and
+	// Interrupted names what was not.
+	Stop <-chan struct{}
 }
 
 // DefaultOptions is the shape `make bench` runs.
@@ -98,7 +102,16 @@ func Run(o Options) (*report.Report, error) {
 	for _, p := range r.Probes {
 		o.logf("probe %-22s %-3v %s\n", p.Name, p.OK, p.Detail)
 	}
-	for _, w := range wls {
+	for i, w := range wls {
+		select {
+		case <-o.Stop:
+			r.Interrupted = wls[i:]
+			r.Notes = append(r.Notes, "interrupted: not run: "+strings.Join(wls[i:], ", "))
+		default:
+		}
+		if r.Interrupted != nil {
+			break
+		}
 		o.logf("== %s\n", w)
 		switch w {
 		case "rtt":

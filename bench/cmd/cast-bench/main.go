@@ -7,11 +7,14 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/walcast/walcast/bench/report"
@@ -21,8 +24,31 @@ import (
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "cast-bench:", err)
+		if errors.Is(err, errInterrupted) {
+			os.Exit(130)
+		}
 		os.Exit(1)
 	}
+}
+
+var errInterrupted = errors.New("interrupted")
+
+// stopOnSignal closes the returned channel at the first SIGINT/SIGTERM
+// (the suite ends after the running workload) and exits 130 at the
+// second.
+func stopOnSignal() <-chan struct{} {
+	stop := make(chan struct{})
+	ch := make(chan os.Signal, 2)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		fmt.Fprintln(os.Stderr, "cast-bench: interrupted: finishing the running workload, then writing the report of what was measured (Ctrl-C again to quit now)")
+		close(stop)
+		<-ch
+		fmt.Fprintln(os.Stderr, "cast-bench: interrupted twice, exiting now")
+		os.Exit(130)
+	}()
+	return stop
 }
 
 func run(args []string) error {
@@ -44,6 +70,7 @@ func run(args []string) error {
 	cpuA := fs.Int("cpu-a", o.Harness.ClientCPU, "core of the sending/measuring thread (-1: unpinned)")
 	cpuB := fs.Int("cpu-b", o.Harness.ServerCPU, "core of the receiving/echo thread (-1: unpinned)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	from := fs.String("from", "", "measure nothing: load a run's results.json and write its report, plots and (with -readme) README block again")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return nil
@@ -68,14 +95,26 @@ func run(args []string) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
+	o.Stop = stopOnSignal()
 	start := time.Now()
-	r, err := suite.Run(o)
+	var r *report.Report
+	var err error
+	if *from != "" {
+		r, err = report.Load(*from)
+	} else {
+		r, err = suite.Run(o)
+	}
 	if err != nil {
 		return err
 	}
 	r.Text(os.Stdout)
 	if err := r.Write(*out); err != nil {
 		return err
+	}
+	if len(r.Interrupted) > 0 {
+		// A partial run never refreshes the README block or docs/bench.
+		fmt.Fprintf(os.Stdout, "wrote %s and %s (partial: %s not run)\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.md"), strings.Join(r.Interrupted, ", "))
+		return fmt.Errorf("%w: %s not run; the README and docs were left as they were", errInterrupted, strings.Join(r.Interrupted, ", "))
 	}
 	fmt.Fprintf(os.Stdout, "wrote %s, %s and %d plots in %.0f s\n", filepath.Join(*out, "results.json"), filepath.Join(*out, "report.md"), len(r.Plots), time.Since(start).Seconds())
 	if *readme != "" {
