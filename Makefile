@@ -103,8 +103,9 @@ fuzz:
 	FUZZTIME=5m ./scripts/fuzz.sh
 
 # Go micro-benchmarks, then the side-by-side suite (bin/cast-bench, also
-# `cast bench all`): bench/out/{report.md,results.json,*.png} and the
-# README's figures block. Each step takes the bench lock itself, so on the
+# `cast bench all`): bench/out/{report.md,results.json,*.png}, and together
+# from the same run the README's figures block and docs/bench/ (plots,
+# report.md, run.txt; TestPublishedTogether checks they match). Each step takes the bench lock itself, so on the
 # shared machine `make bench` is the one command (BENCHLOCK= to skip it).
 BENCHLOCK ?= flock /tmp/walcast-bench.lock
 bench: setup build

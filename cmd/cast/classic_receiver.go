@@ -57,15 +57,14 @@ func runClassicReceiver(args []string) error {
 	defer cancel()
 	// One socket for the whole run; each sender gets its own session
 	// (a fresh Receiver, echo Sender and -drop wrapper) on top of it.
-	dropPct := nf.drop
-	nf.drop = 0
-	sock, err := nf.open(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(*port)), netip.AddrPort{})
+	raw := nf
+	raw.drop = 0
+	sock, err := raw.open(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(*port)), netip.AddrPort{})
 	if err != nil {
 		return err
 	}
 	defer sock.Close()
-	nf.drop = dropPct
-	fmt.Fprintf(os.Stderr, "listening on %s over casting (%s), -drop %g%%\n", sock.LocalAddr(), features(sock), dropPct)
+	fmt.Fprintf(os.Stderr, "listening on %s over casting (%s), -drop %g%%\n", sock.LocalAddr(), features(sock), nf.drop)
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 

@@ -333,3 +333,19 @@ func TestCLIBenchRTTInterrupted(t *testing.T) {
 		t.Fatalf("carriage returns off a terminal:\n%q", b.stderr.String())
 	}
 }
+
+// cast echo is the RTT peer: a classic sender gets every echo; echo -n
+// exits 0 once it echoed that many, and 130 on Ctrl-C before.
+func TestCLIEcho(t *testing.T) {
+	e := startCast(t, "", "echo", "-listen", "127.0.0.1:0", "-n", "40")
+	addr := e.listenAddr()
+	runCast(t, "sender", "-addr", addr, "-n", "40", "-q").expect(0, "stdout", `^throughput = `)
+	e.wait(hangBudget)
+	e.expect(0, "stdout", `^echoed 40 records \(0 could not be sent\)$`)
+
+	e2 := startCast(t, "", "echo", "-listen", "127.0.0.1:0", "-n", "40", "-idle", "park")
+	e2.listenAddr()
+	e2.signal(syscall.SIGINT)
+	e2.wait(hangBudget)
+	e2.expect(130, "stderr", `^cast echo: interrupted: received 0 of 40 records$`)
+}

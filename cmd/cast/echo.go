@@ -52,6 +52,13 @@ func runEcho(args []string) error {
 	}
 	res.print(out)
 	fmt.Fprintf(out, "echoed %d records (%d could not be sent)\n", echoed, failed)
+	out.Flush()
+	if err := res.verdict(ctx, *n); err != nil {
+		return err
+	}
+	if failed > 0 {
+		return failf("%d of %d records could not be echoed (the path or the sender refused them)", failed, res.delivered)
+	}
 	return nil
 }
 
