@@ -22,9 +22,9 @@ func TestSendRecvJSON(t *testing.T) {
 			s.expect(0, "stdout", `^naks \d+, retransmits`)
 			r.wait(hangBudget)
 			r.expect(0, "stderr", `^receiving on `)
-			lines := strings.Split(strings.TrimSpace(r.stdout.String()), "\n")
+			lines := strings.Split(strings.TrimSpace(r.Stdout.String()), "\n")
 			if len(lines) != n {
-				t.Fatalf("%d JSON lines, want %d\nstderr:\n%s", len(lines), n, r.stderr.String())
+				t.Fatalf("%d JSON lines, want %d\nstderr:\n%s", len(lines), n, r.Stderr.String())
 			}
 			for i, l := range lines {
 				var rec struct{ Seq, Type, Len int }

@@ -19,11 +19,11 @@ import (
 // listenAddr waits for the child's "listening on HOST:PORT" and returns
 // 127.0.0.1:PORT.
 func (c *child) listenAddr() string {
-	c.t.Helper()
+	c.T.Helper()
 	a := c.waitOutput(`listening on (\S+?),? `, hangBudget)
 	ap, err := netip.ParseAddrPort(a)
 	if err != nil {
-		c.t.Fatalf("listening on %q: %v", a, err)
+		c.T.Fatalf("listening on %q: %v", a, err)
 	}
 	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ap.Port()).String()
 }
@@ -49,8 +49,8 @@ func TestCLISendRecv(t *testing.T) {
 	s.expect(0, "stdout", `^naks \d+, retransmits`)
 	r.wait(hangBudget)
 	r.expect(0, "stdout", `^outcome: live$`)
-	if !strings.Contains(r.stdout.String(), "received 5000 records (seq 1..5000, in order: true)") {
-		t.Fatalf("recv:\n%s", r.stdout.String())
+	if !strings.Contains(r.Stdout.String(), "received 5000 records (seq 1..5000, in order: true)") {
+		t.Fatalf("recv:\n%s", r.Stdout.String())
 	}
 }
 
@@ -70,7 +70,7 @@ func TestCLISendReceiverGone(t *testing.T) {
 	addr := r.listenAddr()
 	s := startCast(t, "", "send", "-to", addr, "-n", "20000", "-rate", "4000")
 	r.waitOutput(`"seq":(2000),`, hangBudget) // half a second of a listening receiver
-	r.cmd.Process.Kill()
+	r.Cmd.Process.Kill()
 	r.wait(hangBudget)
 	s.wait(hangBudget)
 	s.expect(3, "stderr", `^cast send: the receiver at 127\.0\.0\.1:\d+ went away while records were being sent`)
@@ -93,8 +93,8 @@ func TestCLIRecvFaulted(t *testing.T) {
 	s := startCast(t, "", "send", "-to", addr, "-n", "2000", "-rate", "2000", "-linger", "30s")
 	r.wait(hangBudget)
 	r.expect(3, "stderr", `^cast recv: stopped after \d+ records: receiver (faulted|must reconnect)`)
-	if !strings.Contains(r.stdout.String(), `"event":"`) {
-		t.Fatalf("no event line in -json output:\n%s", r.stdout.String())
+	if !strings.Contains(r.Stdout.String(), `"event":"`) {
+		t.Fatalf("no event line in -json output:\n%s", r.Stdout.String())
 	}
 	s.wait(hangBudget) // exit status depends on when the receiver died; it must only end
 }
@@ -108,8 +108,8 @@ func TestCLIBandwidth(t *testing.T) {
 	s.expect(0, "stdout", `^naks \d+, retransmits \d+, over mmsg`)
 	r.wait(hangBudget)
 	r.expect(0, "stdout", `^gaps NAKed \d+, dropped by -drop 0, over mmsg`)
-	if !regexp.MustCompile(`received 10000 messages of 1427 bytes in [0-9.]+ s\nthroughput: [0-9.]+ MB/s`).MatchString(r.stdout.String()) {
-		t.Fatalf("receiver:\n%s", r.stdout.String())
+	if !regexp.MustCompile(`received 10000 messages of 1427 bytes in [0-9.]+ s\nthroughput: [0-9.]+ MB/s`).MatchString(r.Stdout.String()) {
+		t.Fatalf("receiver:\n%s", r.Stdout.String())
 	}
 }
 
@@ -125,7 +125,7 @@ func TestCLIBandwidthInterruptedBeforeData(t *testing.T) {
 	r.signal(syscall.SIGINT)
 	r.wait(hangBudget)
 	r.expect(130, "stderr", `^cast bandwidth: interrupted: received 0 of 100000 records$`)
-	if out := r.stdout.String(); strings.Contains(out, "NaN") || !strings.Contains(out, "throughput: none") {
+	if out := r.Stdout.String(); strings.Contains(out, "NaN") || !strings.Contains(out, "throughput: none") {
 		t.Fatalf("stdout:\n%s", out)
 	}
 }
@@ -139,18 +139,18 @@ func TestCLIClassicPair(t *testing.T) {
 	csvPath, pngPath := filepath.Join(dir, "rtt.csv"), filepath.Join(dir, "rtt.png")
 	s1 := runCast(t, "sender", "-addr", addr, "-n", "60", "-size", "1", "-csv", csvPath, "-plot", pngPath)
 	s1.expect(0, "stdout", `^throughput = \d+ msg/s`)
-	if got := strings.Count(s1.stdout.String(), "24 bytes to "+addr+": seq="); got != 60 {
-		t.Fatalf("%d per-message lines, want 60:\n%s", got, s1.stdout.String())
+	if got := strings.Count(s1.Stdout.String(), "24 bytes to "+addr+": seq="); got != 60 {
+		t.Fatalf("%d per-message lines, want 60:\n%s", got, s1.Stdout.String())
 	}
-	if !strings.Contains(s1.stdout.String(), "60 messages sent, 60 echoed, ") {
-		t.Fatalf("summary:\n%s", s1.stdout.String())
+	if !strings.Contains(s1.Stdout.String(), "60 messages sent, 60 echoed, ") {
+		t.Fatalf("summary:\n%s", s1.Stdout.String())
 	}
 	s2 := runCast(t, "sender", "-addr", addr, "-n", "30", "-q")
 	s2.expect(0, "stdout", `^throughput = `)
 	r.wait(hangBudget)
 	r.expect(0, "stdout", `^all 2 senders: received 90, dropped \d+, total \d+$`)
-	if !strings.Contains(r.stdout.String(), "received: 60\n") || !strings.Contains(r.stdout.String(), "received: 30\n") {
-		t.Fatalf("receiver:\n%s", r.stdout.String())
+	if !strings.Contains(r.Stdout.String(), "received: 60\n") || !strings.Contains(r.Stdout.String(), "received: 30\n") {
+		t.Fatalf("receiver:\n%s", r.Stdout.String())
 	}
 
 	// CSV: one row per message, in order; each RTT spans from the first
@@ -199,9 +199,9 @@ func TestCLIClassicSenderInterrupted(t *testing.T) {
 	s.signal(syscall.SIGINT)
 	s.wait(hangBudget)
 	s.expect(130, "stderr", `^cast sender: interrupted: \d+ of 1000000 messages echoed$`)
-	m := regexp.MustCompile(`(\d+) messages sent, (\d+) echoed`).FindStringSubmatch(s.stdout.String())
+	m := regexp.MustCompile(`(\d+) messages sent, (\d+) echoed`).FindStringSubmatch(s.Stdout.String())
 	if m == nil {
-		t.Fatalf("no summary:\n%s", s.stdout.String())
+		t.Fatalf("no summary:\n%s", s.Stdout.String())
 	}
 	sent, _ := strconv.Atoi(m[1])
 	echoed, _ := strconv.Atoi(m[2])
@@ -244,8 +244,8 @@ func TestCLIReplayTail(t *testing.T) {
 
 	tail := runCast(t, "replay", "tail", "-endpoints", ep, "-from", "1", "-caught-up", "-plaintext")
 	tail.expect(0, "stderr", `^500 records, tip 500$`)
-	if lines := strings.Count(tail.stdout.String(), "\n"); lines != 500 || !strings.HasPrefix(tail.stdout.String(), "1 1 128\n") {
-		t.Fatalf("tail printed %d lines:\n%.200s", lines, tail.stdout.String())
+	if lines := strings.Count(tail.Stdout.String(), "\n"); lines != 500 || !strings.HasPrefix(tail.Stdout.String(), "1 1 128\n") {
+		t.Fatalf("tail printed %d lines:\n%.200s", lines, tail.Stdout.String())
 	}
 
 	runCast(t, "replay", "tail", "-endpoints", ep, "-stream", "2", "-plaintext", "-wait", "1s").
@@ -304,7 +304,7 @@ func TestCLIDemoMatchesREADME(t *testing.T) {
 	d := runCast(t, "demo", "-n", "20000", "-rate", "20000", "-drop", "0", "-pings", "300", "-timeout", "80s")
 	d.expect(0, "stdout", `^RTT `)
 	var got []string
-	for _, l := range strings.Split(strings.TrimSpace(d.stdout.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(d.Stdout.String()), "\n") {
 		if !strings.HasPrefix(l, "cold reads") { // printed only when NAKs were served from disk
 			got = append(got, shape(l))
 		}
@@ -312,8 +312,8 @@ func TestCLIDemoMatchesREADME(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("README demo block and `cast demo` output differ in format:\nREADME:\n%s\n\ncast demo:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
 	}
-	if strings.Contains(d.stderr.String(), "\r") || !strings.Contains(d.stderr.String(), "] 100% 20000/20000") {
-		t.Fatalf("progress off a terminal: %q", d.stderr.String())
+	if strings.Contains(d.Stderr.String(), "\r") || !strings.Contains(d.Stderr.String(), "] 100% 20000/20000") {
+		t.Fatalf("progress off a terminal: %q", d.Stderr.String())
 	}
 }
 
@@ -325,12 +325,12 @@ func TestCLIBenchRTTInterrupted(t *testing.T) {
 	b.signal(syscall.SIGINT)
 	b.wait(hangBudget)
 	b.expect(130, "stderr", `^cast bench: interrupted: \d+ of \d+ rows measured$`)
-	out := b.stdout.String()
+	out := b.Stdout.String()
 	if !strings.HasPrefix(out, "rtt: 5000 round trips") || !strings.Contains(out, "spread over runs") || !strings.Contains(out, "  1 floor-loop ") {
 		t.Fatalf("stdout:\n%s", out)
 	}
-	if strings.Contains(b.stderr.String(), "\r") {
-		t.Fatalf("carriage returns off a terminal:\n%q", b.stderr.String())
+	if strings.Contains(b.Stderr.String(), "\r") {
+		t.Fatalf("carriage returns off a terminal:\n%q", b.Stderr.String())
 	}
 }
 

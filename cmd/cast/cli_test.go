@@ -7,15 +7,14 @@ package main
 // never blocks the run).
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/internal/childproc"
 )
 
 const childEnv = "WALCAST_CAST_CHILD"
@@ -31,34 +30,8 @@ func TestMain(m *testing.M) {
 // hung: far above what each case needs, so that load never fails it.
 const hangBudget = 90 * time.Second
 
-// syncBuf is a bytes.Buffer the child's output goroutine and the test
-// may use at once.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // child is one running `cast` process.
-type child struct {
-	t              *testing.T
-	args           []string
-	cmd            *exec.Cmd
-	stdout, stderr syncBuf
-	done           chan struct{}
-	code           int
-}
+type child struct{ *childproc.Child }
 
 // startCast starts `cast args...` in dir (empty: a temporary directory).
 func startCast(t *testing.T, dir string, args ...string) *child {
@@ -69,81 +42,15 @@ func startCast(t *testing.T, dir string, args ...string) *child {
 // startWrapped starts `wrap... cast args...` (e.g. wrap = ip netns exec NS).
 func startWrapped(t *testing.T, dir string, wrap []string, args ...string) *child {
 	t.Helper()
-	if dir == "" {
-		dir = t.TempDir()
-	}
-	c := &child{t: t, args: args, done: make(chan struct{})}
-	argv := append(append(append([]string(nil), wrap...), os.Args[0]), args...)
-	c.cmd = exec.Command(argv[0], argv[1:]...)
-	c.cmd.Dir = dir
-	c.cmd.Env = append(os.Environ(), childEnv+"=1")
-	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
-	dieWithTest(c.cmd)
-	if err := c.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := c.cmd.Wait()
-		c.code = c.cmd.ProcessState.ExitCode()
-		if c.code < 0 && err != nil {
-			c.code = -1 // killed by a signal
-		}
-		close(c.done)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-c.done:
-		default:
-			c.cmd.Process.Kill()
-			<-c.done
-		}
-	})
-	return c
+	return &child{childproc.StartWrapped(t, childEnv+"=1", dir, wrap, args...)}
 }
 
-// wait returns the exit status, failing the test if the child is still
-// running after budget (then it is killed).
-func (c *child) wait(budget time.Duration) int {
-	c.t.Helper()
-	select {
-	case <-c.done:
-		return c.code
-	case <-time.After(budget):
-		c.cmd.Process.Kill()
-		<-c.done
-		c.t.Fatalf("cast %s hung (> %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), budget, c.stdout.String(), c.stderr.String())
-		return -1
-	}
-}
-
-// waitOutput waits until the child's stderr (or stdout) matches re and
-// returns the first submatch (or the match).
+func (c *child) wait(budget time.Duration) int { c.T.Helper(); return c.Wait(budget) }
 func (c *child) waitOutput(re string, budget time.Duration) string {
-	c.t.Helper()
-	rx := regexp.MustCompile(re)
-	end := time.Now().Add(budget)
-	for time.Now().Before(end) {
-		for _, s := range []string{c.stderr.String(), c.stdout.String()} {
-			if m := rx.FindStringSubmatch(s); m != nil {
-				return m[len(m)-1]
-			}
-		}
-		select {
-		case <-c.done:
-			c.t.Fatalf("cast %s exited %d before printing %q\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), c.code, re, c.stdout.String(), c.stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	c.t.Fatalf("cast %s: no %q within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(c.args, " "), re, budget, c.stdout.String(), c.stderr.String())
-	return ""
+	c.T.Helper()
+	return c.WaitOutput(re, budget)
 }
-
-func (c *child) signal(s os.Signal) {
-	c.t.Helper()
-	if err := c.cmd.Process.Signal(s); err != nil {
-		c.t.Fatal(err)
-	}
-}
+func (c *child) signal(s os.Signal) { c.T.Helper(); c.Signal(s) }
 
 // runCast runs `cast args...` to its end.
 func runCast(t *testing.T, args ...string) *child {
@@ -153,25 +60,17 @@ func runCast(t *testing.T, args ...string) *child {
 	return c
 }
 
-func lastLine(s string) string {
-	s = strings.TrimRight(s, "\n")
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		return s[i+1:]
-	}
-	return s
-}
-
 // expect checks the exit status and that the last line of stderr (or of
-// stdout, for a zero status with want on stdout) matches re.
+// stdout) matches re.
 func (c *child) expect(code int, stream, re string) {
-	c.t.Helper()
-	out := c.stderr.String()
+	c.T.Helper()
+	out := c.Stderr.String()
 	if stream == "stdout" {
-		out = c.stdout.String()
+		out = c.Stdout.String()
 	}
-	if c.code != code || !regexp.MustCompile(re).MatchString(lastLine(out)) {
-		c.t.Fatalf("cast %s: exit %d (want %d), last %s line %q (want /%s/)\nstdout:\n%s\nstderr:\n%s",
-			strings.Join(c.args, " "), c.code, code, stream, lastLine(out), re, c.stdout.String(), c.stderr.String())
+	if c.Code() != code || !regexp.MustCompile(re).MatchString(childproc.LastLine(out)) {
+		c.T.Fatalf("cast %s: exit %d (want %d), last %s line %q (want /%s/)\n%s",
+			strings.Join(c.Args, " "), c.Code(), code, stream, childproc.LastLine(out), re, c.Dump())
 	}
 }
 

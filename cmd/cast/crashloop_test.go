@@ -149,8 +149,8 @@ func runCrashLoop(t *testing.T, kills int) {
 		}
 		ch := cl.startSender(args)
 		time.Sleep(run)
-		ch.cmd.Process.Signal(syscall.SIGKILL)
-		<-ch.done
+		ch.Cmd.Process.Signal(syscall.SIGKILL)
+		<-ch.Done()
 		if err := cl.err(); err != nil {
 			t.Fatalf("kill %d: consumer: %v", k, err)
 		}
@@ -160,7 +160,7 @@ func runCrashLoop(t *testing.T, kills int) {
 	last := cl.startSender([]string{"send", "-to", to, "-bind", senderAddr, "-wal", cl.walRoot, "-wal-verify=false",
 		"-n", "2000", "-size", "32", "-path", "udp", "-rate", "20000", "-linger", "1s"})
 	if code := last.wait(hangBudget); code != 0 {
-		t.Fatalf("last sender exited %d: %s", code, last.stderr.String())
+		t.Fatalf("last sender exited %d: %s", code, last.Stderr.String())
 	}
 	rep, err := wal.Verify(wal.StreamDir(cl.walRoot, 1), 1)
 	if err != nil || rep.Bad != nil {
@@ -196,12 +196,12 @@ func (cl *crashLoop) startSender(args []string) *child {
 	for try := 0; ; try++ {
 		ch := startCast(cl.t, "", args...)
 		select {
-		case <-ch.done:
+		case <-ch.Done():
 			if try < 20 {
 				time.Sleep(50 * time.Millisecond) // the port was not free yet
 				continue
 			}
-			cl.t.Fatalf("cast send exited %d: %s", ch.code, ch.stderr.String())
+			cl.t.Fatalf("cast send exited %d: %s", ch.Code(), ch.Stderr.String())
 		default:
 		}
 		ch.waitOutput(`sending \d+ records`, hangBudget)

@@ -33,9 +33,9 @@ func TestCLIMulticast(t *testing.T) {
 	s.expect(0, "stdout", `^wal .*: durable through seq \d+`)
 	for i, r := range recv {
 		r.wait(hangBudget)
-		out := r.stdout.String()
+		out := r.Stdout.String()
 		if !regexp.MustCompile(fmt.Sprintf(`received %d records \(seq 1\.\.%d, in order: true\)`, n, n)).MatchString(out) {
-			t.Errorf("receiver %d:\n%s\n%s", i, out, r.stderr.String())
+			t.Errorf("receiver %d:\n%s\n%s", i, out, r.Stderr.String())
 		}
 		r.expect(0, "stdout", `^outcome: live`)
 	}

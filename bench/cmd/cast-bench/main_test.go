@@ -1,15 +1,14 @@
 package main
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/internal/childproc"
 )
 
 func TestMain(m *testing.M) {
@@ -18,23 +17,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Ctrl-C ends the suite after the running workload: the report of what
@@ -47,34 +29,13 @@ func TestInterruptWritesPartialReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
-	cmd := exec.Command(os.Args[0], "-quick", "-out", out, "-readme", readme, "oneway", "rtt", "throughput")
-	cmd.Env = append(os.Environ(), "CAST_BENCH_CHILD=1")
-	var stdout, stderr syncBuf
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	c := childproc.Start(t, "CAST_BENCH_CHILD=1", "", "-quick", "-out", out, "-readme", readme, "oneway", "rtt", "throughput")
+	c.WaitOutput("== oneway", 5*time.Minute)
+	c.Signal(syscall.SIGINT)
+	if code := c.Wait(5 * time.Minute); code != 130 {
+		t.Fatalf("exit %d, want 130\n%s", code, c.Dump())
 	}
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(5 * time.Minute)
-	for !strings.Contains(stderr.String(), "== oneway") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no workload started:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Minute):
-		t.Fatalf("hung after Ctrl-C:\n%s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("exit %d, want 130\nstderr:\n%s", code, stderr.String())
-	}
-	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
-	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "cast-bench: interrupted: rtt, throughput not run") {
+	if last := childproc.LastLine(c.Stderr.String()); !strings.HasPrefix(last, "cast-bench: interrupted: rtt, throughput not run") {
 		t.Fatalf("last line %q", last)
 	}
 	if b, _ := os.ReadFile(readme); string(b) != doc {
