@@ -71,8 +71,11 @@ for d in $DROPS; do
 		port=$(port_of "$work/recv.err")
 		plot=()
 		[ "$r" = 1 ] && plot=(-plot "$OUT/classic/sender_$tag.png")
+		"$CAST" sender -addr "127.0.0.1:$port" -n "$N" -size "$SIZE" -q -csv "$work/$tag.$r.csv" "${plot[@]}" >"$work/send.out" 2>"$work/send.err" &
+		sp=$!
+		pids+=("$sp")
 		code=0
-		"$CAST" sender -addr "127.0.0.1:$port" -n "$N" -size "$SIZE" -q -csv "$work/$tag.$r.csv" "${plot[@]}" >"$work/send.out" 2>"$work/send.err" || code=$?
+		wait "$sp" || code=$?
 		wait "$rp" || true
 		[ "$r" = 1 ] && cp "$work/$tag.$r.csv" "$OUT/classic/sender_$tag.csv"
 		total=$(sed -n 's/^total time = \([0-9.]*\) s$/\1/p' "$work/send.out")
@@ -89,8 +92,11 @@ for r in $(seq 1 "$RUNS"); do
 	rp=$!
 	pids+=("$rp")
 	port=$(port_of "$work/bwr.err")
+	"$CAST" bandwidth -mode sender -addr "127.0.0.1:$port" -n "$BW_N" -size "$BW_SIZE" >"$work/bws.out" 2>"$work/bws.err" &
+	sp=$!
+	pids+=("$sp")
 	scode=0
-	"$CAST" bandwidth -mode sender -addr "127.0.0.1:$port" -n "$BW_N" -size "$BW_SIZE" >"$work/bws.out" 2>"$work/bws.err" || scode=$?
+	wait "$sp" || scode=$?
 	rcode=0
 	wait "$rp" || rcode=$?
 	got=$(sed -n 's/^received \([0-9]*\) messages.*/\1/p' "$work/bwr.out")

@@ -141,14 +141,17 @@ func runClassicSender(args []string) error {
 		if len(payload) >= 16 {
 			binary.LittleEndian.PutUint64(payload[8:], uint64(k+1))
 		}
+		// The clock now, not the iteration's start: the previous echo
+		// may have arrived in this same iteration, after it began.
+		sent := l.Now()
 		if _, err := l.Send(1, payload); err != nil {
 			return // batch full: next iteration
 		}
 		if start == 0 {
-			start = now
+			start = sent
 		}
 		k++
-		t0, waiting = now, true
+		t0, waiting = sent, true
 		retx, naks = repairs()
 	}
 	lc.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {

@@ -154,8 +154,8 @@ func TestCLIClassicPair(t *testing.T) {
 	}
 
 	// CSV: one row per message, in order; each RTT spans from the first
-	// send to the echo, so the next message leaves right after it: the
-	// RTTs add up to (nearly) the whole run.
+	// send to the echo, and the next message leaves after it (the RTTs
+	// never overlap) and right after it: they add up to (nearly) the run.
 	b, err := os.ReadFile(csvPath)
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +172,9 @@ func TestCLIClassicPair(t *testing.T) {
 		}
 		sent, _ := strconv.ParseFloat(f[2], 64)
 		rtt, _ := strconv.ParseFloat(f[3], 64)
+		if sent+2e-6 < end { // the CSV rounds to 1 µs
+			t.Fatalf("csv row %d: sent at %.6f s, before the previous echo at %.6f s", i+1, sent, end)
+		}
 		sum += rtt / 1e6
 		end = sent + rtt/1e6
 	}
