@@ -264,6 +264,7 @@ func TestCLIReplayTail(t *testing.T) {
 	f.expect(130, "stderr", `^cast replay: interrupted: 101 records, tip 500$`)
 	srv.signal(syscall.SIGINT)
 	srv.wait(hangBudget)
+	srv.expect(130, "stderr", `^cast replay: interrupted: served \d+ connections, \d+ records$`)
 }
 
 // deadTCP returns a loopback TCP address nobody listens on.

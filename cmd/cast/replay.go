@@ -167,7 +167,8 @@ func replayServe(args []string) error {
 	st := srv.Stats()
 	fmt.Fprintf(os.Stderr, "served %d connections, %d records, %d bytes; %d not-available, %d ended at damage, %d slow consumers dropped, %d failed handshakes\n",
 		st.Accepted, st.Records, st.Bytes, st.NotAvailable, st.Damaged, st.SlowConsumers, st.HandshakeFailed)
-	return nil
+	// A server runs until stopped: Ctrl-C is how it ends, and says so.
+	return interruptedf("served %d connections, %d records", st.Accepted, st.Records)
 }
 
 func replayTail(args []string) error {

@@ -94,7 +94,7 @@ func TestReplayServeTail(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if serveCode != 0 {
-		t.Errorf("serve exited %d: %s", serveCode, serveErr.String())
+	if serveCode != exitInterrupted {
+		t.Errorf("serve exited %d, want 130 (stopped): %s", serveCode, serveErr.String())
 	}
 }
