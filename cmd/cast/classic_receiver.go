@@ -65,6 +65,9 @@ func runClassicReceiver(args []string) error {
 	}
 	defer sock.Close()
 	fmt.Fprintf(os.Stderr, "listening on %s over casting (%s), -drop %g%%\n", sock.LocalAddr(), features(sock), nf.drop)
+	if receiverListening != nil {
+		receiverListening(sock.LocalAddr())
+	}
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 
@@ -102,6 +105,10 @@ func runClassicReceiver(args []string) error {
 	}
 	return nil
 }
+
+// receiverListening, when set (tests), learns the classic receiver's
+// address once it is bound.
+var receiverListening func(netip.AddrPort)
 
 // session is one sender served by the classic receiver.
 type session struct {

@@ -5,6 +5,7 @@ package main
 
 import (
 	"image/png"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // listenAddr waits for the child's "listening on HOST:PORT" and returns
@@ -352,4 +354,41 @@ func TestCLIEcho(t *testing.T) {
 	e2.signal(syscall.SIGINT)
 	e2.wait(hangBudget)
 	e2.expect(130, "stderr", `^cast echo: interrupted: received 0 of 40 records$`)
+}
+
+// The classic receiver and sender in one process (the last session's
+// known bug: they stalled after 2 messages), on both datapaths, spinning
+// and parked.
+func TestClassicPairInOneProcess(t *testing.T) {
+	for _, idle := range []string{"spin", "park"} {
+		for _, path := range []string{"udp", "mmsg"} {
+			t.Run(idle+"/"+path, func(t *testing.T) {
+				bound := make(chan netip.AddrPort, 1)
+				receiverListening = func(a netip.AddrPort) { bound <- a }
+				defer func() { receiverListening = nil }()
+				done := make(chan int, 1)
+				go func() {
+					done <- run([]string{"receiver", "-port", "0", "-senders", "1", "-idle", idle, "-path", path}, io.Discard)
+				}()
+				var addr netip.AddrPort
+				select {
+				case addr = <-bound:
+				case code := <-done:
+					t.Fatalf("receiver exited %d before listening", code)
+				}
+				to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()).String()
+				if code := run([]string{"sender", "-addr", to, "-n", "200", "-q", "-idle", idle, "-path", path}, io.Discard); code != 0 {
+					t.Fatalf("sender exited %d", code)
+				}
+				select {
+				case code := <-done:
+					if code != 0 {
+						t.Fatalf("receiver exited %d", code)
+					}
+				case <-time.After(hangBudget):
+					t.Fatal("receiver hung")
+				}
+			})
+		}
+	}
 }
