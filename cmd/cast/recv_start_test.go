@@ -44,8 +44,8 @@ func TestCLIRecvStartsAtSeq1UnderLoss(t *testing.T) {
 		r.wait(hangBudget)
 		s.signal(syscall.SIGINT)
 		s.wait(hangBudget)
-		if !strings.Contains(r.stdout.String(), "received 2000 records (seq 1..2000, in order: true)") {
-			t.Fatalf("run %d (recv %s, send %s):\nstdout:\n%s\nstderr:\n%s\nsender:\n%s%s", run, addr, bind, r.stdout.String(), r.stderr.String(), s.stdout.String(), s.stderr.String())
+		if !strings.Contains(r.Stdout.String(), "received 2000 records (seq 1..2000, in order: true)") {
+			t.Fatalf("run %d (recv %s, send %s):\nstdout:\n%s\nstderr:\n%s\nsender:\n%s%s", run, addr, bind, r.Stdout.String(), r.Stderr.String(), s.Stdout.String(), s.Stderr.String())
 		}
 	}
 }
@@ -61,10 +61,10 @@ func TestCLIRecvFromNow(t *testing.T) {
 	time.Sleep(time.Second) // the stream is well past seq 1 (10 000 records/s)
 	r := startCast(t, "", "recv", "-listen", port, "-peer", bind, "-from", "now", "-n", "1000", "-json", "-retries", "200", "-silence", "10s")
 	r.wait(hangBudget)
-	out := r.stdout.String()
+	out := r.Stdout.String()
 	m := regexp.MustCompile(`^\{"event":"late_start","seq":(\d+)\}\n\{"seq":(\d+),`).FindStringSubmatch(out)
 	if m == nil || m[1] != m[2] || m[1] == "1" {
-		t.Fatalf("want a late_start event naming the first seq delivered (> 1):\n%.400s\nstderr:\n%s\nsender stderr:\n%s", out, r.stderr.String(), s.stderr.String())
+		t.Fatalf("want a late_start event naming the first seq delivered (> 1):\n%.400s\nstderr:\n%s\nsender stderr:\n%s", out, r.Stderr.String(), s.Stderr.String())
 	}
 	first, _ := strconv.Atoi(m[1])
 	if want := fmt.Sprintf(`{"seq":%d,`, first+999); !strings.Contains(out, want) {

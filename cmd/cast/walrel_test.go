@@ -11,6 +11,7 @@ package main
 
 import (
 	"crypto/sha256"
+	"github.com/walcast/walcast/internal/childproc"
 	"io/fs"
 	"net"
 	"os"
@@ -99,8 +100,8 @@ func TestCLISendRefusesDamagedWAL(t *testing.T) {
 			}
 			c = runCast(t, "send", "-to", to, "-wal", root, "-wal-repair", "-n", "10", "-path", "udp", "-linger", "0s")
 			c.expect(0, "stdout", `^wal .*: durable through seq 2010$`)
-			if !strings.Contains(c.stderr.String(), "lost:") {
-				t.Fatalf("-wal-repair printed no report:\n%s", c.stderr.String())
+			if !strings.Contains(c.Stderr.String(), "lost:") {
+				t.Fatalf("-wal-repair printed no report:\n%s", c.Stderr.String())
 			}
 			if code, out, _ := runWalCmd(t, "verify", dir); code != 0 || !strings.Contains(out, "Skip markers") {
 				t.Fatalf("verify after -wal-repair: %d %q", code, out)
@@ -169,7 +170,7 @@ func TestCLIWalVerifyUnreadable(t *testing.T) {
 	}
 	out, err := c.CombinedOutput()
 	ee, ok := err.(*exec.ExitError)
-	if !ok || ee.ExitCode() != 1 || !strings.Contains(lastLine(string(out)), "permission denied") {
+	if !ok || ee.ExitCode() != 1 || !strings.Contains(childproc.LastLine(string(out)), "permission denied") {
 		t.Fatalf("verify of an unreadable stream directory: %v\n%s", err, out)
 	}
 }
@@ -200,8 +201,8 @@ func TestCLIReplayServeWithADamagedStream(t *testing.T) {
 	ln.Close()
 	srv := startCast(t, "", "replay", "serve", "-wal", root, "-listen", addr, "-plaintext")
 	srv.waitOutput(`serving streams \[1 2\]`, hangBudget)
-	if !strings.Contains(srv.stderr.String(), "stream 2 is damaged") {
-		t.Fatalf("serve did not say stream 2 is damaged:\n%s", srv.stderr.String())
+	if !strings.Contains(srv.Stderr.String(), "stream 2 is damaged") {
+		t.Fatalf("serve did not say stream 2 is damaged:\n%s", srv.Stderr.String())
 	}
 	tail := runCast(t, "replay", "tail", "-endpoints", addr, "-stream", "1", "-from", "1", "-plaintext", "-caught-up")
 	tail.expect(0, "stderr", `^1500 records, tip 1500$`)
@@ -232,5 +233,5 @@ func TestCLISendFullDisk(t *testing.T) {
 	start := time.Now()
 	c = runCast(t, "send", "-to", to, "-wal", mnt, "-wal-segment", "65536", "-n", "10", "-path", "udp", "-linger", "0s")
 	c.expect(1, "stderr", `no space left on device`)
-	t.Logf("restart on the full disk failed after %v: %s", time.Since(start).Round(time.Millisecond), lastLine(c.stderr.String()))
+	t.Logf("restart on the full disk failed after %v: %s", time.Since(start).Round(time.Millisecond), childproc.LastLine(c.Stderr.String()))
 }
