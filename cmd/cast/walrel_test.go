@@ -11,7 +11,6 @@ package main
 
 import (
 	"crypto/sha256"
-	"github.com/walcast/walcast/internal/childproc"
 	"io/fs"
 	"net"
 	"os"
@@ -24,6 +23,8 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal"
+
+	"github.com/walcast/walcast/internal/childproc"
 )
 
 // walFixture writes n 64-byte records of stream 1 in 32 KiB segments and
