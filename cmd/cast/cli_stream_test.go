@@ -223,9 +223,9 @@ func TestCLIClassicSenderNobodyListening(t *testing.T) {
 		expect(1, "stderr", "^cast sender: nobody is listening at 127\\.0\\.0\\.1:\\d+ \\(ICMP port unreachable\\): is `cast receiver` running\\?$")
 }
 
+// The stop-and-wait sizes 0..1427 are taken (TestCLIUsage has the range
+// errors) with casting's header counted in.
 func TestCLIClassicSizes(t *testing.T) {
-	runCast(t, "sender", "-size", "1428").expect(2, "stderr", `^cast sender: -size 1428: want 0..1427$`)
-	runCast(t, "bandwidth", "-mode", "sender", "-size", "-1").expect(2, "stderr", `^cast bandwidth: -size -1: want 0..1427$`)
 	if classicPayload(0) != 8 || classicPayload(1427) != 1411 {
 		t.Fatal("classicPayload")
 	}
@@ -377,7 +377,7 @@ func TestClassicPairInOneProcess(t *testing.T) {
 					t.Fatalf("receiver exited %d before listening", code)
 				}
 				to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), addr.Port()).String()
-				if code := run([]string{"sender", "-addr", to, "-n", "200", "-q", "-idle", idle, "-path", path}, io.Discard); code != 0 {
+				if code := run([]string{"sender", "-addr", to, "-n", "50", "-q", "-idle", idle, "-path", path}, io.Discard); code != 0 {
 					t.Fatalf("sender exited %d", code)
 				}
 				select {

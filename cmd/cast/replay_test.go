@@ -32,6 +32,7 @@ func TestReplayServeTail(t *testing.T) {
 	walDir := filepath.Join(dir, "wal")
 	cfg := wal.DefaultConfig(walDir)
 	cfg.Stream = 3
+	cfg.BlockOnBackpressure = true // a loaded machine's flush lags: wait, never lose a record
 	w, err := wal.Open(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ func writeWAL(t *testing.T, stream uint32, seg int64, n int) (root, dir string) 
 	c := wal.DefaultConfig(t.TempDir())
 	c.Stream = stream
 	c.SegmentSize = seg
+	c.BlockOnBackpressure = true // a loaded machine's flush lags: wait, never lose a record
 	w, err := wal.Open(c)
 	if err != nil {
 		t.Fatal(err)

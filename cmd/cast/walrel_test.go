@@ -183,14 +183,19 @@ func TestCLIReplayServeWithADamagedStream(t *testing.T) {
 		c := wal.DefaultConfig(root)
 		c.Stream = sid
 		c.SegmentSize = 32 << 10
+		c.BlockOnBackpressure = true // a loaded machine's flush lags: wait, never lose a record
 		w, err := wal.Open(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 1500; i++ {
-			w.Append(100, make([]byte, 64))
+			if _, err := w.Append(100, make([]byte, 64)); err != nil {
+				t.Fatal(err)
+			}
 		}
-		w.Close()
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	files, _ := wal.ListSegments(wal.StreamDir(root, 2), 2)
 	os.Remove(files[len(files)-2].Path) // the last sealed segment: the tail reader meets the gap
