@@ -247,7 +247,7 @@ func runDemo(args []string) error {
 		fmt.Printf("wal            durable through seq %d\n", ps.Durable)
 	}
 	if o, ok := outcome.Load().(protocol.Outcome); ok {
-		return outcomef("receiver stopped: %v %v (%d of %d records delivered)", o.Kind, o.Err(), d, *n)
+		return outcomef("receiver stopped: %s (%d of %d records delivered)", strings.TrimPrefix(o.Err().Error(), "cast: "), d, *n)
 	}
 	if interrupted {
 		return interruptedf("%d of %d records delivered", d, *n)
