@@ -27,6 +27,7 @@ func (l *preLog) NextSeq() uint64 { return l.next }
 func TestZeroAllocs(t *testing.T) {
 	payload := make([]byte, 128)
 	out := batch.New(64, 2048)
+	out2 := batch.New(64, 2048)
 	var sink uint64
 	deliver := func(h wal.Header, p []byte) { sink += uint64(h.Len) }
 
@@ -112,4 +113,45 @@ func TestZeroAllocs(t *testing.T) {
 	bad := append([]byte(nil), frames[0]...)
 	bad[20] ^= 1
 	check("Receiver.Handle bad CRC", func() { r.Handle(bad, 0, out, deliver) })
+
+	// Flow control: a negotiated pair.
+	s, err := NewSender(senderCfg(), &preLog{next: 1, buf: make([]byte, 4096)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcfg := DefaultReceiverConfig()
+	r, err = NewReceiver(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(1)
+	var seqFrame [4096]byte
+	step := func() {
+		// sender → receiver, receiver → sender, one record each way.
+		now += int64(ms) // every call is a Status interval later
+		out.Reset()
+		if _, err := s.Send(100, payload, now, out); err != nil {
+			t.Fatal(err)
+		}
+		s.Tick(now, out)
+		for k := 0; k < out.Len(); k++ {
+			m, _ := out.Msg(k)
+			copy(seqFrame[:], m)
+			r.Handle(seqFrame[:len(m)], now, out2, deliver)
+		}
+		for k := 0; k < out2.Len(); k++ {
+			m, _ := out2.Msg(k)
+			s.Handle(m, mem.AddrB, now, out)
+		}
+		out2.Reset()
+		r.SetConsumerRoom(1000, now, out2)
+		_ = r.Deadline() + s.Deadline()
+	}
+	for k := 0; k < 10; k++ {
+		step()
+	}
+	if _, limited := s.Limit(); !limited || !r.SpeaksProbes() {
+		t.Fatalf("pair did not negotiate: %+v %+v", s.Stats(), r.Stats())
+	}
+	check("negotiated Send, probe, Status, SetConsumerRoom", step)
 }

@@ -31,6 +31,17 @@ const (
 	DefaultColdRate          = 50_000 // records/s served from the WAL at most (docs/protocol.md)
 	DefaultColdBurst         = 4096   // records: one NAK clamped to the default ring
 
+	// Flow control, RTT and probes (walcast extensions, docs/protocol.md).
+	DefaultReceiverTimeout  = 1_000_000_000 // ns: a receiver silent this long is dropped from flow control
+	DefaultMaxReceivers     = 8
+	DefaultProbeFloor       = 50_000     // ns: shortest tail-loss probe timeout
+	DefaultRTTProbeInterval = 10_000_000 // ns: an RTT probe at least this often while data flows
+	DefaultStatusInterval   = 1_000_000  // ns: Status at most this often unless urgent
+	DefaultNakFloor         = 200_000    // ns: shortest adaptive re-NAK delay
+	DefaultOverrunEvidence  = 64         // datagrams beyond the window before Reconnect
+	// MaxReceivers bounds SenderConfig.MaxReceivers.
+	MaxReceivers = 4096
+
 	// MaxDatagram is the largest UDP payload an IPv4 datagram can carry;
 	// MaxFrame may not exceed it.
 	MaxDatagram = 65507
@@ -91,6 +102,32 @@ type SenderConfig struct {
 	// default, so that receivers expecting one frame per datagram (the
 	// reference's) interoperate; walcast receivers accept both forms.
 	Coalesce bool
+
+	// FlowControl honours the Status frames of receivers (negotiated per
+	// receiver: nothing changes on the wire until one is heard). False
+	// ignores Status altogether: the reference's behaviour.
+	FlowControl bool
+	// ReceiverTimeout is how long, in ns, a receiver may stay silent
+	// before it is dropped from flow control (event ReceiverLost).
+	ReceiverTimeout int64
+	// MaxReceivers is the size of the flow-control table (1..4096).
+	MaxReceivers int
+	// ProbeFloor is the shortest tail-loss probe timeout, ns; the timeout
+	// is clamp(2·srtt, ProbeFloor, HeartbeatInterval).
+	ProbeFloor int64
+	// RTTProbeInterval is how often, in ns, a probe goes out while data
+	// flows, so the RTT estimate follows the path.
+	RTTProbeInterval int64
+	// ID is the sender id carried in probes; 0 draws a random one.
+	ID uint64
+	// InitialWindow bounds the records a fresh Sender sends before it has
+	// heard any Status, for at most InitialWait ns after its first Send:
+	// an unpaced producer then cannot outrun a walcast receiver's window
+	// before that receiver's first Status arrives. A reference receiver
+	// never sends Status: after InitialWait the sender runs unthrottled
+	// (a one-time pause; the bytes are the reference's). 0 disables it.
+	InitialWindow int
+	InitialWait   int64
 }
 
 // DefaultSenderConfig returns the spec defaults. Dest and NakSource are
@@ -106,6 +143,13 @@ func DefaultSenderConfig() SenderConfig {
 		MaxColdRecords:    DefaultMaxColdRecords,
 		ColdRate:          DefaultColdRate,
 		ColdBurst:         DefaultColdBurst,
+		FlowControl:       true,
+		ReceiverTimeout:   DefaultReceiverTimeout,
+		MaxReceivers:      DefaultMaxReceivers,
+		ProbeFloor:        DefaultProbeFloor,
+		RTTProbeInterval:  DefaultRTTProbeInterval,
+		InitialWindow:     DefaultReorderSlots,
+		InitialWait:       DefaultHeartbeatInterval,
 	}
 }
 
@@ -138,6 +182,18 @@ func (c SenderConfig) Validate() error {
 	}
 	if c.ColdBurst < 1 || c.ColdBurst > maxColdRate {
 		return fmt.Errorf("%w: ColdBurst %d records must be in 1..%d", ErrConfig, c.ColdBurst, maxColdRate)
+	}
+	if c.ReceiverTimeout <= 0 {
+		return fmt.Errorf("%w: ReceiverTimeout %d ns must be > 0", ErrConfig, c.ReceiverTimeout)
+	}
+	if c.MaxReceivers < 1 || c.MaxReceivers > MaxReceivers {
+		return fmt.Errorf("%w: MaxReceivers %d must be in 1..%d", ErrConfig, c.MaxReceivers, MaxReceivers)
+	}
+	if c.InitialWindow < 0 || c.InitialWait < 0 {
+		return fmt.Errorf("%w: InitialWindow %d and InitialWait %d ns must be ≥ 0", ErrConfig, c.InitialWindow, c.InitialWait)
+	}
+	if c.ProbeFloor <= 0 || c.RTTProbeInterval <= 0 {
+		return fmt.Errorf("%w: ProbeFloor %d ns and RTTProbeInterval %d ns must be > 0", ErrConfig, c.ProbeFloor, c.RTTProbeInterval)
 	}
 	return nil
 }
@@ -187,6 +243,25 @@ type ReceiverConfig struct {
 	// [Receiver.LateStart] reports where delivery began when that is
 	// after seq 1. Start must be 0.
 	StartNow bool
+
+	// Status sends Status frames (flow control, acknowledgement, RTT
+	// echo) to the sender once it has heard from it. False: the
+	// receiver's bytes are the reference's.
+	Status bool
+	// ID is the receiver id carried in Status; 0 draws a random one.
+	ID uint64
+	// StatusInterval is the shortest time between two Status frames that
+	// are not urgent, ns.
+	StatusInterval int64
+	// NakFloor is the shortest adaptive re-NAK delay, ns. While the
+	// sender speaks probes the first re-NAK of a run waits
+	// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), each later one twice
+	// the previous, up to NakDebounce.
+	NakFloor int64
+	// OverrunEvidence is how many datagrams beyond the reorder window,
+	// arriving over at least NakDebounce with no pause as long, raise
+	// Reconnect. One datagram never does.
+	OverrunEvidence int
 }
 
 // DefaultReceiverConfig returns the spec defaults with Sender zero
@@ -200,6 +275,10 @@ func DefaultReceiverConfig() ReceiverConfig {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		SilenceIntervals:  DefaultSilenceIntervals,
 		MaxNakRunsPerPump: DefaultMaxNakRunsPerPump,
+		Status:            true,
+		StatusInterval:    DefaultStatusInterval,
+		NakFloor:          DefaultNakFloor,
+		OverrunEvidence:   DefaultOverrunEvidence,
 	}
 }
 
@@ -232,6 +311,12 @@ func (c ReceiverConfig) Validate() error {
 	}
 	if c.Start == math.MaxUint64 {
 		return fmt.Errorf("%w: Start %d is not a seq", ErrConfig, c.Start)
+	}
+	if c.StatusInterval <= 0 || c.NakFloor < 0 {
+		return fmt.Errorf("%w: StatusInterval %d ns must be > 0 and NakFloor %d ns ≥ 0", ErrConfig, c.StatusInterval, c.NakFloor)
+	}
+	if c.OverrunEvidence < 1 {
+		return fmt.Errorf("%w: OverrunEvidence %d must be ≥ 1", ErrConfig, c.OverrunEvidence)
 	}
 	return nil
 }

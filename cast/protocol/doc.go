@@ -61,15 +61,30 @@
 // first heartbeat) and LateStart reports where, when that is after seq
 // 1. ResetAfterReplay moves the start to tip+1. Records ahead of the next
 // expected seq are buffered in the reorder ring; every newly revealed
-// missing run is NAKed at once, and each run is re-NAKed after
-// NakDebounce, on Tick or on traffic, until repaired; the NAK that takes
-// a run past MaxNakRetries raises Faulted. A record or heartbeat at a
-// distance of ReorderSlots or more ahead raises Reconnect. A heartbeat
-// below the last seq the Receiver delivered itself raises
-// SenderRestarted (one below a replay tip only is stale and ignored). No data and no
-// heartbeat for SilenceIntervals heartbeat intervals raises Faulted when
-// a gap is open, else the non-sticky PeerSilent event. Sticky outcomes
-// drop all input until ResetAfterReplay (or Resync).
+// missing run is NAKed at once, and each run is re-NAKed after its delay,
+// on Tick or on traffic, until repaired; the NAK that takes a run past
+// MaxNakRetries raises Faulted. Data ReorderSlots or more ahead is dropped
+// (and NAKed as the window moves on); Reconnect needs OverrunEvidence such
+// datagrams over NakDebounce: no single datagram ends a stream. Two
+// heartbeats within the silence time below the last seq the Receiver
+// delivered itself raise SenderRestarted (below a replay tip only, they
+// are stale and ignored). No data and no heartbeat for SilenceIntervals
+// heartbeat intervals raises Faulted when a gap is open, else the
+// non-sticky PeerSilent event. Sticky outcomes drop all input until
+// ResetAfterReplay (or Resync).
+//
+// # Flow control, RTT and probes (negotiated)
+//
+// A Receiver sends [Status] frames (type 0x10: delivered seq, window =
+// min(ReorderSlots, consumer room), receiver id, echoed probe timestamp,
+// state) to its sender. A Sender that hears a valid one keeps every seq it
+// sends within that receiver's window (Send returns ErrBackpressure),
+// sends [Probe]s (heartbeats carrying a timestamp) for RTT and tail loss,
+// and reports receivers joining, restarting, faulting, leaving or going
+// silent through NextEvent. A Receiver that hears probes re-NAKs after
+// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), doubling per retry. Until
+// a Status is heard (the reference ignores it) a Sender sends exactly the
+// reference's bytes. Loops tick both cores at their Deadline.
 //
 // Both sides accept datagrams holding several consecutive frames
 // (SenderConfig.Coalesce produces them). Bad datagrams are counted by

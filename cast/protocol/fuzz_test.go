@@ -17,6 +17,8 @@ func FuzzReceiverHandle(f *testing.F) {
 	f.Add(append(frame(1, 64), frame(2, 64)...), []byte{1, 0}, frame(0, 64))
 	f.Add(frame(1, 64), skipFrame(40, 2, wal.SkipRestart), frame(41, 64))
 	f.Add(frame(1, 64), skipFrame(40, 5, wal.SkipRestart), frame(3, 64))
+	f.Add(frame(1, 64), probeFrame(Probe{Highest: 1 << 40, TS: 5, SenderID: 9, SRTT: 1 << 31}), frame(5000, 64))
+	f.Add(frame(7, 64), statusFrame(Status{ReceiverID: 3, Window: 9}), probeFrame(Probe{Highest: 3, TS: 1, SenderID: 2}))
 	cfg := DefaultReceiverConfig()
 	cfg.ReorderSlots = 64
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
@@ -42,6 +44,12 @@ func FuzzReceiverHandle(f *testing.F) {
 		for i := 0; i < out.Len(); i++ {
 			m, _ := out.Msg(i)
 			h, p, _, err := wal.DecodeFrame(m)
+			if err == nil && h.Type == TypeStatus {
+				if st, err := ParseStatus(p); err != nil || st.Window > uint32(cfg.ReorderSlots) {
+					t.Fatalf("Status %+v (%v)", st, err)
+				}
+				continue
+			}
 			if err != nil || h.Type != wal.TypeNak {
 				t.Fatalf("emitted % x", m)
 			}
@@ -60,6 +68,8 @@ func FuzzSenderHandle(f *testing.F) {
 	f.Add(nakFrame(0, 1<<63))
 	f.Add(append(nakFrame(90, 20), nakFrame(1, 1)...))
 	f.Add([]byte{1, 0, 0x11, 0, 64, 0})
+	f.Add(statusFrame(Status{Delivered: 50, Highest: 99, ReceiverID: 1, Window: 10, Serial: 1, Flags: StatusSynced}))
+	f.Add(append(statusFrame(Status{Delivered: 1 << 63, ReceiverID: 2, Window: 1 << 31, EchoTS: 1 << 62, Serial: 5, Flags: 3}), nakFrame(1, 200)...))
 	cfg := senderCfg()
 	cfg.RingSlots = 64
 	f.Fuzz(func(t *testing.T, d []byte) {
@@ -84,4 +94,16 @@ func FuzzSenderHandle(f *testing.F) {
 			t.Fatalf("%d cold requests", n)
 		}
 	})
+}
+
+func statusFrame(st Status) []byte {
+	f := make([]byte, wal.ControlFrameSize)
+	PutStatusFrame(f, st)
+	return f
+}
+
+func probeFrame(p Probe) []byte {
+	f := make([]byte, wal.ControlFrameSize)
+	PutProbeFrame(f, p)
+	return f
 }

@@ -75,11 +75,22 @@ type harness struct {
 	coldBuf []byte
 	payload []byte
 
-	delivered  uint64 // count
-	lastSeq    uint64
-	firstSeq   uint64
-	orderError error
-	deliver    func(h wal.Header, p []byte)
+	delivered     uint64  // count
+	backpressured int     // Send calls refused by flow control
+	deliveredAt   []int64 // virtual time of each delivery, by seq−1 (when trackTimes)
+	trackTimes    bool
+
+	// consumer, when queueCap > 0: delivered records wait in a queue of
+	// queueCap until the test consumes them; the room left is passed to
+	// the receiver as its consumer room.
+	queueCap, queued int
+	autoConsume      int // records the consumer takes per step
+	overflows        int // records delivered into a full queue
+	events           []SenderEvent
+	lastSeq          uint64
+	firstSeq         uint64
+	orderError       error
+	deliver          func(h wal.Header, p []byte)
 }
 
 type harnessOpt struct {
@@ -140,20 +151,49 @@ func newHarness(t testing.TB, o harnessOpt) *harness {
 		}
 		h.lastSeq = seq
 		h.delivered++
+		if h.trackTimes {
+			for uint64(len(h.deliveredAt)) < seq {
+				h.deliveredAt = append(h.deliveredAt, 0)
+			}
+			h.deliveredAt[seq-1] = h.now()
+		}
+		if h.queueCap > 0 {
+			if h.queued >= h.queueCap {
+				h.overflows++ // a real loop would stall delivery here
+			}
+			h.queued++
+		}
 	}
 	return h
 }
 
+// consume takes up to n records from the consumer queue.
+func (h *harness) consume(n int) { h.queued -= min(n, h.queued) }
+
 func (h *harness) now() int64 { return h.p.Clock.Now() }
 
 // send sends n data records, flushing the sender's batch as needed.
+// While flow control holds the sender back (ErrBackpressure) it lets
+// virtual time pass in steps of 100 µs, as a producer that retries would,
+// for at most 60 s.
 func (h *harness) send(n int) {
 	h.t.Helper()
 	for i := 0; i < n; i++ {
+		waited := 0
 		for {
 			_, err := h.s.Send(100, h.payload, h.now(), h.sOut)
 			if errors.Is(err, ErrBatchFull) {
 				h.flushSender()
+				continue
+			}
+			if err == ErrBackpressure {
+				h.backpressured++
+				if waited++; waited > 600_000 {
+					h.t.Fatalf("send: held by flow control for 60 s (limit %v, receivers %+v)", fmtLimit(h.s), h.receivers())
+				}
+				h.flushSender()
+				h.step()
+				h.p.Clock.Advance(100 * time.Microsecond)
 				continue
 			}
 			if err != nil {
@@ -161,8 +201,40 @@ func (h *harness) send(n int) {
 			}
 			break
 		}
+		h.checkWindow()
 	}
 	h.flushSender()
+}
+
+// checkWindow is the flow-control invariant: while the sender is limited,
+// it has sent nothing beyond its limit, and the limit is within what the
+// receiver accepts right now (its edges never move back).
+func (h *harness) checkWindow() {
+	edge, limited := h.s.Limit()
+	if !limited {
+		return
+	}
+	if sent := h.s.NextSeq() - 1; sent > edge {
+		h.t.Fatalf("sent %d beyond the flow-control limit %d", sent, edge)
+	}
+	if h.r.Outcome().Kind == Live && h.r.ExpectedSeq() != 0 {
+		if acc := h.r.ExpectedSeq() - 1 + h.r.advWindow(); edge > acc {
+			h.t.Fatalf("limit %d beyond what the receiver accepts (%d): expected %d room %d base %d queued %d cap %d receivers %+v", edge, acc, h.r.ExpectedSeq(), h.r.room, h.r.roomBase, h.queued, h.queueCap, h.receivers())
+		}
+	}
+}
+
+func (h *harness) receivers() []ReceiverInfo {
+	ri := make([]ReceiverInfo, 8)
+	return ri[:h.s.Receivers(ri)]
+}
+
+func fmtLimit(s *Sender) string {
+	e, l := s.Limit()
+	if !l {
+		return "none"
+	}
+	return fmt.Sprint(e)
 }
 
 func (h *harness) flushSender() {
@@ -220,7 +292,14 @@ func (h *harness) step() {
 		h.s.Tick(now, h.sOut)
 	}
 	h.flushSender()
+	for e, ok := h.s.NextEvent(); ok; e, ok = h.s.NextEvent() {
+		h.events = append(h.events, e)
+	}
 	// Receiver.
+	h.consume(h.autoConsume)
+	if h.queueCap > 0 {
+		h.r.SetConsumerRoom(h.queueCap-h.queued, now, h.rOut)
+	}
 	for {
 		n, _ := h.p.B.Recv(h.in)
 		for i := 0; i < n; i++ {
@@ -234,8 +313,20 @@ func (h *harness) step() {
 			break
 		}
 	}
+	if h.queueCap > 0 {
+		h.r.SetConsumerRoom(h.queueCap-h.queued, now, h.rOut)
+	}
 	h.r.Tick(now, h.rOut)
 	h.flushReceiver()
+}
+
+// eventKinds returns the kinds of the sender events seen so far.
+func (h *harness) eventKinds() []SenderEventKind {
+	var ks []SenderEventKind
+	for _, e := range h.events {
+		ks = append(ks, e.Kind)
+	}
+	return ks
 }
 
 // run steps both sides every dt for d of virtual time.

@@ -33,13 +33,16 @@ func (r lossResult) String() string {
 // retransmits, heartbeats, NAKs), stepping both sides every period, then
 // idles until everything is delivered. It fails unless every record was
 // delivered exactly once, in order, with no sticky outcome.
-func lossRun(t testing.TB, records int, loss float64, retries int, period time.Duration, seed uint64) lossResult {
-	return lossRunWith(t, records, loss, retries, period, seed, DefaultNakDebounce, 0)
+// ref runs reference peers (no Status: fixed timers, no flow control);
+// otherwise the peers negotiate.
+func lossRun(t testing.TB, ref bool, records int, loss float64, retries int, period time.Duration, seed uint64) lossResult {
+	return lossRunWith(t, ref, records, loss, retries, period, seed, DefaultNakDebounce, 0)
 }
 
 // lossRunWith is lossRun with a NAK debounce and a one-way latency.
-func lossRunWith(t testing.TB, records int, loss float64, retries int, period time.Duration, seed uint64, debounce, latency time.Duration) lossResult {
+func lossRunWith(t testing.TB, ref bool, records int, loss float64, retries int, period time.Duration, seed uint64, debounce, latency time.Duration) lossResult {
 	o := defaultOpt()
+	o.r.Status = !ref
 	o.r.MaxNakRetries = retries
 	o.r.NakDebounce = int64(debounce)
 	h := newHarness(t, o)
@@ -86,22 +89,34 @@ var lossCases = []struct {
 	{0.50, 96, 2 * time.Millisecond},
 }
 
-// TestSustainedLoss runs the loss cases at a scale that suits -race.
+func modeName(ref bool) string {
+	if ref {
+		return "reference"
+	}
+	return "negotiated"
+}
+
+// TestSustainedLoss runs the loss cases at a scale that suits -race,
+// between reference peers and between negotiating peers.
 func TestSustainedLoss(t *testing.T) {
-	for _, c := range lossCases {
-		t.Run(fmt.Sprintf("%.0f%%", c.loss*100), func(t *testing.T) {
-			lossRun(t, 5_000, c.loss, c.retries, c.period, 1)
-		})
+	for _, ref := range []bool{true, false} {
+		for _, c := range lossCases {
+			t.Run(fmt.Sprintf("%s/%.0f%%", modeName(ref), c.loss*100), func(t *testing.T) {
+				lossRun(t, ref, 5_000, c.loss, c.retries, c.period, 1)
+			})
+		}
 	}
 }
 
 // TestLargeSustainedLoss is the full-scale run: 100 000 records per case.
 func TestLargeSustainedLoss(t *testing.T) {
-	for _, c := range lossCases {
-		t.Run(fmt.Sprintf("%.0f%%", c.loss*100), func(t *testing.T) {
-			t.Parallel()
-			lossRun(t, 100_000, c.loss, c.retries, c.period, 1)
-		})
+	for _, ref := range []bool{true, false} {
+		for _, c := range lossCases {
+			t.Run(fmt.Sprintf("%s/%.0f%%", modeName(ref), c.loss*100), func(t *testing.T) {
+				t.Parallel()
+				lossRun(t, ref, 100_000, c.loss, c.retries, c.period, 1)
+			})
+		}
 	}
 }
 
@@ -116,7 +131,7 @@ func TestLargeLossBudgetSweep(t *testing.T) {
 		for seed := uint64(1); seed <= 5; seed++ {
 			t.Run(fmt.Sprintf("%.0f%%/seed%d", c.loss*100, seed), func(t *testing.T) {
 				t.Parallel()
-				r := lossRun(t, 100_000, c.loss, 60000, c.period, seed*1000)
+				r := lossRun(t, true, 100_000, c.loss, 60000, c.period, seed*1000)
 				t.Logf("SWEEP loss=%.0f%% seed=%d retx/rec=%.3f naks/rec=%.3f max=%d round8=%d round9=%d round24=%d round25=%d",
 					c.loss*100, seed, r.retxPerRec, r.naksPerRec, r.maxRetries, r.rounds[8], r.rounds[9], r.rounds[24], r.rounds[25])
 			})
@@ -125,19 +140,27 @@ func TestLargeLossBudgetSweep(t *testing.T) {
 }
 
 // TestLargeHighRate: at 50 000 records/s the default window (2048
-// records = 41 ms) is shorter than the default 50 ms debounce, so one lost
-// retransmit overflows it — and that must be reported as Reconnect, never
-// as a silent skip. With the debounce lowered to 1 ms (10× the 100 µs
-// round trip) the same window repairs 1, 10 and 30 % loss both ways.
+// records = 41 ms) is shorter than the default 50 ms debounce. Between
+// reference peers one lost retransmit overflows it — and that must be
+// reported as Reconnect, never as a silent skip; with the debounce
+// lowered to 1 ms (10× the 100 µs round trip) the same window repairs 1,
+// 10 and 30 % loss both ways. Between negotiating peers the defaults do
+// it: the re-NAK delay follows the RTT and flow control holds the
+// sender within the window.
 func TestLargeHighRate(t *testing.T) {
 	for _, loss := range []float64{0.01, 0.10, 0.30} {
-		t.Run(fmt.Sprintf("%.0f%% debounce 1ms", loss*100), func(t *testing.T) {
+		t.Run(fmt.Sprintf("reference/%.0f%% debounce 1ms", loss*100), func(t *testing.T) {
 			t.Parallel()
-			lossRunWith(t, 100_000, loss, DefaultMaxNakRetries, 20*time.Microsecond, 1, time.Millisecond, 50*time.Microsecond)
+			lossRunWith(t, true, 100_000, loss, DefaultMaxNakRetries, 20*time.Microsecond, 1, time.Millisecond, 50*time.Microsecond)
+		})
+		t.Run(fmt.Sprintf("negotiated/%.0f%% defaults", loss*100), func(t *testing.T) {
+			t.Parallel()
+			lossRunWith(t, false, 100_000, loss, DefaultMaxNakRetries, 20*time.Microsecond, 1, DefaultNakDebounce, 50*time.Microsecond)
 		})
 	}
-	t.Run("10% default debounce overflows to Reconnect", func(t *testing.T) {
+	t.Run("reference/10% default debounce overflows to Reconnect", func(t *testing.T) {
 		o := defaultOpt()
+		o.r.Status = false
 		h := newHarness(t, o)
 		h.r.ResetAfterReplay(0)
 		h.impairData(mem.Impairment{Seed: 1, DropProb: 0.1, Latency: 50 * time.Microsecond})

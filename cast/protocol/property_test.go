@@ -70,6 +70,10 @@ func propertyRun(t *testing.T, seed uint64) {
 	o.s.RetxDedupWindow = zeroOff(int64(time.Duration(rng.IntN(3)) * ms))
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0)
+	if rng.IntN(2) == 0 { // a consumer behind a bounded queue, sometimes slow
+		h.queueCap = 32 << rng.IntN(6)
+		h.autoConsume = 1 + rng.IntN(8)
+	}
 	data := randImpairment(rng)
 	if o.s.Coalesce {
 		data.CorruptProb = 0 // a flip could land on the (uncovered) type of a later frame
@@ -108,7 +112,8 @@ func propertyRun(t *testing.T, seed uint64) {
 		t.Fatalf("seed %d: %v", seed, h.orderError)
 	}
 	st := h.r.Stats()
-	t.Logf("records %d, %d replays (faults %d, reconnects %d), %d NAKs, %d retransmits", records, replays, st.Faults, st.Reconnects, st.NaksSent, h.s.Stats().RetxHot+h.s.Stats().RetxCold)
+	t.Logf("records %d, %d replays (faults %d, reconnects %d), %d NAKs, %d retransmits, backpressure %d, consumer queue %d overflows %d",
+		records, replays, st.Faults, st.Reconnects, st.NaksSent, h.s.Stats().RetxHot+h.s.Stats().RetxCold, h.backpressured, h.queueCap, h.overflows)
 	if h.delivered != uint64(records) || h.lastSeq != uint64(records) {
 		t.Fatalf("seed %d: delivered %d (last %d) of %d, outcome %+v, %d replays", seed, h.delivered, h.lastSeq, records, h.r.Outcome(), replays)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wal"
@@ -19,12 +20,13 @@ const (
 	// Faulted: a gap could not be repaired over UDP (retry budget spent or
 	// the sender fell silent with a gap open). Catch up over TCP replay.
 	Faulted
-	// Reconnect: a record or an announced highest seq lies ReorderSlots or
-	// more ahead of the next expected seq. Catch up over TCP replay.
+	// Reconnect: the sender outran the reorder window: OverrunEvidence
+	// datagrams of data ReorderSlots or more ahead of the next expected
+	// seq, over at least NakDebounce. Catch up over TCP replay.
 	Reconnect
-	// SenderRestarted: a heartbeat announced a highest seq below the last
-	// seq this Receiver delivered. The stream's seqs restarted (or the
-	// heartbeat was reordered behind later data).
+	// SenderRestarted: two heartbeats within the silence time announced a
+	// highest seq below the last seq this Receiver delivered. The stream's
+	// seqs restarted (or heartbeats were reordered behind later data).
 	SenderRestarted
 )
 
@@ -70,8 +72,8 @@ type Outcome struct {
 	GapStart, GapEnd uint64
 	// Cause is why the receiver Faulted.
 	Cause FaultCause
-	// Seq is, for Reconnect, the seq (data or announced highest) that lay
-	// outside the reorder window.
+	// Seq is, for Reconnect, the seq of the data record that lay outside
+	// the reorder window when the evidence was complete.
 	Seq uint64
 	// Highest is, for SenderRestarted, the heartbeat's highest_seq.
 	Highest uint64
@@ -134,6 +136,18 @@ type ReceiverStats struct {
 	// not below the last seq this Receiver delivered itself: sent before a
 	// catch-up moved the tip, read after ResetAfterReplay. Ignored.
 	StaleHeartbeats uint64
+
+	// Flow control (walcast extension).
+	StatusSent  uint64 // Status frames sent
+	Probes      uint64 // heartbeats heard in the probe form (counted in Heartbeats too)
+	OutOfWindow uint64 // data frames beyond the reorder window, dropped
+	// Lowered counts heartbeats that announced a highest seq below the
+	// one believed (a forged or stale announcement corrected).
+	Lowered uint64
+	// RestartSuspects counts single heartbeats below the last delivered
+	// seq (a second within the silence time raises SenderRestarted).
+	RestartSuspects uint64
+	RTTSamples      uint64 // NAK → retransmit round trips measured
 }
 
 // SkipNotice is the last Skip marker a Receiver applied and what it meant
@@ -177,6 +191,26 @@ type Receiver struct {
 	heardInit bool
 	silent    bool
 
+	id       uint64
+	heardAny bool   // anything valid heard from the sender (Status may go out)
+	fcPeer   bool   // the last heartbeat was a probe
+	room     int    // consumer room (SetConsumerRoom) or UnlimitedRoom
+	roomBase uint64 // delivered seq when room was set
+	peerSRTT int64  // the sender's estimate, from its last probe (ns)
+	peerVar  int64
+	maxData  uint64 // highest data seq received (delivered or buffered)
+	rtt      RTT
+	sampleAt int64 // nakAt of the last RTT sample (one sample per NAK batch)
+	st       statusState
+	dgramOOW bool // the datagram being handled already counted as overrun evidence
+
+	overrunN, overrunFar      int
+	overrunSince, overrunLast int64
+	suspect                   bool  // one heartbeat below the delivered seq was heard
+	suspectAt                 int64 // when
+	senderID                  uint64
+	probeTS                   uint64 // ts of the newest probe heard from senderID
+
 	out   Outcome
 	stats ReceiverStats
 }
@@ -202,7 +236,13 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		nextDue:  noDue,
 		debounce: int64(cfg.NakDebounce),
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
+		id:       cfg.ID,
+		room:     UnlimitedRoom,
 	}
+	for r.id == 0 {
+		r.id = rand.Uint64()
+	}
+	r.st.lastAt = never
 	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
 	r.begin()
 	return r, nil
@@ -253,47 +293,65 @@ func (r *Receiver) Stats() ReceiverStats { return r.stats }
 // out, addressed to the configured sender. Bad frames are counted by
 // reason and dropped; the rest of a coalesced datagram after a bad frame
 // is dropped too. While a sticky outcome is set every frame is dropped.
-// now is monotonic ns. Handle never panics and allocates nothing.
+// Status frames (flow control, acknowledgement) are appended to out when
+// due. now is monotonic ns. Handle never panics and allocates nothing.
 func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wal.Header, payload []byte)) {
 	first := true
+	r.dgramOOW = false
 	for len(dgram) > 0 {
 		if r.out.Kind != Live {
 			r.stats.Dropped++
-			return
+			break
 		}
 		h, p, n, err := wal.DecodeFrame(dgram)
 		if err != nil {
 			r.stats.Bad.count(err, first)
-			return
+			break
 		}
 		first = false
 		frame := dgram[:n]
 		dgram = dgram[n:]
-		switch h.Type {
-		case wal.TypeHeartbeat:
+		switch {
+		case h.Type == wal.TypeHeartbeat:
 			r.heartbeat(p, now, out)
-		case wal.TypeNak:
-			r.stats.Ignored++
+		case IsControl(h.Type):
+			r.stats.Ignored++ // NAKs and Status of other receivers, reserved types
 		default:
 			r.data(h, p, frame, now, out, deliver)
 		}
 	}
+	r.maybeStatus(now, out)
 }
 
 func (r *Receiver) heard(now int64) {
 	r.lastHeard = now
 	r.heardInit = true
 	r.silent = false
+	r.heardAny = true
 }
 
 func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
-	hb, err := wal.ParseHeartbeat(p)
+	hb, err := ParseProbe(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return
 	}
 	r.stats.Heartbeats++
 	r.heard(now)
+	r.fcPeer = hb.TS != 0
+	sameSender := false
+	if r.fcPeer {
+		r.stats.Probes++
+		if hb.SenderID == r.senderID && hb.TS < r.probeTS {
+			// A probe overtaken by a newer one (reordered): old news.
+			r.stats.StaleHeartbeats++
+			return
+		}
+		sameSender = hb.SenderID == r.senderID
+		r.senderID, r.probeTS = hb.SenderID, hb.TS
+		r.st.echoTS, r.st.echoAt = hb.TS, now
+		r.peerSRTT, r.peerVar = int64(hb.SRTT), int64(hb.RTTVar)
+	}
 	if r.expected == 0 {
 		// StartNow, nothing heard yet: now is just after the highest seq.
 		r.expected, r.highest = hb.Highest+1, hb.Highest
@@ -311,16 +369,37 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 			r.stats.StaleHeartbeats++
 			return
 		}
+		// Below what this Receiver delivered itself. From the sender
+		// whose probes we know (same sender id), it is a probe overtaken
+		// by data, not a restart. Otherwise one such datagram may be stray
+		// or forged; a second within the silence time is a restart (a
+		// restarted sender announces itself repeatedly).
+		if sameSender {
+			r.stats.StaleHeartbeats++
+			return
+		}
+		if !r.suspect || now-r.suspectAt >= r.silence {
+			r.suspect, r.suspectAt = true, now
+			r.stats.RestartSuspects++
+			return
+		}
 		r.stats.Restarts++
 		r.out = Outcome{Kind: SenderRestarted, LastDelivered: r.expected - 1, Highest: hb.Highest}
 		return
 	}
-	if hb.Highest-r.expected >= r.window && hb.Highest >= r.expected {
-		// Too far ahead to buffer (or forged). highest_seen is not raised,
-		// so a reset to the true replay tip leaves no phantom gap.
-		r.reconnect(hb.Highest)
+	r.suspect = false
+	if hb.Highest < r.highest {
+		// The sender's word on what exists: seqs announced earlier (by a
+		// forged or stale heartbeat, or data beyond the window) that it
+		// says it never sent are forgotten, so no phantom gap can fault.
+		if low := max(hb.Highest, r.maxData); low < r.highest {
+			r.highest = low
+			r.stats.Lowered++
+		}
 		return
 	}
+	// Announced seqs ahead, even beyond the window: NAK what the window
+	// holds and let the retry budget decide (the reference's rule).
 	r.raise(hb.Highest, false, now, out)
 	if now >= r.nextDue {
 		r.pump(now, out)
@@ -343,6 +422,9 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	last := seq
 	if held {
 		last = seq - 1
+	}
+	if edge := r.expected + r.window - 1; last > edge {
+		last = edge // beyond the window: NAKed as the window moves on
 	}
 	if last >= from {
 		r.sendNak(from, last, 0, now, out)
@@ -385,8 +467,23 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 	}
 	d := seq - r.expected
 	if d >= r.window {
-		r.reconnect(seq)
+		// Beyond the window: dropped (it is NAKed when the window reaches
+		// it). It proves the seqs below exist; a sender that keeps
+		// outrunning the window raises Reconnect (overrun).
+		r.stats.OutOfWindow++
+		r.raise(seq, false, now, out)
+		if !r.dgramOOW {
+			r.dgramOOW = true
+			r.overrun(seq, now)
+		}
+		if r.out.Kind == Live && now >= r.nextDue {
+			r.pump(now, out)
+		}
 		return
+	}
+	r.rttSample(seq&r.mask, now)
+	if seq > r.maxData {
+		r.maxData = seq
 	}
 	if d == 0 {
 		r.raise(seq, true, now, out)
@@ -424,6 +521,17 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 	r.raise(seq, true, now, out)
 	if now >= r.nextDue {
 		r.pump(now, out)
+	}
+}
+
+// rttSample takes a NAK → retransmit round trip when the record in slot
+// i was NAKed exactly once (Karn: a run NAKed twice is ambiguous), once
+// per NAK batch.
+func (r *Receiver) rttSample(i uint64, now int64) {
+	if r.retries[i] == 1 && r.nakAt[i] != r.sampleAt {
+		r.sampleAt = r.nakAt[i]
+		r.rtt.Sample(now - r.nakAt[i])
+		r.stats.RTTSamples++
 	}
 }
 
@@ -569,11 +677,15 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 				break
 			}
 		}
-		if rt != 0 && now-at < r.debounce {
-			if due := at + r.debounce; due < r.nextDue {
-				r.nextDue = due
+		if rt != 0 {
+			// Never twice at one instant, whatever the delay: frames of
+			// one datagram cannot spend a run's budget.
+			if delay := max(r.renakDelay(rt), 1); now-at < delay {
+				if due := at + delay; due < r.nextDue {
+					r.nextDue = due
+				}
+				continue
 			}
-			continue
 		}
 		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, now, out) {
 			r.nextDue = now // more to do on the next Tick
@@ -620,7 +732,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 		r.out = Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}
 		return true
 	}
-	if due := now + r.debounce; due < r.nextDue {
+	if due := now + r.renakDelay(rt); due < r.nextDue {
 		r.nextDue = due
 	}
 	return true
@@ -629,14 +741,16 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 // Tick runs the clock-driven part of the receiver — the reference only
 // re-NAKs when a datagram arrives; walcast's receiver has a clock: it
 // re-NAKs runs whose debounce has passed and applies the silence rule. Call it
-// from the loop at least every few ms; it is O(1) unless a NAK is due.
-// now is monotonic ns.
+// from the loop at least every few ms, or at Deadline; it is O(1) unless a
+// NAK is due. It also sends the Status frames that are due (also while a
+// sticky outcome is set, so the sender learns of it). now is monotonic ns.
 func (r *Receiver) Tick(now int64, out *batch.Vec) {
+	defer r.maybeStatus(now, out)
 	if r.out.Kind != Live {
 		return
 	}
 	if !r.heardInit {
-		r.heard(now)
+		r.lastHeard, r.heardInit = now, true // silence counts from the first Tick
 	}
 	if now-r.lastHeard >= r.silence {
 		if r.gapOpen() {
@@ -692,4 +806,7 @@ func (r *Receiver) clearAll() {
 	r.out = Outcome{}
 	r.heardInit = false
 	r.silent = false
+	r.maxData = 0
+	r.overrunN, r.overrunFar = 0, 0
+	r.suspect = false
 }

@@ -37,20 +37,20 @@ func (e *RTT) Seed(srtt, rttvar int64) {
 }
 
 // SRTT is the smoothed RTT in ns (0 before any sample or seed).
-func (e *RTT) SRTT() int64 { return e.srtt }
+func (e RTT) SRTT() int64 { return e.srtt }
 
 // RTTVar is the RTT variation in ns.
-func (e *RTT) RTTVar() int64 { return e.rttvar }
+func (e RTT) RTTVar() int64 { return e.rttvar }
 
 // Samples is the number of samples taken.
-func (e *RTT) Samples() uint64 { return e.samples }
+func (e RTT) Samples() uint64 { return e.samples }
 
 // Valid reports whether the estimate has a sample or a seed.
-func (e *RTT) Valid() bool { return e.srtt > 0 }
+func (e RTT) Valid() bool { return e.srtt > 0 }
 
 // Timeout is clamp(SRTT + 4·RTTVar, floor, ceil) in ns (RFC 6298's RTO
 // with this stream's bounds); ceil when the estimate is not valid.
-func (e *RTT) Timeout(floor, ceil int64) int64 {
+func (e RTT) Timeout(floor, ceil int64) int64 {
 	if !e.Valid() {
 		return ceil
 	}

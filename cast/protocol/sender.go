@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/netip"
 
 	"github.com/walcast/walcast/batch"
@@ -119,6 +120,21 @@ type SenderStats struct {
 	ColdRejected   uint64 // cold seqs dropped: every request slot busy, or no WAL
 	ColdMissing    uint64 // requested cold seqs the WAL did not return
 	ColdErrors     uint64 // cold reads reported failed by the loop
+
+	// Flow control (walcast extension; all zero while no receiver has
+	// sent a Status).
+	Statuses        uint64 // valid Status frames accepted
+	BadStatus       uint64 // Status frames whose payload is invalid
+	StaleStatus     uint64 // Status older (by serial) than one already seen
+	StatusRejected  uint64 // Status from a new receiver while the table was full
+	Backpressured   uint64 // Send/SendFrame calls refused with ErrBackpressure
+	InitialHeld     uint64 // of which by the initial window (no Status heard yet)
+	Probes          uint64 // heartbeats sent in the probe form (counted in Heartbeats too)
+	TailProbes      uint64 // of which tail-loss probes
+	RTTProbes       uint64 // of which periodic RTT probes
+	ReceiversJoined uint64 // ReceiverJoined and ReceiverRestarted events
+	ReceiversLost   uint64 // receivers dropped for silence
+	EventsDropped   uint64 // events not queued because 32 were unread
 }
 
 // Sender is the sending half of a stream: a sans-I/O state machine. It
@@ -164,6 +180,8 @@ type Sender struct {
 		last int    // bytes of its last frame
 		next uint64 // seq that may be appended
 	}
+	id    uint64
+	fc    flow
 	stats SenderStats
 }
 
@@ -191,6 +209,7 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		next:    1,
 		hbEvery: int64(cfg.HeartbeatInterval),
 		dedup:   int64(cfg.RetxDedupWindow),
+		id:      cfg.ID,
 		cold:    make([]coldSlot, cfg.MaxColdInFlight+cfg.MaxColdQueued),
 		retx:    make([]retxRange, 0, maxDeferred),
 	}
@@ -216,8 +235,15 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		s.nakFrom = cfg.Dest
 	}
 	s.checkSrc = !cfg.AcceptAnyNakSource && s.nakFrom.IsValid()
+	for s.id == 0 {
+		s.id = rand.Uint64()
+	}
+	s.initFlow()
 	return s, nil
 }
+
+// ID is the sender id carried in probes.
+func (s *Sender) ID() uint64 { return s.id }
 
 // NextSeq is the seq the next Send assigns.
 func (s *Sender) NextSeq() uint64 { return s.next }
@@ -239,8 +265,10 @@ func (s *Sender) Stats() SenderStats { return s.stats }
 // stamps its own copy). It returns the seq. The frame stays in the hot
 // ring until RingSlots newer records pass it. Errors: ErrBatchFull (no
 // seq assigned; flush out and retry), ErrFrameTooLarge, ErrPayloadShort,
-// ErrControlType, or the log's error (e.g. wal.ErrBackpressure) returned
-// unwrapped. now is monotonic ns. Send allocates nothing.
+// ErrControlType, ErrBackpressure (flow control: the next seq lies
+// beyond a receiver's window; no seq assigned), or the log's error (e.g.
+// wal.ErrBackpressure) returned unwrapped. now is monotonic ns. Send
+// allocates nothing.
 func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (uint64, error) {
 	if wal.IsProtocolType(typ) {
 		return 0, ErrControlType
@@ -251,6 +279,10 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	n := wal.HeaderSize + len(payload)
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return 0, ErrFrameTooLarge
+	}
+	if (s.fc.limited && s.next > s.fc.limit) || (!s.fc.negotiated && s.initialHold(now)) {
+		s.refuse(now)
+		return 0, ErrBackpressure
 	}
 	if s.skipDue && !s.sendSkip(now, out) {
 		return 0, ErrBatchFull
@@ -280,6 +312,7 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	s.cache(seq, len(frame))
 	s.next = seq + 1
 	s.lastSend = now
+	s.fc.lastData = now
 	s.timerInit = true
 	s.stats.Sent++
 	s.emit(frame, seq, out)
@@ -312,6 +345,10 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return ErrFrameTooLarge
 	}
+	if (s.fc.limited && s.next > s.fc.limit) || (!s.fc.negotiated && s.initialHold(now)) {
+		s.refuse(now)
+		return ErrBackpressure
+	}
 	if s.skipDue && !s.sendSkip(now, out) {
 		return ErrBatchFull
 	}
@@ -324,10 +361,20 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	s.cache(seq, n)
 	s.next = seq + 1
 	s.lastSend = now
+	s.fc.lastData = now
 	s.timerInit = true
 	s.stats.Sent++
 	s.emit(dst, seq, out)
 	return nil
+}
+
+// refuse counts a Send held back by flow control and starts the stall
+// clock (see ReceiverStalled).
+func (s *Sender) refuse(now int64) {
+	s.stats.Backpressured++
+	if s.fc.negotiated && s.fc.blockedAt == 0 {
+		s.fc.blockedAt = max(now, 1)
+	}
 }
 
 func (s *Sender) cache(seq uint64, n int) {
@@ -385,7 +432,10 @@ func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
 // when none) when HeartbeatInterval has passed since the last data send
 // or heartbeat. The
 // first Tick of a sender that has sent nothing heartbeats at once, so a
-// receiver learns where a restarted sender stands. now is monotonic ns.
+// receiver learns where a restarted sender stands. With receivers under
+// flow control it also drops those silent for ReceiverTimeout and sends
+// the probes that are due (tail loss, RTT); heartbeats then take the
+// probe form. now is monotonic ns; see Deadline for when to call it.
 func (s *Sender) Tick(now int64, out *batch.Vec) {
 	if len(s.retx) > 0 {
 		s.drainRetx(now, out)
@@ -396,6 +446,9 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	if !s.timerInit {
 		s.timerInit = true
 		s.lastSend = now - s.hbEvery
+	}
+	if s.fc.active > 0 && s.flowTick(now, out) {
+		return
 	}
 	if now-s.lastSend < s.hbEvery {
 		return
@@ -411,13 +464,24 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	s.heartbeat(now, out)
 }
 
-// heartbeat appends a heartbeat (highest seq sent) to out.
+// heartbeat appends a heartbeat (highest seq sent) to out: the probe
+// form while some receiver is negotiated, else the reference's bytes.
+// False: out is full (try again on the next Tick).
 func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 	buf := out.Next()
 	if len(buf) < wal.ControlFrameSize {
-		return false // batch full: try again on the next Tick
+		return false
 	}
-	n := wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
+	var n int
+	if s.fc.active > 0 {
+		n = PutProbeFrame(buf, Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
+			SRTT: sat32(s.fc.rtt.SRTT()), RTTVar: sat32(s.fc.rtt.RTTVar())})
+		s.fc.lastProbe = now
+		s.fc.probeNow = false
+		s.stats.Probes++
+	} else {
+		n = wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
+	}
 	out.Commit(n, s.cfg.Dest)
 	s.lastSend = now
 	s.stats.Heartbeats++
@@ -472,8 +536,8 @@ func (s *Sender) LogErr() error {
 	return s.health.Err()
 }
 
-// Handle processes one datagram received by the sender (NAKs; anything
-// else is counted and ignored). from is its source address. Retransmits
+// Handle processes one datagram received by the sender: NAKs and Status
+// frames (anything else is counted and ignored). from is its source address. Retransmits
 // served from the hot ring are appended to out (always to Dest, never to
 // from); seqs that miss the ring are queued as cold requests. Bad
 // datagrams are counted by reason. Handle never panics and allocates
@@ -492,6 +556,10 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 		}
 		first = false
 		dgram = dgram[n:]
+		if h.Type == TypeStatus {
+			s.handleStatus(p, from, now, out)
+			continue
+		}
 		if h.Type != wal.TypeNak {
 			s.stats.Ignored++
 			continue
@@ -527,12 +595,14 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 		count = uint64(s.cfg.RingSlots)
 	}
 	last := s.next - 1 // highest seq sent
-	if from > last {
+	if from > last || count > last-from+1 {
 		s.stats.NakNeverSent++
-		return
-	}
-	if count > last-from+1 {
-		s.stats.NakNeverSent++
+		// A negotiated receiver believes in seqs that do not exist (a
+		// forged or stale announcement): tell it what does, at once.
+		s.fc.probeNow = s.fc.active > 0
+		if from > last {
+			return
+		}
 		count = last - from + 1
 	}
 	end := from + count // exclusive; no overflow: end ≤ s.next

@@ -37,9 +37,13 @@ func sendN(t testing.TB, s *Sender, out *batch.Vec, n int) {
 	out.Reset()
 }
 
+// senderCfg is the config of the unit tests that drive a Sender alone,
+// at one instant, with no receiver: the initial window (which waits for
+// a first Status up to 100 ms) is off.
 func senderCfg() SenderConfig {
 	c := DefaultSenderConfig()
 	c.Dest = mem.AddrB
+	c.InitialWindow = 0
 	return c
 }
 

@@ -29,8 +29,8 @@ func TestReceiverStart(t *testing.T) {
 			feed: [][]byte{hbFrame(4)}, naks: []wal.Nak{{From: 1, Count: 4}}},
 		{name: "default: an idle sender's heartbeat (highest 0) asks for nothing", cfg: DefaultReceiverConfig(),
 			feed: [][]byte{hbFrame(0), frame(1, 64)}, want: []uint64{1}},
-		{name: "default: a stream already a window ahead reconnects from the start", cfg: DefaultReceiverConfig(),
-			feed: [][]byte{frame(1+DefaultReorderSlots, 64)}, reconn: 1 + DefaultReorderSlots},
+		{name: "default: one datagram a window ahead NAKs the window from the start (no single datagram reconnects)", cfg: DefaultReceiverConfig(),
+			feed: [][]byte{frame(1+DefaultReorderSlots, 64)}, naks: []wal.Nak{{From: 1, Count: DefaultReorderSlots}}},
 		{name: "Start 100: earlier records are not delivered, 100..101 are NAKed", cfg: startAt(100),
 			feed: [][]byte{frame(99, 64), frame(102, 64), frame(100, 64), frame(101, 64)}, want: []uint64{100, 101, 102}, naks: []wal.Nak{{From: 100, Count: 2}}},
 		{name: "StartNow: the first record heard is now, reported late", cfg: now(),
@@ -71,6 +71,15 @@ func TestReceiverStart(t *testing.T) {
 			}
 		})
 	}
+	t.Run("default: a stream that keeps running a window ahead reconnects from the start", func(t *testing.T) {
+		d := newRecvDirect(t, DefaultReceiverConfig())
+		for i := 0; i < DefaultOverrunEvidence; i++ { // one a ms: 64 datagrams over more than NakDebounce
+			d.feed(int64(i)*int64(ms), frame(1+DefaultReorderSlots+uint64(i), 64))
+		}
+		if o := d.r.Outcome(); o.Kind != Reconnect || o.LastDelivered != 0 || o.Seq != uint64(DefaultReorderSlots+DefaultOverrunEvidence) {
+			t.Fatalf("outcome %+v", o)
+		}
+	})
 	t.Run("Resync goes back to the configured start", func(t *testing.T) {
 		d := newRecvDirect(t, startAt(5))
 		d.feed(0, frame(5, 64))

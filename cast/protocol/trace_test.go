@@ -139,11 +139,14 @@ func compareTrace(t *testing.T, name string, got []string) {
 	}
 }
 
-// TestReferenceTraceRecorded records the traces (with -update-trace) and
-// otherwise checks that the scenario still produces them with reference
-// peers on both sides.
+// TestReferenceTraceRecorded records the traces (with -update-trace, from
+// a commit before any wire change) and otherwise checks that the scenario
+// still produces them between reference peers: a receiver that sends no
+// Status, so the walcast sender never negotiates.
 func TestReferenceTraceRecorded(t *testing.T) {
-	ab, ba := traceRun(t, defaultOpt())
+	o := defaultOpt()
+	o.r.Status = false
+	ab, ba := traceRun(t, o)
 	if len(ab) < 300 || len(ba) < 10 {
 		t.Fatalf("trace too short: %d A>B, %d B>A", len(ab), len(ba))
 	}
@@ -154,4 +157,43 @@ func TestReferenceTraceRecorded(t *testing.T) {
 	}
 	compareTrace(t, "sender", ab)
 	compareTrace(t, "receiver", ba)
+}
+
+// TestReferenceTraceStatusIgnored: a walcast receiver that speaks Status
+// to a sender that does not (FlowControl off, as the reference ignores
+// type 0x10): the sender's bytes are the reference's, and so are the
+// receiver's once its Status frames are taken out — it never hears a
+// probe, so it keeps the fixed timers.
+func TestReferenceTraceStatusIgnored(t *testing.T) {
+	o := defaultOpt()
+	o.s.FlowControl = false
+	ab, ba := traceRun(t, o)
+	var naks []string
+	statuses := 0
+	for _, l := range ba {
+		if f := strings.Fields(l); len(f) == 4 && strings.HasPrefix(f[3], "01001000") {
+			statuses++
+			continue
+		}
+		naks = append(naks, l)
+	}
+	if statuses < 10 {
+		t.Fatalf("receiver sent %d Status frames", statuses)
+	}
+	compareTrace(t, "sender", ab)
+	compareTrace(t, "receiver", naks)
+}
+
+// TestNegotiatedTraceDiffers guards the two tests above: between walcast
+// peers the same script does produce other bytes (probes, Status).
+func TestNegotiatedTraceDiffers(t *testing.T) {
+	ab, _ := traceRun(t, defaultOpt())
+	want := readTrace(t, "sender")
+	same := len(ab) == len(want)
+	for i := 0; same && i < len(ab); i++ {
+		same = ab[i] == want[i]
+	}
+	if same {
+		t.Fatal("negotiated peers produced the reference trace: the trace tests would not notice a change")
+	}
 }

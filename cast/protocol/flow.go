@@ -1,0 +1,467 @@
+package protocol
+
+import (
+	"fmt"
+	"math"
+	"net/netip"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// ErrBackpressure is returned by Sender.Send and SendFrame while flow
+// control forbids the next seq: it lies beyond the window of a receiver
+// that throttles. No seq is consumed. errors.Is(ErrBackpressure,
+// wal.ErrBackpressure) is true, so loops that leave a record queued on the
+// WAL's backpressure do the same here. Unlike the WAL's, it clears only
+// when the receiver's next Status is handled: return to the loop (Handle,
+// Tick) before retrying; never spin on Send.
+var ErrBackpressure error = backpressure{}
+
+type backpressure struct{}
+
+func (backpressure) Error() string        { return "cast: receiver window closed (flow control)" }
+func (backpressure) Is(target error) bool { return target == wal.ErrBackpressure }
+
+// SenderEventKind says what a [SenderEvent] reports.
+type SenderEventKind uint8
+
+// Sender events: changes in the set of receivers under flow control.
+const (
+	// ReceiverJoined: the first valid Status of a receiver id; flow
+	// control, probes and adaptive timers are on for it.
+	ReceiverJoined SenderEventKind = iota + 1
+	// ReceiverRestarted: a new id from the address of a known receiver;
+	// it replaced the old one (PrevID).
+	ReceiverRestarted
+	// ReceiverLost: no Status for ReceiverTimeout; dropped from flow
+	// control (the sender is unthrottled by it).
+	ReceiverLost
+	// ReceiverLeft: the receiver said it is closing; dropped.
+	ReceiverLeft
+	// ReceiverFaulted: the receiver reported a sticky outcome (State);
+	// it no longer throttles until it is live again.
+	ReceiverFaulted
+	// ReceiverRecovered: live again after ReceiverFaulted, or progressing
+	// again after ReceiverStalled.
+	ReceiverRecovered
+	// ReceiverStalled: the receiver held the sender back for
+	// ReceiverTimeout without delivering anything (a consumer that stopped
+	// taking records, a path that carries its Status but not the data);
+	// it no longer throttles until its delivered seq moves again.
+	ReceiverStalled
+)
+
+var senderEventNames = [...]string{ReceiverJoined: "receiver_joined", ReceiverRestarted: "receiver_restarted",
+	ReceiverLost: "receiver_lost", ReceiverLeft: "receiver_left", ReceiverFaulted: "receiver_faulted",
+	ReceiverRecovered: "receiver_recovered", ReceiverStalled: "receiver_stalled"}
+
+func (k SenderEventKind) String() string {
+	if int(k) < len(senderEventNames) && senderEventNames[k] != "" {
+		return senderEventNames[k]
+	}
+	return fmt.Sprintf("SenderEventKind(%d)", uint8(k))
+}
+
+// ReceiverInfo is what the Sender knows of one receiver under flow
+// control, as of its last Status.
+type ReceiverInfo struct {
+	ID        uint64
+	Addr      netip.AddrPort // source of its Status
+	Delivered uint64         // every seq ≤ Delivered was delivered
+	Highest   uint64         // highest seq it knows to exist
+	Edge      uint64         // highest seq it accepts (Delivered + Window, never lowered)
+	Window    uint32
+	State     OutcomeKind
+	Synced    bool  // it has a stream position
+	Closing   bool  // it said it is leaving
+	Stalled   bool  // released for making no progress (ReceiverStalled)
+	Throttles bool  // it currently limits Send
+	LastHeard int64 // sender clock, ns
+	SRTT      int64 // ns, from its echoes (0: none yet)
+	RTTVar    int64 // ns
+	ReNak     int64 // its first re-NAK delay, ns (0: fixed timers)
+}
+
+// SenderEvent is one change in the flow-control table.
+type SenderEvent struct {
+	Kind     SenderEventKind
+	At       int64 // sender clock, ns
+	Receiver ReceiverInfo
+	PrevID   uint64 // ReceiverRestarted: the id it replaced
+}
+
+type rcvSlot struct {
+	used   bool
+	info   ReceiverInfo
+	serial uint32
+	rtt    RTT
+}
+
+const maxSenderEvents = 32
+
+// flow is the Sender's flow-control state (one per Sender).
+type flow struct {
+	rcv     []rcvSlot
+	active  int    // used slots
+	limited bool   // some receiver throttles
+	limit   uint64 // highest seq Send may assign while limited
+	covered uint64 // lowest Highest among live negotiated receivers
+	rtt     RTT    // all echoes of all receivers
+
+	lastData  int64 // last first transmission
+	lastProbe int64 // last probe (extended heartbeat)
+	probeAt   int64 // earliest next tail probe
+	backoff   uint  // tail probes sent since the last Status
+	probeNow  bool  // a probe is owed at once (negotiation, NAK for unsent seqs)
+	blockedAt int64 // first Send refused since the limit last moved (0: none)
+	// initial window: before any Status, seqs ≤ initEdge until initUntil
+	negotiated bool
+	initEdge   uint64
+	initUntil  int64
+
+	events        [maxSenderEvents]SenderEvent
+	evHead, evLen int
+}
+
+func (s *Sender) initFlow() {
+	s.fc.rcv = make([]rcvSlot, s.cfg.MaxReceivers)
+	s.fc.lastProbe = never
+	s.fc.lastData = never
+}
+
+// handleStatus processes one Status frame payload from addr.
+func (s *Sender) handleStatus(p []byte, from netip.AddrPort, now int64, out *batch.Vec) {
+	if !s.cfg.FlowControl {
+		s.stats.Ignored++
+		return
+	}
+	st, err := ParseStatus(p)
+	if err != nil {
+		s.stats.BadStatus++
+		return
+	}
+	r := s.findReceiver(st.ReceiverID)
+	if r != nil && r.used && int32(st.Serial-r.serial) <= 0 {
+		r.info.LastHeard = now // reordered or duplicated: alive, but old news
+		s.stats.StaleStatus++
+		return
+	}
+	var joined SenderEventKind
+	var prev uint64
+	s.fc.negotiated = true
+	if r == nil {
+		r = s.slotFor(from)
+		if r == nil {
+			s.stats.StatusRejected++
+			return
+		}
+		if r.used {
+			joined, prev = ReceiverRestarted, r.info.ID
+		} else {
+			joined = ReceiverJoined
+			s.fc.active++
+		}
+		*r = rcvSlot{used: true, info: ReceiverInfo{ID: st.ReceiverID, Addr: from}}
+		s.fc.probeNow = true // an RTT sample, and the probe form, at once
+	}
+	s.stats.Statuses++
+	in := &r.info
+	wasState := in.State
+	progressed := in.Stalled && st.Delivered > in.Delivered
+	if progressed {
+		in.Stalled = false
+	}
+	r.serial = st.Serial
+	in.LastHeard = now
+	in.Delivered, in.Highest, in.Window, in.State = st.Delivered, st.Highest, st.Window, st.State
+	in.Synced = st.Flags&StatusSynced != 0
+	in.Closing = st.Flags&StatusClosing != 0
+	in.ReNak = int64(st.ReNak)
+	if in.Synced {
+		in.Edge = max(in.Edge, st.Edge())
+	} else {
+		in.Edge = 0
+	}
+	if st.EchoTS != 0 && int64(st.EchoTS) <= now {
+		rtt := now - int64(st.EchoTS) - int64(st.EchoHold)
+		r.rtt.Sample(rtt)
+		s.fc.rtt.Sample(rtt)
+		in.SRTT, in.RTTVar = r.rtt.SRTT(), r.rtt.RTTVar()
+		if s.fc.rtt.Samples() == 1 {
+			s.fc.probeNow = true // the receivers learn the first estimate at once
+		}
+	}
+	s.fc.backoff = 0
+	s.fc.probeAt = 0
+	switch {
+	case joined != 0:
+		s.event(joined, now, r, prev)
+		if in.State != Live {
+			s.event(ReceiverFaulted, now, r, 0)
+		}
+	case wasState == Live && in.State != Live:
+		s.event(ReceiverFaulted, now, r, 0)
+	case wasState != Live && in.State == Live, progressed:
+		s.event(ReceiverRecovered, now, r, 0)
+	}
+	if in.Closing {
+		s.event(ReceiverLeft, now, r, 0)
+		s.dropReceiver(r)
+	}
+	s.foldLimit()
+}
+
+// findReceiver returns the slot holding id, or nil.
+func (s *Sender) findReceiver(id uint64) *rcvSlot {
+	if s.fc.active == 0 {
+		return nil
+	}
+	for i := range s.fc.rcv {
+		if r := &s.fc.rcv[i]; r.used && r.info.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// slotFor returns the slot a new id from addr takes: the slot of a known
+// receiver at the same address (a restart), else a free one, else nil.
+func (s *Sender) slotFor(addr netip.AddrPort) *rcvSlot {
+	var free *rcvSlot
+	for i := range s.fc.rcv {
+		r := &s.fc.rcv[i]
+		if r.used && sameAddr(r.info.Addr, addr) {
+			return r
+		}
+		if !r.used && free == nil {
+			free = r
+		}
+	}
+	return free
+}
+
+func (s *Sender) dropReceiver(r *rcvSlot) {
+	*r = rcvSlot{}
+	s.fc.active--
+}
+
+func (s *Sender) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
+	if s.fc.evLen == len(s.fc.events) {
+		s.stats.EventsDropped++
+		return
+	}
+	e := &s.fc.events[(s.fc.evHead+s.fc.evLen)%len(s.fc.events)]
+	*e = SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
+	e.Receiver.Throttles = false
+	s.fc.evLen++
+	switch k {
+	case ReceiverJoined, ReceiverRestarted:
+		s.stats.ReceiversJoined++
+	case ReceiverLost:
+		s.stats.ReceiversLost++
+	}
+}
+
+// NextEvent returns the oldest unread flow-control event. The loop
+// drains it after Handle and Tick; at most 32 wait (more are counted in
+// SenderStats.EventsDropped).
+func (s *Sender) NextEvent() (SenderEvent, bool) {
+	if s.fc.evLen == 0 {
+		return SenderEvent{}, false
+	}
+	e := s.fc.events[s.fc.evHead]
+	s.fc.evHead = (s.fc.evHead + 1) % len(s.fc.events)
+	s.fc.evLen--
+	return e, true
+}
+
+// foldLimit recomputes, from the receiver table, which receivers throttle
+// and the limit they impose, the tail-probe coverage and the dedup
+// window. It is the one place the receivers' edges are combined (a group
+// policy other than the minimum goes here).
+func (s *Sender) foldLimit() {
+	fc := &s.fc
+	was, wasLimited := fc.limit, fc.limited
+	fc.limited, fc.limit = false, math.MaxUint64
+	fc.covered = math.MaxUint64
+	s.dedup = s.cfg.RetxDedupWindow
+	sent := s.next - 1
+	for i := range fc.rcv {
+		r := &fc.rcv[i]
+		if !r.used {
+			continue
+		}
+		in := &r.info
+		live := in.State == Live && !in.Closing
+		// A receiver behind what was already sent (an early burst before
+		// its first Status, a reset after a catch-up) still throttles
+		// while the records it lacks are in the hot ring: it repairs them
+		// by NAK and the sender waits. Further behind, repairing it is
+		// TCP's job, and the producer is not held for it.
+		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(s.cfg.RingSlots) >= sent
+		if in.Throttles && in.Edge < fc.limit {
+			fc.limited, fc.limit = true, in.Edge
+		}
+		if live && in.Highest < fc.covered {
+			fc.covered = in.Highest
+		}
+		if in.ReNak > 0 && in.ReNak/2 < s.dedup {
+			s.dedup = in.ReNak / 2 // below every receiver's re-NAK delay
+		}
+	}
+	if !fc.limited || !wasLimited || fc.limit > was {
+		fc.blockedAt = 0 // the window moved: nobody is holding the sender
+	}
+}
+
+// initialHold reports whether the initial window holds the next seq back
+// (no Status heard yet, InitialWindow records sent, InitialWait not over).
+func (s *Sender) initialHold(now int64) bool {
+	fc := &s.fc
+	if fc.negotiated || s.cfg.InitialWindow == 0 {
+		return false
+	}
+	if fc.initUntil == 0 {
+		fc.initEdge = s.next - 1 + uint64(s.cfg.InitialWindow)
+		fc.initUntil = max(now, 1) + s.cfg.InitialWait
+	}
+	if s.next <= fc.initEdge || now >= fc.initUntil {
+		return false
+	}
+	s.stats.InitialHeld++
+	return true
+}
+
+// Limit returns the highest seq Send may assign now and whether flow
+// control limits it at all (false: unthrottled, edge is MaxUint64).
+func (s *Sender) Limit() (edge uint64, limited bool) {
+	if !s.fc.limited {
+		return math.MaxUint64, false
+	}
+	return s.fc.limit, true
+}
+
+// Receivers copies the flow-control table (receivers heard from and not
+// yet dropped) into dst and returns how many it copied.
+func (s *Sender) Receivers(dst []ReceiverInfo) int {
+	n := 0
+	for i := range s.fc.rcv {
+		if n == len(dst) {
+			break
+		}
+		if r := &s.fc.rcv[i]; r.used {
+			dst[n] = r.info
+			n++
+		}
+	}
+	return n
+}
+
+// RTT returns the sender's estimate over every receiver's echoes.
+func (s *Sender) RTT() RTT { return s.fc.rtt }
+
+// pto is the tail-loss probe timeout: 2·srtt within [ProbeFloor,
+// HeartbeatInterval]; 10 ms (at most the heartbeat) before any sample.
+func (s *Sender) pto() int64 {
+	if !s.fc.rtt.Valid() {
+		return min(10_000_000, s.hbEvery)
+	}
+	return clamp(2*s.fc.rtt.SRTT(), s.cfg.ProbeFloor, s.hbEvery)
+}
+
+// uncovered reports whether some live negotiated receiver has not yet
+// reported the highest seq sent.
+func (s *Sender) uncovered() bool {
+	return s.fc.active > 0 && s.next > 1 && s.fc.covered < s.next-1
+}
+
+// flowTick drops silent receivers and sends the probes that are due.
+// It returns true when it sent a heartbeat.
+func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
+	fc := &s.fc
+	changed := false
+	for i := range fc.rcv {
+		r := &fc.rcv[i]
+		if r.used && now-r.info.LastHeard >= s.cfg.ReceiverTimeout {
+			s.event(ReceiverLost, now, r, 0)
+			s.dropReceiver(r)
+			changed = true
+		}
+	}
+	if fc.blockedAt != 0 && now-fc.blockedAt >= s.cfg.ReceiverTimeout {
+		// Held back for ReceiverTimeout by receivers that delivered
+		// nothing meanwhile: the producer is not their hostage.
+		for i := range fc.rcv {
+			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < s.next {
+				r.info.Stalled = true
+				s.event(ReceiverStalled, now, r, 0)
+				changed = true
+			}
+		}
+		fc.blockedAt = 0
+	}
+	if changed {
+		s.foldLimit()
+	}
+	if fc.active == 0 {
+		fc.probeNow = false
+		return false
+	}
+	if s.health != nil && s.health.Err() != nil {
+		return false // no heartbeat of any form while the log fails (see Tick)
+	}
+	switch {
+	case fc.probeNow:
+	case s.uncovered() && now-fc.lastData >= s.pto() && now >= fc.probeAt:
+		s.stats.TailProbes++
+		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.hbEvery)
+		fc.backoff++
+	case fc.lastData > fc.lastProbe && now-fc.lastProbe >= s.cfg.RTTProbeInterval:
+		s.stats.RTTProbes++
+	default:
+		return false
+	}
+	return s.heartbeat(now, out)
+}
+
+// Deadline is the loop-clock time (ns) at which Tick next has work: the
+// idle heartbeat, a probe, a receiver's timeout, or now-ish
+// (math.MinInt64) when retransmits wait for batch room. The loop may tick
+// earlier; ticking later only delays those.
+func (s *Sender) Deadline() int64 {
+	if len(s.retx) > 0 || !s.timerInit || s.fc.probeNow {
+		return math.MinInt64
+	}
+	d := s.lastSend + s.hbEvery
+	fc := &s.fc
+	if fc.active == 0 {
+		return d
+	}
+	for i := range fc.rcv {
+		if r := &fc.rcv[i]; r.used {
+			d = min(d, r.info.LastHeard+s.cfg.ReceiverTimeout)
+		}
+	}
+	if s.uncovered() {
+		d = min(d, max(fc.lastData+s.pto(), fc.probeAt))
+	}
+	if fc.blockedAt != 0 {
+		d = min(d, fc.blockedAt+s.cfg.ReceiverTimeout)
+	}
+	if fc.lastData > fc.lastProbe {
+		d = min(d, fc.lastProbe+s.cfg.RTTProbeInterval)
+	}
+	return d
+}
+
+// sat32 clamps a non-negative ns value to a u32 field.
+func sat32(v int64) uint32 {
+	switch {
+	case v <= 0:
+		return 0
+	case v > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
+}

@@ -1,0 +1,219 @@
+package protocol
+
+import (
+	"math"
+
+	"github.com/walcast/walcast/batch"
+)
+
+// statusState is what the Receiver last told its sender, and what it
+// owes it.
+type statusState struct {
+	lastAt    int64 // when the last Status went out; never: none yet
+	delivered uint64
+	highest   uint64
+	window    uint64
+	state     OutcomeKind
+	serial    uint32
+
+	echoTS uint64 // probe ts to echo in the next Status (0: none)
+	echoAt int64  // when that probe was heard
+}
+
+// ID is the receiver id carried in Status.
+func (r *Receiver) ID() uint64 { return r.id }
+
+// RTT returns the receiver's view of the round trip: the larger of its
+// own NAK → retransmit estimate (which includes the sender's repair time,
+// e.g. a cold read) and the sender's probe estimate (which keeps it right
+// when Karn's rule starves its own: a run whose RTT grew past the re-NAK
+// delay is NAKed twice and gives no sample). Samples counts its own.
+func (r *Receiver) RTT() RTT {
+	return RTT{srtt: max(r.rtt.srtt, r.peerSRTT), rttvar: max(r.rtt.rttvar, r.peerVar), samples: r.rtt.samples}
+}
+
+// SpeaksProbes reports whether the sender's last heartbeat was a probe:
+// it has heard this receiver's Status and honours its window.
+func (r *Receiver) SpeaksProbes() bool { return r.fcPeer }
+
+// NakDelay is the current first re-NAK delay in ns: adaptive while the
+// sender speaks probes, else NakDebounce.
+func (r *Receiver) NakDelay() int64 { return r.renakDelay(1) }
+
+// renakDelay is how long a run waits after its rt-th NAK before the next.
+func (r *Receiver) renakDelay(rt uint16) int64 {
+	if !r.fcPeer {
+		return r.debounce
+	}
+	d := r.RTT().Timeout(r.cfg.NakFloor, r.debounce)
+	if rt > 1 {
+		d <<= min(rt-1, 30)
+	}
+	return min(d, r.debounce)
+}
+
+// advWindow is the number of records the receiver accepts beyond the
+// last delivered one: the reorder window, bounded by the consumer's room
+// (what it said it could take, less what was delivered since).
+func (r *Receiver) advWindow() uint64 {
+	if r.room == UnlimitedRoom {
+		return r.window
+	}
+	room := uint64(r.room)
+	if used := r.deliveredSeq() - r.roomBase; used < room {
+		room -= used
+	} else {
+		room = 0
+	}
+	return min(room, r.window)
+}
+
+// UnlimitedRoom is the consumer room of a consumer that takes every
+// record in the delivery callback (the default).
+const UnlimitedRoom = math.MaxInt
+
+// SetConsumerRoom tells the Receiver how many more records its consumer
+// can take beyond those delivered so far (e.g. the free slots of the
+// ring it delivers into); n < 0 counts as 0, UnlimitedRoom is the
+// default. Records delivered after the call use up that room. The advertised window is min(ReorderSlots, room left), and a
+// Status goes out at once when a closed window opens. Call it whenever n
+// may have changed; it is cheap when nothing is due.
+func (r *Receiver) SetConsumerRoom(n int, now int64, out *batch.Vec) {
+	r.room, r.roomBase = max(n, 0), r.deliveredSeq()
+	r.maybeStatus(now, out)
+}
+
+func (r *Receiver) deliveredSeq() uint64 {
+	if r.expected == 0 {
+		return 0
+	}
+	return r.expected - 1
+}
+
+// statusNews reports whether a non-urgent Status has something to say:
+// a change since the last one, an echo, or a sender that looks blocked
+// (everything up to the advertised edge is known to exist).
+func (r *Receiver) statusNews() bool {
+	st := &r.st
+	if r.deliveredSeq() != st.delivered || r.highest != st.highest || r.advWindow() != st.window || st.echoTS != 0 {
+		return true
+	}
+	return r.out.Kind == Live && r.expected != 0 && r.highest >= st.delivered+st.window
+}
+
+// maybeStatus sends a Status when one is due (docs/protocol.md, "Status
+// cadence at the receiver").
+func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
+	if !r.cfg.Status || !r.heardAny {
+		return
+	}
+	st := &r.st
+	w := r.advWindow()
+	urgent := st.lastAt == never || r.out.Kind != st.state ||
+		r.deliveredSeq() >= st.delivered+max(st.window/4, 1) ||
+		(w > st.window && (st.window == 0 || w-st.window >= r.window/4))
+	if !urgent {
+		since := now - st.lastAt
+		if since < r.cfg.StatusInterval {
+			return
+		}
+		if since < r.cfg.HeartbeatInterval && !r.statusNews() {
+			return
+		}
+	}
+	r.sendStatus(now, out, 0)
+}
+
+// sendStatus appends a Status to out (to the configured sender). False:
+// out is full (it is retried on the next call).
+func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
+	buf := out.Next()
+	if len(buf) < 80 {
+		return false
+	}
+	st := &r.st
+	st.serial++
+	st.lastAt = now
+	st.delivered = r.deliveredSeq()
+	st.highest = r.highest
+	st.window = r.advWindow()
+	st.state = r.out.Kind
+	s := Status{
+		Delivered:  st.delivered,
+		Highest:    st.highest,
+		ReceiverID: r.id,
+		Window:     uint32(min(st.window, math.MaxUint32)),
+		Serial:     st.serial,
+		State:      st.state,
+		Flags:      flags,
+	}
+	if r.expected != 0 {
+		s.Flags |= StatusSynced
+	}
+	if r.fcPeer {
+		s.ReNak = sat32(r.renakDelay(1))
+	}
+	if st.echoTS != 0 {
+		s.EchoTS, s.EchoHold = st.echoTS, sat32(now-st.echoAt)
+		st.echoTS = 0
+	}
+	out.Commit(PutStatusFrame(buf, s), r.cfg.Sender)
+	r.stats.StatusSent++
+	return true
+}
+
+// Leave tells the sender that this receiver is closing (a Status with the
+// closing flag), so it stops waiting for it at once. Call it before
+// closing the path; it sends even while a sticky outcome is set.
+func (r *Receiver) Leave(now int64, out *batch.Vec) {
+	if r.cfg.Status && r.heardAny {
+		r.sendStatus(now, out, StatusClosing)
+	}
+}
+
+// Deadline is the time (ns) at which Tick next has work: a re-NAK that is
+// due or a Status. The loop may tick earlier; later only delays them.
+func (r *Receiver) Deadline() int64 {
+	d := int64(math.MaxInt64)
+	if r.out.Kind == Live {
+		d = r.nextDue
+		if r.heardInit {
+			d = min(d, r.lastHeard+r.silence)
+		}
+	}
+	if r.cfg.Status && r.heardAny {
+		st := &r.st
+		if st.lastAt == never || r.out.Kind != st.state {
+			return math.MinInt64
+		}
+		if r.statusNews() {
+			d = min(d, st.lastAt+r.cfg.StatusInterval)
+		} else {
+			d = min(d, st.lastAt+r.cfg.HeartbeatInterval)
+		}
+	}
+	return d
+}
+
+// overrun counts a datagram that carried data beyond the reorder window
+// and raises Reconnect once OverrunEvidence such datagrams have arrived
+// with no pause longer than NakDebounce, either over at least NakDebounce
+// or — while the sender speaks probes, so it honoured the window and has
+// now moved on without this receiver (it released it) — all at least two
+// windows ahead: a sender that really outran the window, never a single
+// (stray or forged) datagram. A burst before the sender heard the first
+// Status is repaired by NAK instead.
+func (r *Receiver) overrun(seq uint64, now int64) {
+	span := r.cfg.NakDebounce
+	if r.overrunN == 0 || now-r.overrunLast > span {
+		r.overrunSince, r.overrunN, r.overrunFar = now, 0, 0
+	}
+	r.overrunN++
+	if r.fcPeer && seq-r.expected >= 2*r.window {
+		r.overrunFar++
+	}
+	r.overrunLast = now
+	if r.overrunN >= r.cfg.OverrunEvidence && (now-r.overrunSince >= span || r.overrunFar >= r.cfg.OverrunEvidence) {
+		r.reconnect(seq)
+	}
+}
