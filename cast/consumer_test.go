@@ -128,9 +128,10 @@ func TestConsumerSenderAndConsumerRestart(t *testing.T) {
 	}
 }
 
-// A heartbeat from before a catch-up (announcing a highest below the tip)
-// raises SenderRestarted; the consumer checks with the producer that its
-// tip record is still there, dismisses it and carries on.
+// Heartbeats from before a catch-up (announcing a highest below the tip)
+// that are not refuted (two in a row: one alone is only suspicious) raise
+// SenderRestarted; the consumer checks with the producer that its tip
+// record is still there, dismisses it and carries on.
 func TestConsumerStaleHeartbeat(t *testing.T) {
 	r := newConsRig(t)
 	app := &orderCheck{t: t, first: 1}
@@ -174,6 +175,7 @@ func TestConsumerStaleHeartbeat(t *testing.T) {
 	// the loop past the NAK budget) is dropped with everything else.
 	deadline := time.Now().Add(20 * time.Second)
 	for c.Stats().StaleRestarts == 0 && time.Now().Before(deadline) {
+		r.inject <- hb // two in a row: the sender's next heartbeat would refute one
 		r.inject <- hb
 		for end := time.Now().Add(200 * time.Millisecond); c.Stats().StaleRestarts == 0 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)

@@ -1,8 +1,10 @@
 package cast
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -75,13 +77,17 @@ type LoopConfig struct {
 	// DefaultMaxFrame); it must hold the largest datagram either side
 	// sends, coalesced datagrams included.
 	Slot int
-	// TickInterval is how often the cores' timers run (default 1 ms).
+	// TickInterval is how often the cores' timers run at least (default
+	// 1 ms); they also run at the cores' own Deadline (re-NAKs, probes and
+	// Status frames due sooner).
 	TickInterval time.Duration
 	// OnRecord is called on the loop thread for every record delivered
 	// in seq order; h and payload are valid only during the call.
 	OnRecord func(l *Loop, h wal.Header, payload []byte)
 	// OnEvent is called on the loop thread when the Receiver's outcome or
-	// silence changes, and when the loop stops on an error.
+	// silence changes, when the Sender's flow-control table changes
+	// (receivers joining, leaving, faulting), and when the loop stops on
+	// an error.
 	OnEvent func(Event)
 	// OnPoll is called on the loop thread once per iteration with the
 	// loop's clock: producers that live inside the loop call l.Send here.
@@ -180,11 +186,29 @@ const (
 	// EventLateStart: a StartNow Receiver began delivering at Event.Seq,
 	// after seq 1 (seqs below it exist and are not delivered).
 	EventLateStart
+
+	// Sender side (Event.Receiver says which receiver): flow control.
+	EventReceiverJoined    // a receiver's first Status: flow control on for it
+	EventReceiverRestarted // a new receiver id from a known address replaced the old one
+	EventReceiverLost      // a receiver silent for ReceiverTimeout was dropped from flow control
+	EventReceiverLeft      // a receiver said it is closing
+	EventReceiverFaulted   // a receiver reported a sticky outcome (Event.Receiver.State)
+	EventReceiverRecovered // live (or progressing) again after EventReceiverFaulted (EventReceiverStalled)
+	EventReceiverStalled   // a receiver held the sender back for ReceiverTimeout without progress: released
 )
 
 var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
 	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error", EventSkip: "skip",
-	EventLogError: "log_error", EventLogRecovered: "log_recovered", EventLateStart: "late_start"}
+	EventLogError: "log_error", EventLogRecovered: "log_recovered", EventLateStart: "late_start",
+	EventReceiverJoined: "receiver_joined", EventReceiverRestarted: "receiver_restarted", EventReceiverLost: "receiver_lost",
+	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
+	EventReceiverStalled: "receiver_stalled"}
+
+// senderEvents maps the Sender's flow-control events to loop events.
+var senderEvents = [...]EventKind{protocol.ReceiverJoined: EventReceiverJoined, protocol.ReceiverRestarted: EventReceiverRestarted,
+	protocol.ReceiverLost: EventReceiverLost, protocol.ReceiverLeft: EventReceiverLeft,
+	protocol.ReceiverFaulted: EventReceiverFaulted, protocol.ReceiverRecovered: EventReceiverRecovered,
+	protocol.ReceiverStalled: EventReceiverStalled}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
@@ -201,6 +225,11 @@ type Event struct {
 	Err     error               // EventError, EventLogError
 	Skip    protocol.SkipNotice // EventSkip
 	Seq     uint64              // EventLateStart: the first seq delivered
+	// Receiver is, for the EventReceiver* kinds, the receiver as the
+	// Sender last heard it (id, address, delivered seq, state). PrevID is
+	// the id EventReceiverRestarted replaced.
+	Receiver protocol.ReceiverInfo
+	PrevID   uint64
 }
 
 // LoopStats are the loop's own counters.
@@ -218,6 +247,9 @@ type LoopStats struct {
 	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see SendErr)
 	IOYields    uint64 // idle iterations that gave the core to the WAL's I/O (see LoopConfig.Cold)
 	Foreign     uint64 // datagrams dropped for coming from another address than Source
+	// EarlyTicks counts core ticks run at a core's Deadline, before the
+	// next TickInterval.
+	EarlyTicks uint64
 }
 
 type coldJob struct {
@@ -247,10 +279,13 @@ type Loop struct {
 	now    int64
 	tick   int64
 	next   int64 // next tick, loop clock
+	due    int64 // earliest core Deadline, loop clock
 	idle   affinity.Idler
 
 	sendRing, recvRing *Ring
 	deliverFn          func(wal.Header, []byte)
+	room               int         // RecvRing free slots last passed to the Receiver
+	windowShut         atomic.Bool // the Sender's flow control refused the last SendRing record
 
 	coldBufs [][]byte
 	coldFree []int
@@ -283,6 +318,8 @@ type Loop struct {
 	statsMu sync.Mutex
 	sStats  protocol.SenderStats
 	rStats  protocol.ReceiverStats
+	rcvInfo []protocol.ReceiverInfo // the Sender's flow-control table (snapshot)
+	rcvN    int
 
 	// ls is counted by the loop thread with plain increments (no atomic
 	// per iteration: the loop is the only writer) and copied to lsPub
@@ -314,6 +351,9 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	l.waiter, _ = cfg.Path.(Waiter)
 	l.io, _ = cfg.Cold.(IOFlusher)
 	l.deliverFn = l.deliver
+	if cfg.Sender != nil {
+		l.rcvInfo = make([]protocol.ReceiverInfo, 16)
+	}
 	ringSlot := cfg.RingSlot
 	if ringSlot == 0 {
 		ringSlot = cfg.Slot - wal.HeaderSize
@@ -345,6 +385,8 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	}
 	l.now = l.clock()
 	l.next = l.now
+	l.due = math.MinInt64
+	l.room = -1
 	return l, nil
 }
 
@@ -446,7 +488,11 @@ func (l *Loop) run() {
 			return
 		}
 	}
-	// Last flush so that a Close right after a Send still sends it.
+	// Tell the sender this receiver is leaving (it stops waiting for it
+	// at once), and flush so that a Close right after a Send still sends it.
+	if l.rcv != nil {
+		l.rcv.Leave(l.clock(), l.out)
+	}
 	_ = l.flush()
 }
 
@@ -460,7 +506,7 @@ func (l *Loop) iterate() bool {
 		var n int
 		var err error
 		if l.idle.Parks() && l.waiter != nil && l.quiet() {
-			n, err = l.waiter.RecvWait(l.in, l.epoch.Add(time.Duration(l.next)))
+			n, err = l.waiter.RecvWait(l.in, l.epoch.Add(time.Duration(min(l.next, l.due))))
 			l.now = l.clock()
 		} else {
 			n, err = l.path.Recv(l.in)
@@ -510,25 +556,43 @@ func (l *Loop) iterate() bool {
 		work = true
 		l.snd.Tick(l.now, l.out)
 	}
-	if l.now >= l.next {
+	if l.recvRing != nil {
+		// The consumer's room is the Receiver's window: a Status goes out
+		// at once when it opens.
+		if free := l.recvRing.Free(); free != l.room {
+			l.room = free
+			l.rcv.SetConsumerRoom(free, l.now, l.out)
+		}
+	}
+	ticked := false
+	if l.now >= l.next || l.now >= l.due {
+		ticked = true
+		if l.now < l.next {
+			l.ls.EarlyTicks++
+		}
 		if l.snd != nil {
 			l.snd.Tick(l.now, l.out)
 		}
 		if l.rcv != nil {
 			l.rcv.Tick(l.now, l.out)
-			l.checkEvents()
 		}
-		if l.snd != nil {
-			l.checkLog()
+		l.checkEvents()
+		if l.now >= l.next {
+			if l.snd != nil {
+				l.checkLog()
+			}
+			l.next = l.now + l.tick
+			l.snapshot()
 		}
-		l.next = l.now + l.tick
-		l.snapshot()
 	}
 	if l.out.Len() > 0 || l.back.Len() > 0 {
 		work = true
 		if err := l.flush(); err != nil {
 			return l.fail(err)
 		}
+	}
+	if work || ticked {
+		l.due = l.deadline()
 	}
 	if work {
 		l.idle.Reset()
@@ -571,6 +635,18 @@ func (l *Loop) yieldIO() bool {
 	return true
 }
 
+// deadline is the earliest time a core's Tick has work.
+func (l *Loop) deadline() int64 {
+	d := int64(math.MaxInt64)
+	if l.snd != nil {
+		d = l.snd.Deadline()
+	}
+	if l.rcv != nil {
+		d = min(d, l.rcv.Deadline())
+	}
+	return d
+}
+
 // quiet reports that nothing waits to be sent, so parking is safe.
 func (l *Loop) quiet() bool {
 	return l.out.Len() == 0 && l.back.Len() == 0 && !l.pendOn && (l.snd == nil || !l.snd.RetxPending()) &&
@@ -582,7 +658,7 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 		l.ls.Foreign++
 		return
 	}
-	if l.snd != nil && (l.rcv == nil || (len(d) >= 4 && uint16(d[2])|uint16(d[3])<<8 == wal.TypeNak)) {
+	if l.snd != nil && (l.rcv == nil || toSender(d)) {
 		l.snd.Handle(d, from, l.now, l.out)
 		return
 	}
@@ -625,6 +701,11 @@ func (l *Loop) deliver(h wal.Header, p []byte) {
 }
 
 func (l *Loop) checkEvents() {
+	if l.snd != nil {
+		for e, ok := l.snd.NextEvent(); ok; e, ok = l.snd.NextEvent() {
+			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID})
+		}
+	}
 	if l.rcv == nil {
 		return
 	}
@@ -689,7 +770,9 @@ func (l *Loop) fail(err error) bool {
 // OnRecord, OnEvent) and returns its seq. It must not be called from
 // another goroutine: use Publish there. ErrBatchFull means the path is
 // backed up: try again on a later iteration. Other errors are the
-// Sender's (e.g. wal.ErrBackpressure).
+// Sender's: wal.ErrBackpressure (the WAL) and protocol.ErrBackpressure
+// (a receiver's window is closed; errors.Is matches it to
+// wal.ErrBackpressure too) also mean "try again on a later iteration".
 func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 	if l.snd == nil {
 		return 0, fmt.Errorf("%w: loop has no Sender", ErrConfig)
@@ -701,15 +784,17 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 		}
 		seq, err = l.snd.Send(typ, payload, l.now, l.out)
 	}
-	if err != nil && err != protocol.ErrBatchFull && errors.Is(err, wal.ErrBackpressure) {
-		l.backpressured = true
+	if err != nil && err != protocol.ErrBatchFull && err != protocol.ErrBackpressure && errors.Is(err, wal.ErrBackpressure) {
+		l.backpressured = true // the WAL's, not flow control's: the loop must keep reading Status
 	}
 	return seq, err
 }
 
 // Publish queues one record for sending from a goroutine other than the
-// loop's (one producer only). It copies payload and returns ErrRingFull
-// when the loop is behind: retry later.
+// loop's (one producer only). It copies payload. When the ring is full it
+// returns protocol.ErrBackpressure if a receiver's flow-control window
+// holds the sender back, else ErrRingFull (the loop is behind): retry
+// later, or use PublishWait.
 func (l *Loop) Publish(typ uint16, payload []byte) error {
 	if l.sendRing == nil {
 		return fmt.Errorf("%w: loop has no SendRing", ErrConfig)
@@ -717,8 +802,43 @@ func (l *Loop) Publish(typ uint16, payload []byte) error {
 	if err := l.checkRecord(typ, payload); err != nil {
 		return err
 	}
-	return l.sendRing.Push(typ, 0, payload)
+	err := l.sendRing.Push(typ, 0, payload)
+	if err == ErrRingFull && l.windowShut.Load() {
+		return protocol.ErrBackpressure
+	}
+	return err
 }
+
+// PublishWait is Publish that waits while the ring is full (the loop is
+// behind or a receiver's window is closed) until the record is queued,
+// ctx ends (its error is returned) or the loop stops (ErrLoopStopped). It
+// yields, then sleeps up to 1 ms between tries; it allocates nothing
+// while it waits.
+func (l *Loop) PublishWait(ctx context.Context, typ uint16, payload []byte) error {
+	for i := 0; ; i++ {
+		err := l.Publish(typ, payload)
+		if err != ErrRingFull && err != protocol.ErrBackpressure {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		select {
+		case <-l.done:
+			return ErrLoopStopped
+		default:
+		}
+		if i < 64 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(time.Duration(min(i-63, 1000)) * time.Microsecond)
+		}
+	}
+}
+
+// ErrLoopStopped is returned by PublishWait when the loop stopped (Close,
+// or a datapath error: see Err) before the record could be queued.
+var ErrLoopStopped = errors.New("cast: loop stopped")
 
 // Received is the ring of delivered records for one consumer goroutine
 // (nil without RecvRing): Peek, then Pop when done with the payload.
@@ -732,11 +852,16 @@ func (l *Loop) drainSendRing() bool {
 			break
 		}
 		_, err := l.Send(typ, p)
+		if err == protocol.ErrBackpressure {
+			l.windowShut.Store(true)
+			break // leave it queued until the window opens
+		}
 		if err == protocol.ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
 			l.noteSendErr(err) // a failing WAL flush is backpressure too: say so
 			break              // leave it queued
 		}
 		l.noteSendErr(err)
+		l.windowShut.Store(false)
 		if err != nil {
 			l.ls.PublishErrs++
 		} else {
@@ -869,6 +994,7 @@ func (l *Loop) snapshot() {
 	l.lsPub = l.ls
 	if l.snd != nil {
 		l.sStats = l.snd.Stats()
+		l.rcvN = l.snd.Receivers(l.rcvInfo)
 	}
 	if l.rcv != nil {
 		l.rStats = l.rcv.Stats()
@@ -882,6 +1008,16 @@ func (l *Loop) SenderStats() protocol.SenderStats {
 	l.statsMu.Lock()
 	defer l.statsMu.Unlock()
 	return l.sStats
+}
+
+// Receivers is a snapshot of the Sender's flow-control table (the
+// receivers heard from and not dropped: their delivered seq, window,
+// state, RTT), at most one TickInterval old; at most 16 are reported.
+// It allocates the returned slice.
+func (l *Loop) Receivers() []protocol.ReceiverInfo {
+	l.statsMu.Lock()
+	defer l.statsMu.Unlock()
+	return append([]protocol.ReceiverInfo(nil), l.rcvInfo[:l.rcvN]...)
 }
 
 // ReceiverStats is a snapshot of the Receiver's counters, at most one

@@ -85,6 +85,8 @@ func runBandwidth(args []string) error {
 		return err
 	}
 	var sent atomic.Int64
+	var lastSeq atomic.Uint64
+	o.lastSeq = &lastSeq
 	done := make(chan struct{})
 	lc.OnPoll = producer(o, &sent, done)
 	start := time.Now()
@@ -93,6 +95,7 @@ func runBandwidth(args []string) error {
 		p.Close()
 		return err
 	}
+	fw := newFlowWatch(l)
 	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
 	stopWatch := make(chan struct{})
 	go rch.watch(stopWatch)
@@ -103,7 +106,7 @@ func runBandwidth(args []string) error {
 	}
 	el := time.Since(start)
 	rch.mark()
-	waitQuiet(ctx, l, 500*time.Millisecond, 5*time.Second)
+	fw.settle(ctx, lastSeq.Load(), 500*time.Millisecond, 5*time.Second)
 	close(stopWatch)
 	if err := l.Close(); err != nil {
 		return err
@@ -114,6 +117,9 @@ func runBandwidth(args []string) error {
 	out.Flush()
 	if ctx.Err() != nil {
 		return interruptedf("sent %d of %d messages", sent.Load(), *n)
+	}
+	if err, spoke := fw.verdict(lastSeq.Load()); spoke {
+		return err // the receiver's own word, from its Status frames
 	}
 	return rch.verdict(a)
 }

@@ -35,9 +35,8 @@ func runDemo(args []string) error {
 	pin := fs.String("pin", "none", "CPUs of the sender and receiver loops (e.g. 0,1), or none: pinning is for an otherwise idle machine")
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
 	quiet := fs.Bool("q", false, "no progress line")
-	reorder := fs.Int("reorder", 1<<17, "receiver reorder window, records (power of two)")
-	window := fs.Int("window", protocol.DefaultSenderConfig().RingSlots, "records sent but not yet delivered, at most (0: unbounded; the default, the sender's hot ring, keeps repairs off the disk — set 0 to watch NAKs served from the WAL)")
-	debounce := fs.Duration("debounce", 20*time.Millisecond, "time between two NAKs of the same gap")
+	reorder := fs.Int("reorder", protocol.DefaultReorderSlots, "receiver reorder window, records (power of two); flow control keeps the sender within it")
+	debounce := fs.Duration("debounce", time.Duration(protocol.DefaultNakDebounce), "longest time between two NAKs of the same gap (the re-NAK delay follows the RTT below it)")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -59,9 +58,6 @@ func runDemo(args []string) error {
 	}
 	if *reorder < 1 || *reorder&(*reorder-1) != 0 || *reorder > 1<<24 {
 		return usagef("-reorder %d: want a power of two 1..%d", *reorder, 1<<24)
-	}
-	if err := checkRange("window", *window, 0, 1<<30); err != nil {
-		return err
 	}
 	if err := checkRange("timeout", *limit, time.Millisecond, 24*time.Hour); err != nil {
 		return err
@@ -122,11 +118,9 @@ func runDemo(args []string) error {
 	}
 
 	frame := *size + wal.HeaderSize
-	// The reorder window must outlast a lost retransmit plus the stalls
-	// of a busy machine (we saw 100+ ms on a loaded 2-vCPU VM): at 100 k
-	// rec/s a 20 ms debounce lets 2 000 records pass; 131 072 slots of
-	// 192 bytes (25 MB) hold 1.3 s.
-	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: int64(*debounce), MaxNakRetries: 16}
+	// Defaults throughout: the receiver's Status keeps the sender within
+	// its reorder window, and the re-NAK delay follows the RTT.
+	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: int64(*debounce)}
 	if *debounce == 0 {
 		rc.NakDebounce = -1 // every pump (a zero field would mean the default)
 	}
@@ -171,7 +165,7 @@ func runDemo(args []string) error {
 	// records itself, paced (the stamp in bytes 8..15 is the send time).
 	var sent atomic.Int64
 	done := make(chan struct{})
-	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, window: *window, delivered: &delivered}, &sent, done)
+	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, }, &sent, done)
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
 	start := time.Now()
 	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]),

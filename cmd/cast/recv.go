@@ -36,6 +36,7 @@ func runRecv(args []string) error {
 	fromS := fs.String("from", "1", "first seq to deliver, or now: the first record (or heartbeat) heard; a start after seq 1 is reported (late_start). Records missing from -from on are NAKed; a stream a -reorder window ahead ends in reconnect")
 	var rf recvFlags
 	rf.add(fs)
+	fs.Float64Var(&rf.consumeRate, "consume-rate", 0, "take at most this many records per second from the receive ring (a slow consumer, for testing flow control; 0: as fast as they come)")
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
 	if err := parseFlags(fs, args); err != nil {
@@ -53,6 +54,9 @@ func runRecv(args []string) error {
 		return usagef("-from %q: want a seq ≥ 1 or now", *fromS)
 	} else {
 		rf.start = v
+	}
+	if err := checkRange("consume-rate", rf.consumeRate, 0, 1e9); err != nil {
+		return err
 	}
 	if err := checkRange("n", *n, 0, 1<<62); err != nil {
 		return err
@@ -256,6 +260,9 @@ loop:
 	for ctx.Err() == nil && (n == 0 || res.delivered < n) {
 		got := false
 		for {
+			if rf.consumeRate > 0 && res.delivered > 0 && float64(res.delivered) >= time.Since(start).Seconds()*rf.consumeRate {
+				break // a slow consumer: the ring fills, the window closes, the sender waits
+			}
 			typ, seq, payload, ok := ring.Peek()
 			if !ok {
 				break
@@ -356,10 +363,11 @@ loop:
 	return res, nil
 }
 
-// recvFlags tune the Receiver for a sender's rate: a gap whose
-// retransmit is lost is asked for again after -debounce, and the stream
-// may run -reorder records ahead meanwhile, so rate × debounce must stay
-// well below reorder.
+// recvFlags tune the Receiver. Against a walcast sender its Status keeps
+// the sender within -reorder records of the last delivered one and the
+// re-NAK delay follows the RTT; against a reference sender a gap whose
+// retransmit is lost is asked for again after -debounce while the stream
+// runs on, so rate × debounce must stay well below reorder.
 type recvFlags struct {
 	reorder  int
 	debounce time.Duration
@@ -374,12 +382,15 @@ type recvFlags struct {
 	// (PeerSilent); without it only a run asked for n records ends then,
 	// once something arrived.
 	endOnSilence bool
+	// consumeRate (cast recv -consume-rate) paces the consumer: records
+	// per second taken from the ring, 0 unpaced.
+	consumeRate float64
 }
 
 func (rf *recvFlags) add(fs *flag.FlagSet) {
 	d := protocol.DefaultReceiverConfig()
-	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); a record this far ahead of a gap raises Reconnect")
-	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "time between two NAKs of the same gap")
+	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); the receiver's Status keeps a walcast sender within it")
+	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "longest time between two NAKs of the same gap (against a walcast sender the delay follows the RTT below it)")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
 	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
 	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")

@@ -161,13 +161,8 @@ type sendOpts struct {
 	n       int
 	payload int
 	rate    float64
-	// window, when > 0, bounds records sent but not yet delivered
-	// (delivered counts deliveries, read from the receiving side in the
-	// same process). Casting has no flow control of its own; an
-	// in-process producer that wants every record over UDP alone keeps
-	// its lead within the sender's hot ring so repairs never wait on disk.
-	window    int
-	delivered *atomic.Int64
+	// lastSeq, when set, holds the seq of the last record sent.
+	lastSeq *atomic.Uint64
 }
 
 // check range-checks the flags of a sending run.
@@ -200,14 +195,15 @@ func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.L
 			if o.rate > 0 && float64(produced) >= float64(now-start)/1e9*o.rate {
 				break
 			}
-			if o.window > 0 && int64(produced)-o.delivered.Load() >= int64(o.window) {
-				break
-			}
 			if len(payload) >= 16 {
 				binary.LittleEndian.PutUint64(payload[8:], uint64(now)) // send time, for latency
 			}
-			if _, err := l.Send(1, payload); err != nil {
-				break // batch full or WAL backpressure: next iteration
+			seq, err := l.Send(1, payload)
+			if err != nil {
+				break // batch full, WAL backpressure or a closed flow-control window: next iteration
+			}
+			if o.lastSeq != nil {
+				o.lastSeq.Store(seq)
 			}
 			produced++
 			sent.Store(int64(produced))
@@ -248,8 +244,8 @@ func runSend(args []string) error {
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
-	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until none came for -quiet or this long")
-	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
+	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until the receiver reports every record delivered (or, if it never sends Status, until no NAK came for -quiet), at most this long")
+	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger and a receiver that sends no Status: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
 	if err := parseFlags(fs, args); err != nil {
@@ -332,6 +328,8 @@ func runSend(args []string) error {
 		lc.Cold = w
 	}
 	var sent atomic.Int64
+	var lastSeq atomic.Uint64
+	o.lastSeq = &lastSeq
 	done := make(chan struct{})
 	lc.OnPoll = producer(o, &sent, done)
 	start := time.Now()
@@ -340,6 +338,7 @@ func runSend(args []string) error {
 		p.Close()
 		return err
 	}
+	fw := newFlowWatch(l)
 	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, p.LocalAddr(), features(p))
 	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
 	stopWatch := make(chan struct{})
@@ -361,12 +360,14 @@ wait:
 				fmt.Fprintf(os.Stderr, "cast send: WAL: %v: sending paused (records wait for the disk; heartbeats withheld so receivers see the stream stall)\n", e.Err)
 			case cast.EventLogRecovered:
 				fmt.Fprintf(os.Stderr, "cast send: WAL: writing again; sending resumes\n")
+			default:
+				fw.event(e) // the receiver's flow-control events
 			}
 		}
 	}
 	el := time.Since(start)
 	rch.mark()
-	waitQuiet(ctx, l, *quiet, *linger)
+	fw.settle(ctx, lastSeq.Load(), *quiet, *linger)
 	close(stopWatch)
 	if err := l.Close(); err != nil {
 		return err
@@ -375,6 +376,14 @@ wait:
 	n := sent.Load()
 	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
 		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
+	fverdict, spoke := fw.verdict(lastSeq.Load())
+	if spoke {
+		r := fw.last
+		fmt.Printf("receiver %s delivered through seq %d; flow control held the sender back %d times; srtt %.1f µs\n",
+			r.Addr, r.Delivered, st.Backpressured, float64(r.SRTT)/1e3)
+	} else {
+		fmt.Printf("receiver sent no Status (a reference receiver?): no flow control, fixed timers\n")
+	}
 	fmt.Printf("naks %d, retransmits %d (hot ring %d, WAL %d), heartbeats %d\n", st.Naks, st.RetxHot+st.RetxCold, st.RetxHot, st.RetxCold, st.Heartbeats)
 	if st.ColdOverBudget+st.ColdRejected > 0 {
 		fmt.Printf("cold seqs not served: %d over the -cold-rate budget, %d with every read slot busy (the receiver asks again)\n", st.ColdOverBudget, st.ColdRejected)
@@ -390,6 +399,9 @@ wait:
 	}
 	if ctx.Err() != nil {
 		return interruptedf("sent %d of %d records", n, o.n)
+	}
+	if spoke {
+		return fverdict
 	}
 	return rch.verdict(peer)
 }
