@@ -20,7 +20,9 @@ type flowWatch struct {
 	l       *cast.Loop
 	heard   bool                  // some receiver negotiated
 	last    protocol.ReceiverInfo // the receiver as last reported
-	bad     cast.EventKind        // EventReceiverFaulted/Lost/Left, 0: none
+	left    bool                  // it said it was closing
+	lost    bool                  // it went silent (dropped from flow control)
+	stalled bool                  // it held the sender back without progress
 	timeout time.Duration
 }
 
@@ -48,17 +50,19 @@ func (w *flowWatch) poll() {
 	}
 }
 
+// event follows one loop event. A receiver that faults, stalls or goes
+// silent may come back (a cast.Consumer catches up over TCP and resumes),
+// so only the last word counts.
 func (w *flowWatch) event(e cast.Event) {
 	switch e.Kind {
-	case cast.EventReceiverJoined, cast.EventReceiverRestarted:
-		w.heard, w.last = true, e.Receiver
-		if w.bad != cast.EventReceiverFaulted || e.Kind == cast.EventReceiverRestarted {
-			w.bad = 0
-		}
-	case cast.EventReceiverRecovered:
-		w.last, w.bad = e.Receiver, 0
-	case cast.EventReceiverFaulted, cast.EventReceiverLost, cast.EventReceiverLeft, cast.EventReceiverStalled:
-		w.heard, w.last, w.bad = true, e.Receiver, e.Kind
+	case cast.EventReceiverJoined, cast.EventReceiverRestarted, cast.EventReceiverRecovered, cast.EventReceiverFaulted:
+		w.heard, w.last, w.lost, w.stalled = true, e.Receiver, false, false
+	case cast.EventReceiverStalled:
+		w.heard, w.last, w.stalled = true, e.Receiver, true
+	case cast.EventReceiverLost:
+		w.heard, w.last, w.lost = true, e.Receiver, true
+	case cast.EventReceiverLeft:
+		w.heard, w.last, w.left = true, e.Receiver, true
 	}
 }
 
@@ -74,14 +78,15 @@ func (w *flowWatch) settle(ctx context.Context, lastSeq uint64, quiet, max time.
 }
 
 // waitDelivered returns once the receiver reported every seq up to
-// lastSeq delivered, it faulted, left or went silent, ctx ended or max
-// passed.
+// lastSeq delivered or said it is leaving, ctx ended or max passed. A
+// receiver that faulted, stalled or went silent may still catch up: it is
+// waited for.
 func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.Duration) {
 	end := time.Now().Add(max)
 	for ctx.Err() == nil && time.Now().Before(end) {
 		w.poll()
-		if (w.bad != 0 && w.bad != cast.EventReceiverStalled) || (w.heard && w.last.Delivered >= lastSeq) {
-			return // a stalled receiver may still catch up: wait for it
+		if w.left || w.last.Delivered >= lastSeq {
+			return
 		}
 		select {
 		case <-w.l.Done():
@@ -91,29 +96,35 @@ func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.
 	}
 }
 
-// verdict is nil when the receiver delivered every record up to lastSeq,
-// an outcome error (exit 3) when it faulted, left early or went silent,
-// a failure when it is still behind, and ok=false when no receiver ever
-// spoke Status (the caller falls back to what ICMP told).
+// verdict is nil when the receiver delivered every record up to lastSeq;
+// else an outcome error (exit 3) with the receiver's own word — it
+// reported a sticky outcome, left, went silent or stopped taking records
+// — or a failure when it is merely still behind after the linger. ok is
+// false when no receiver ever spoke Status (the caller falls back to
+// what ICMP told).
 func (w *flowWatch) verdict(lastSeq uint64) (err error, ok bool) {
 	w.poll()
 	if !w.heard {
 		return nil, false
 	}
 	r := w.last
-	got := fmt.Sprintf("it delivered through seq %d of %d", r.Delivered, lastSeq)
-	if r.Delivered >= lastSeq && w.bad != cast.EventReceiverFaulted {
+	if r.Delivered >= lastSeq {
 		return nil, true // everything arrived; what happened after does not matter
 	}
-	switch w.bad {
-	case cast.EventReceiverFaulted:
-		return outcomef("the receiver at %s reported %s: %s", r.Addr, stateText(r.State), got), true
-	case cast.EventReceiverLost:
-		return outcomef("the receiver at %s went away while records were being sent: no Status for %v; %s", r.Addr, w.timeout, got), true
-	case cast.EventReceiverStalled:
-		return outcomef("the receiver at %s stopped taking records: it held the sender back for %v without progress; %s", r.Addr, w.timeout, got), true
-	case cast.EventReceiverLeft:
+	got := fmt.Sprintf("it delivered through seq %d of %d", r.Delivered, lastSeq)
+	switch {
+	case r.State != protocol.Live:
+		how := ""
+		if w.left {
+			how = " and left"
+		}
+		return outcomef("the receiver at %s reported %s%s: %s", r.Addr, stateText(r.State), how, got), true
+	case w.left:
 		return outcomef("the receiver at %s left while records were being sent: %s", r.Addr, got), true
+	case w.lost:
+		return outcomef("the receiver at %s went away while records were being sent: no Status for %v; %s", r.Addr, w.timeout, got), true
+	case w.stalled:
+		return outcomef("the receiver at %s stopped taking records: it held the sender back for %v without progress; %s", r.Addr, w.timeout, got), true
 	}
 	return failf("the receiver at %s is still behind after -linger: %s", r.Addr, got), true
 }

@@ -256,6 +256,7 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	var start, lastAt time.Time
 	var buf []byte
 	idle := 0
+	silent := false // the sender went silent: end once the ring is drained
 loop:
 	for ctx.Err() == nil && (n == 0 || res.delivered < n) {
 		got := false
@@ -330,15 +331,21 @@ loop:
 					fmt.Fprintf(os.Stderr, "delivery begins at seq %d (-from now): seqs 1..%d are not delivered\n", e.Seq, e.Seq-1)
 				}
 			case cast.EventPeerSilent:
-				if rf.endOnSilence || (n > 0 && res.delivered > 0) {
-					res.silent = true
-					break loop
-				}
+				// End on silence once the ring is drained too: a slow
+				// consumer (-consume-rate) may still hold records of a
+				// sender that finished.
+				silent = rf.endOnSilence || (n > 0 && res.delivered > 0)
+			case cast.EventPeerHeard:
+				silent = false
 			}
 			got = true
 		case <-l.Done():
 			break loop
 		default:
+		}
+		if silent && ring.Len() == 0 {
+			res.silent = true
+			break loop
 		}
 		if got {
 			idle = 0

@@ -1,0 +1,226 @@
+package main
+
+// Issue 11's cross-process acceptance runs: `cast send -wal` unpaced into
+// `cast recv -drop P` with every other flag at its default, and a slow
+// consumer (`cast recv -consume-rate`). Small versions run as tests; the
+// full-size figures come from the benchmarks (run them under the bench
+// lock):
+//
+//	flock /tmp/walcast-bench.lock go test -run '^$' -bench 'FlowCrossProcess|FlowSlowConsumer' -benchtime 1x -count 3 ./cmd/cast/
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// proc is a `cast` child process for the flow-control runs (tests and
+// benchmarks alike).
+type proc struct {
+	cmd          *exec.Cmd
+	out, errs    syncBuf
+	done         chan struct{}
+	code         int
+	maxRSS       int64 // KiB, sampled every 50 ms
+	listenSignal chan string
+}
+
+func startProc(tb testing.TB, dir string, args ...string) *proc {
+	tb.Helper()
+	p := &proc{done: make(chan struct{}), listenSignal: make(chan string, 1)}
+	p.cmd = exec.Command(os.Args[0], args...)
+	p.cmd.Dir = dir
+	p.cmd.Env = append(os.Environ(), childEnv+"=1")
+	p.cmd.Stdout = &p.out
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cmd.Stderr = pw
+	if err := p.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	pw.Close()
+	go func() { // stderr: keep it, and pass on the "listening on" line
+		sc := bufio.NewScanner(pr)
+		re := regexp.MustCompile(`listening on \S+:(\d+)`)
+		for sc.Scan() {
+			p.errs.Write([]byte(sc.Text() + "\n"))
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case p.listenSignal <- "127.0.0.1:" + m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-p.done:
+				return
+			case <-tick.C:
+				if kb := vmRSS(p.cmd.Process.Pid); kb > p.maxRSS {
+					p.maxRSS = kb
+				}
+			}
+		}
+	}()
+	go func() {
+		p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		close(p.done)
+	}()
+	tb.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *proc) wait(tb testing.TB, budget time.Duration) int {
+	tb.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(budget):
+		p.cmd.Process.Kill()
+		<-p.done
+		tb.Fatalf("%v still running after %v:\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], budget, p.out.String(), p.errs.String())
+		return -1
+	}
+}
+
+// vmRSS is the resident set of pid in KiB (0 when unknown).
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") {
+			f := strings.Fields(l)
+			if len(f) >= 2 {
+				v, _ := strconv.ParseInt(f[1], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+// flowRun is one cross-process run's outcome.
+type flowRun struct {
+	recvRate, sendRate float64 // records/s as each side printed it
+	recvRSS            int64   // KiB, the receiver's largest resident set
+	recvOut, sendOut   string
+}
+
+var (
+	reReceived = regexp.MustCompile(`received (\d+) records \(seq (\d+)\.\.(\d+), in order: (\w+)\) in [0-9.]+ s: (\d+) rec/s`)
+	reSent     = regexp.MustCompile(`sent (\d+) records \(\d+ bytes each\) in [0-9.]+ s: (\d+) rec/s`)
+)
+
+// crossProcess runs `cast recv -n n [recvArgs]` and `cast send -wal -n n
+// [sendArgs]` with every other flag at its default, checks every record
+// arrived once and in order with both exiting 0 and no sticky outcome,
+// and returns the rates.
+func crossProcess(tb testing.TB, n int, recvArgs, sendArgs []string) flowRun {
+	tb.Helper()
+	dir := tb.TempDir()
+	r := startProc(tb, dir, append([]string{"recv", "-listen", "127.0.0.1:0", "-n", fmt.Sprint(n)}, recvArgs...)...)
+	var addr string
+	select {
+	case addr = <-r.listenSignal:
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("recv never listened: %s", r.errs.String())
+	}
+	s := startProc(tb, dir, append([]string{"send", "-to", addr, "-wal", dir + "/wal", "-n", fmt.Sprint(n)}, sendArgs...)...)
+	budget := 10*time.Minute + time.Duration(n)*time.Millisecond
+	rc := r.wait(tb, budget)
+	sc := s.wait(tb, budget)
+	res := flowRun{recvRSS: r.maxRSS, recvOut: r.out.String() + r.errs.String(), sendOut: s.out.String() + s.errs.String()}
+	if rc != 0 || sc != 0 {
+		tb.Fatalf("recv exited %d, send exited %d\nrecv:\n%s\nsend:\n%s", rc, sc, res.recvOut, res.sendOut)
+	}
+	m := reReceived.FindStringSubmatch(res.recvOut)
+	if m == nil || m[1] != fmt.Sprint(n) || m[2] != "1" || m[3] != fmt.Sprint(n) || m[4] != "true" || !strings.Contains(res.recvOut, "outcome: live") {
+		tb.Fatalf("receiver did not get every record once, in order:\n%s", res.recvOut)
+	}
+	res.recvRate, _ = strconv.ParseFloat(m[5], 64)
+	if m := reSent.FindStringSubmatch(res.sendOut); m != nil {
+		res.sendRate, _ = strconv.ParseFloat(m[2], 64)
+	}
+	return res
+}
+
+// TestCLIFlowLoss: default flags deliver everything in order through 30 %
+// loss, with neither side needing more than its defaults (issue 11).
+func TestCLIFlowLoss(t *testing.T) {
+	for _, drop := range []string{"1", "30"} {
+		t.Run("drop"+drop, func(t *testing.T) {
+			r := crossProcess(t, 20000, []string{"-drop", drop}, nil)
+			t.Logf("drop %s%%: %.0f rec/s received; receiver RSS %d KiB", drop, r.recvRate, r.recvRSS)
+		})
+	}
+}
+
+// TestCLIFlowSlowConsumer: a consumer at 5 000 records/s holds an
+// unpaced sender back once the receive ring (8192) and the window are
+// full; nothing is lost, nothing reconnects.
+func TestCLIFlowSlowConsumer(t *testing.T) {
+	const n, rate = 20000, 5000
+	r := crossProcess(t, n, []string{"-consume-rate", fmt.Sprint(rate)}, nil)
+	t.Logf("sender %.0f rec/s, receiver %.0f rec/s, receiver RSS %d KiB", r.sendRate, r.recvRate, r.recvRSS)
+	m := regexp.MustCompile(`held the sender back (\d+) times`).FindStringSubmatch(r.sendOut)
+	if m == nil || m[1] == "0" {
+		t.Fatalf("the sender was never held back:\n%s", r.sendOut)
+	}
+	// At most ring + window records can go out before the consumer's pace
+	// rules: the rest take (n − 8192 − 2048) / rate seconds at least.
+	if minSecs := float64(n-8192-2048) / rate; float64(n)/r.sendRate < 0.8*minSecs {
+		t.Fatalf("sender at %.0f rec/s: faster than a %d rec/s consumer allows", r.sendRate, rate)
+	}
+}
+
+// BenchmarkFlowCrossProcess: 1 M records of 128 B, `cast send -wal`
+// unpaced, `cast recv -drop P`, all other flags default. Reports the
+// receiver's rate; the ratio to drop=0 is the acceptance figure (≥ 0.5 at
+// 10 %).
+func BenchmarkFlowCrossProcess(b *testing.B) {
+	const n = 1_000_000
+	for _, drop := range []string{"0", "1", "10", "30"} {
+		b.Run("drop="+drop, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				r := crossProcess(b, n, []string{"-drop", drop}, nil)
+				b.ReportMetric(r.recvRate, "rec/s")
+				b.ReportMetric(float64(r.recvRSS)/1024, "recv-MiB")
+			}
+		})
+	}
+}
+
+// BenchmarkFlowSlowConsumer: the sender unpaced, the consumer at a tenth
+// of what the lossless run delivers (-consume-rate); reports both rates
+// and the receiver's largest resident set.
+func BenchmarkFlowSlowConsumer(b *testing.B) {
+	const rate, n = 50_000, 500_000
+	for i := 0; i < b.N; i++ {
+		r := crossProcess(b, n, []string{"-consume-rate", fmt.Sprint(rate)}, nil)
+		b.ReportMetric(r.sendRate, "send-rec/s")
+		b.ReportMetric(r.recvRate, "recv-rec/s")
+		b.ReportMetric(float64(r.recvRSS)/1024, "recv-MiB")
+	}
+}
