@@ -147,6 +147,11 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		t.Cleanup(func() { w.Close() })
 		log, cold = w, w
 	}
+	if o.maxRetries == 0 {
+		// As tolerateStalls below: the sender does not drop a receiver
+		// starved by a loaded machine from flow control meanwhile.
+		sc.ReceiverTimeout = int64(stallBudget)
+	}
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,7 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	const maxFrame = 256
 	sc := protocol.DefaultSenderConfig()
 	sc.MaxFrame = maxFrame
+	sc.ReceiverTimeout = int64(stallBudget) // see the receiver's budgets below
 	snd, err := protocol.NewSender(sc, nil)
 	if err != nil {
 		t.Fatal(err)
