@@ -130,7 +130,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	}
 	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce = o.coalesce
-	sc.FlowControl = !o.noFlow
+	sc.NoFlowControl = o.noFlow
 	if o.coldRate > 0 {
 		sc.ColdRate = o.coldRate
 	}

@@ -103,10 +103,11 @@ type SenderConfig struct {
 	// reference's) interoperate; walcast receivers accept both forms.
 	Coalesce bool
 
-	// FlowControl honours the Status frames of receivers (negotiated per
-	// receiver: nothing changes on the wire until one is heard). False
-	// ignores Status altogether: the reference's behaviour.
-	FlowControl bool
+	// NoFlowControl ignores the Status frames of receivers altogether:
+	// the reference's behaviour. By default the Sender honours them
+	// (negotiated per receiver: nothing changes on the wire until one is
+	// heard).
+	NoFlowControl bool
 	// ReceiverTimeout is how long, in ns, a receiver may stay silent
 	// before it is dropped from flow control (event ReceiverLost).
 	ReceiverTimeout int64
@@ -125,7 +126,9 @@ type SenderConfig struct {
 	// an unpaced producer then cannot outrun a walcast receiver's window
 	// before that receiver's first Status arrives. A reference receiver
 	// never sends Status: after InitialWait the sender runs unthrottled
-	// (a one-time pause; the bytes are the reference's). 0 disables it.
+	// (a one-time pause; the bytes are the reference's). InitialWindow < 0
+	// turns it off (defaults: DefaultReorderSlots records, one heartbeat
+	// interval).
 	InitialWindow int
 	InitialWait   int64
 }
@@ -143,7 +146,6 @@ func DefaultSenderConfig() SenderConfig {
 		MaxColdRecords:    DefaultMaxColdRecords,
 		ColdRate:          DefaultColdRate,
 		ColdBurst:         DefaultColdBurst,
-		FlowControl:       true,
 		ReceiverTimeout:   DefaultReceiverTimeout,
 		MaxReceivers:      DefaultMaxReceivers,
 		ProbeFloor:        DefaultProbeFloor,
@@ -189,8 +191,8 @@ func (c SenderConfig) Validate() error {
 	if c.MaxReceivers < 1 || c.MaxReceivers > MaxReceivers {
 		return fmt.Errorf("%w: MaxReceivers %d must be in 1..%d", ErrConfig, c.MaxReceivers, MaxReceivers)
 	}
-	if c.InitialWindow < 0 || c.InitialWait < 0 {
-		return fmt.Errorf("%w: InitialWindow %d and InitialWait %d ns must be ≥ 0", ErrConfig, c.InitialWindow, c.InitialWait)
+	if c.InitialWait < 0 {
+		return fmt.Errorf("%w: InitialWait %d ns must be ≥ 0", ErrConfig, c.InitialWait)
 	}
 	if c.ProbeFloor <= 0 || c.RTTProbeInterval <= 0 {
 		return fmt.Errorf("%w: ProbeFloor %d ns and RTTProbeInterval %d ns must be > 0", ErrConfig, c.ProbeFloor, c.RTTProbeInterval)
@@ -244,16 +246,16 @@ type ReceiverConfig struct {
 	// after seq 1. Start must be 0.
 	StartNow bool
 
-	// Status sends Status frames (flow control, acknowledgement, RTT
-	// echo) to the sender once it has heard from it. False: the
-	// receiver's bytes are the reference's.
-	Status bool
+	// NoStatus sends no Status frames: the receiver's bytes are the
+	// reference's. By default it sends them (flow control,
+	// acknowledgement, RTT echo) once it has heard from its sender.
+	NoStatus bool
 	// ID is the receiver id carried in Status; 0 draws a random one.
 	ID uint64
 	// StatusInterval is the shortest time between two Status frames that
 	// are not urgent, ns.
 	StatusInterval int64
-	// NakFloor is the shortest adaptive re-NAK delay, ns. While the
+	// NakFloor is the shortest adaptive re-NAK delay, ns (< 0: none). While the
 	// sender speaks probes the first re-NAK of a run waits
 	// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), each later one twice
 	// the previous, up to NakDebounce.
@@ -275,7 +277,6 @@ func DefaultReceiverConfig() ReceiverConfig {
 		HeartbeatInterval: DefaultHeartbeatInterval,
 		SilenceIntervals:  DefaultSilenceIntervals,
 		MaxNakRunsPerPump: DefaultMaxNakRunsPerPump,
-		Status:            true,
 		StatusInterval:    DefaultStatusInterval,
 		NakFloor:          DefaultNakFloor,
 		OverrunEvidence:   DefaultOverrunEvidence,

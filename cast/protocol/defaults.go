@@ -10,7 +10,9 @@ import (
 // its default (the Default* constants). Where zero was a setting of its
 // own, a negative value now asks for it: RetxDedupWindow < 0 turns the
 // retransmit dedup off, MaxColdQueued < 0 queues no cold request, NakDebounce < 0 re-NAKs on every pump,
-// MaxNakRetries < 0 allows no retry (the first re-NAK faults).
+// MaxNakRetries < 0 allows no retry (the first re-NAK faults),
+// InitialWindow < 0 sends unthrottled before the first Status, NakFloor < 0
+// lets the adaptive re-NAK delay go to zero.
 
 // withDefaults returns c with every zero field set to its default and
 // the negative "off" values mapped to the zero the Sender works with.
@@ -25,6 +27,12 @@ func (c SenderConfig) withDefaults() SenderConfig {
 	c.MaxColdRecords = defaults.Or(c.MaxColdRecords, d.MaxColdRecords)
 	c.ColdRate = defaults.Or(c.ColdRate, d.ColdRate)
 	c.ColdBurst = defaults.Or(c.ColdBurst, d.ColdBurst)
+	c.ReceiverTimeout = defaults.Or(c.ReceiverTimeout, d.ReceiverTimeout)
+	c.MaxReceivers = defaults.Or(c.MaxReceivers, d.MaxReceivers)
+	c.ProbeFloor = defaults.Or(c.ProbeFloor, d.ProbeFloor)
+	c.RTTProbeInterval = defaults.Or(c.RTTProbeInterval, d.RTTProbeInterval)
+	c.InitialWindow = defaults.Off(c.InitialWindow, d.InitialWindow)
+	c.InitialWait = defaults.Or(c.InitialWait, d.InitialWait)
 	return c
 }
 
@@ -39,6 +47,9 @@ func (c ReceiverConfig) withDefaults() ReceiverConfig {
 	c.HeartbeatInterval = defaults.Or(c.HeartbeatInterval, d.HeartbeatInterval)
 	c.SilenceIntervals = defaults.Or(c.SilenceIntervals, d.SilenceIntervals)
 	c.MaxNakRunsPerPump = defaults.Or(c.MaxNakRunsPerPump, d.MaxNakRunsPerPump)
+	c.StatusInterval = defaults.Or(c.StatusInterval, d.StatusInterval)
+	c.NakFloor = defaults.Off(c.NakFloor, d.NakFloor)
+	c.OverrunEvidence = defaults.Or(c.OverrunEvidence, d.OverrunEvidence)
 	return c
 }
 

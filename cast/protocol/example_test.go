@@ -11,14 +11,16 @@ import (
 )
 
 // The sans-I/O core over the in-memory datapath, on a virtual clock: the
-// caller owns the loop, the clock and the batches. The link loses the
-// third and fourth datagrams; the Receiver NAKs the gap as soon as the
-// fifth record reveals it, the Sender serves the NAK from its hot ring,
-// and delivery stays in seq order. No socket, goroutine or real time is
+// caller owns the loop, the clock and the batches. The link loses records
+// 3 and 4 (datagrams #4 and #5: after record 1 the Receiver's Status turns
+// flow control on, and the Sender's RTT probes are datagrams too); the
+// Receiver NAKs the gap as soon as the fifth record reveals it, the
+// Sender serves the NAK from its hot ring, and delivery stays in seq
+// order. No socket, goroutine or real time is
 // involved, so a run is exactly repeatable.
 func Example() {
 	pair := mem.NewPair(1)                                                    // ends A and B on a virtual clock
-	pair.Net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Drop: []int{2, 3}})  // datagrams #2 and #3 (0-based) are lost
+	pair.Net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Drop: []int{4, 5}})  // datagrams #4 and #5 (0-based) are lost
 	snd, _ := protocol.NewSender(protocol.SenderConfig{Dest: mem.AddrB}, nil) // nil: no WAL, seqs from 1
 	rcv, _ := protocol.NewReceiver(protocol.ReceiverConfig{Sender: mem.AddrA})
 	rcv.ResetAfterReplay(0) // expect seq 1: a gap at the start is a gap too

@@ -132,7 +132,7 @@ func (s *Sender) initFlow() {
 
 // handleStatus processes one Status frame payload from addr.
 func (s *Sender) handleStatus(p []byte, from netip.AddrPort, now int64, out *batch.Vec) {
-	if !s.cfg.FlowControl {
+	if s.cfg.NoFlowControl {
 		s.stats.Ignored++
 		return
 	}

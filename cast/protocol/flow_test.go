@@ -376,7 +376,7 @@ func TestInitialWindow(t *testing.T) {
 	for _, ref := range []bool{true, false} {
 		t.Run(modeName(ref), func(t *testing.T) {
 			o := defaultOpt()
-			o.r.Status = !ref
+			o.r.NoStatus = ref
 			o.s.InitialWindow = 100
 			h := newHarness(t, o)
 			h.impairData(mem.Impairment{Latency: 200 * us})
@@ -487,13 +487,13 @@ func TestFlowHostileStatus(t *testing.T) {
 	if n := s2.Receivers(make([]ReceiverInfo, 16)); n != 4 || s2.Stats().StatusRejected != 6 {
 		t.Fatalf("%d receivers, %d rejected", n, s2.Stats().StatusRejected)
 	}
-	// FlowControl off: Status is ignored like any unknown type.
+	// NoFlowControl: Status is ignored like any unknown type.
 	cfg = senderCfg()
-	cfg.FlowControl = false
+	cfg.NoFlowControl = true
 	s3, _ := newTestSender(t, cfg, newFakeLog(1))
 	s3.Handle(frameOf(st), mem.AddrB, 0, out)
 	if _, l := s3.Limit(); l || s3.Stats().Ignored != 1 {
-		t.Fatalf("FlowControl off honoured a Status: %+v", s3.Stats())
+		t.Fatalf("NoFlowControl honoured a Status: %+v", s3.Stats())
 	}
 }
 

@@ -42,7 +42,7 @@ func lossRun(t testing.TB, ref bool, records int, loss float64, retries int, per
 // lossRunWith is lossRun with a NAK debounce and a one-way latency.
 func lossRunWith(t testing.TB, ref bool, records int, loss float64, retries int, period time.Duration, seed uint64, debounce, latency time.Duration) lossResult {
 	o := defaultOpt()
-	o.r.Status = !ref
+	o.r.NoStatus = ref
 	o.r.MaxNakRetries = retries
 	o.r.NakDebounce = int64(debounce)
 	h := newHarness(t, o)
@@ -160,7 +160,7 @@ func TestLargeHighRate(t *testing.T) {
 	}
 	t.Run("reference/10% default debounce overflows to Reconnect", func(t *testing.T) {
 		o := defaultOpt()
-		o.r.Status = false
+		o.r.NoStatus = true
 		h := newHarness(t, o)
 		h.r.ResetAfterReplay(0)
 		h.impairData(mem.Impairment{Seed: 1, DropProb: 0.1, Latency: 50 * time.Microsecond})

@@ -104,7 +104,7 @@ func (r *Receiver) statusNews() bool {
 // maybeStatus sends a Status when one is due (docs/protocol.md, "Status
 // cadence at the receiver").
 func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
-	if !r.cfg.Status || !r.heardAny {
+	if r.cfg.NoStatus || !r.heardAny {
 		return
 	}
 	st := &r.st
@@ -166,7 +166,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 // closing flag), so it stops waiting for it at once. Call it before
 // closing the path; it sends even while a sticky outcome is set.
 func (r *Receiver) Leave(now int64, out *batch.Vec) {
-	if r.cfg.Status && r.heardAny {
+	if !r.cfg.NoStatus && r.heardAny {
 		r.sendStatus(now, out, StatusClosing)
 	}
 }
@@ -181,7 +181,7 @@ func (r *Receiver) Deadline() int64 {
 			d = min(d, r.lastHeard+r.silence)
 		}
 	}
-	if r.cfg.Status && r.heardAny {
+	if !r.cfg.NoStatus && r.heardAny {
 		st := &r.st
 		if st.lastAt == never || r.out.Kind != st.state {
 			return math.MinInt64

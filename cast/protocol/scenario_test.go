@@ -310,7 +310,7 @@ func TestScenarios(t *testing.T) {
 			}
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {
 				o := defaultOpt()
-				o.r.Status = mode == "negotiated"
+				o.r.NoStatus = mode != "negotiated"
 				if tc.setup != nil {
 					tc.setup(&o)
 				}

@@ -43,7 +43,7 @@ func sendN(t testing.TB, s *Sender, out *batch.Vec, n int) {
 func senderCfg() SenderConfig {
 	c := DefaultSenderConfig()
 	c.Dest = mem.AddrB
-	c.InitialWindow = 0
+	c.InitialWindow = -1
 	return c
 }
 

@@ -145,7 +145,7 @@ func compareTrace(t *testing.T, name string, got []string) {
 // Status, so the walcast sender never negotiates.
 func TestReferenceTraceRecorded(t *testing.T) {
 	o := defaultOpt()
-	o.r.Status = false
+	o.r.NoStatus = true
 	ab, ba := traceRun(t, o)
 	if len(ab) < 300 || len(ba) < 10 {
 		t.Fatalf("trace too short: %d A>B, %d B>A", len(ab), len(ba))
@@ -160,13 +160,13 @@ func TestReferenceTraceRecorded(t *testing.T) {
 }
 
 // TestReferenceTraceStatusIgnored: a walcast receiver that speaks Status
-// to a sender that does not (FlowControl off, as the reference ignores
+// to a sender that does not (NoFlowControl, as the reference ignores
 // type 0x10): the sender's bytes are the reference's, and so are the
 // receiver's once its Status frames are taken out — it never hears a
 // probe, so it keeps the fixed timers.
 func TestReferenceTraceStatusIgnored(t *testing.T) {
 	o := defaultOpt()
-	o.s.FlowControl = false
+	o.s.NoFlowControl = true
 	ab, ba := traceRun(t, o)
 	var naks []string
 	statuses := 0

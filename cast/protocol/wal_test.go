@@ -48,8 +48,8 @@ func TestWithRealWAL(t *testing.T) {
 	})
 	t.Run("sustained 10% loss", func(t *testing.T) {
 		o := defaultOpt()
-		o.s.RingSlots = 16 // re-NAKs (50 ms = 50 records later) go to the WAL
-		o.r.Status = false // reference timers: the adaptive re-NAK would find the ring
+		o.s.RingSlots = 16  // re-NAKs (50 ms = 50 records later) go to the WAL
+		o.r.NoStatus = true // reference timers: the adaptive re-NAK would find the ring
 		o.wal = openWAL(t, t.TempDir())
 		h := newHarness(t, o)
 		h.r.ResetAfterReplay(0)

@@ -165,7 +165,7 @@ func runDemo(args []string) error {
 	// records itself, paced (the stamp in bytes 8..15 is the send time).
 	var sent atomic.Int64
 	done := make(chan struct{})
-	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate, }, &sent, done)
+	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate}, &sent, done)
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
 	start := time.Now()
 	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]),

@@ -9,98 +9,43 @@ package main
 //	flock /tmp/walcast-bench.lock go test -run '^$' -bench 'FlowCrossProcess|FlowSlowConsumer' -benchtime 1x -count 3 ./cmd/cast/
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/internal/childproc"
 )
 
 // proc is a `cast` child process for the flow-control runs (tests and
-// benchmarks alike).
+// benchmarks alike), with its largest resident set sampled every 50 ms.
 type proc struct {
-	cmd          *exec.Cmd
-	out, errs    syncBuf
-	done         chan struct{}
-	code         int
-	maxRSS       int64 // KiB, sampled every 50 ms
-	listenSignal chan string
+	*childproc.Child
+	maxRSS atomic.Int64 // KiB
 }
 
 func startProc(tb testing.TB, dir string, args ...string) *proc {
 	tb.Helper()
-	p := &proc{done: make(chan struct{}), listenSignal: make(chan string, 1)}
-	p.cmd = exec.Command(os.Args[0], args...)
-	p.cmd.Dir = dir
-	p.cmd.Env = append(os.Environ(), childEnv+"=1")
-	p.cmd.Stdout = &p.out
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.cmd.Stderr = pw
-	if err := p.cmd.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	pw.Close()
-	go func() { // stderr: keep it, and pass on the "listening on" line
-		sc := bufio.NewScanner(pr)
-		re := regexp.MustCompile(`listening on \S+:(\d+)`)
-		for sc.Scan() {
-			p.errs.Write([]byte(sc.Text() + "\n"))
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case p.listenSignal <- "127.0.0.1:" + m[1]:
-				default:
-				}
-			}
-		}
-	}()
+	p := &proc{Child: childproc.Start(tb, childEnv+"=1", dir, args...)}
 	go func() {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
-			case <-p.done:
+			case <-p.Done():
 				return
 			case <-tick.C:
-				if kb := vmRSS(p.cmd.Process.Pid); kb > p.maxRSS {
-					p.maxRSS = kb
+				if kb := vmRSS(p.Cmd.Process.Pid); kb > p.maxRSS.Load() {
+					p.maxRSS.Store(kb)
 				}
 			}
 		}
 	}()
-	go func() {
-		p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
-	tb.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
 	return p
-}
-
-func (p *proc) wait(tb testing.TB, budget time.Duration) int {
-	tb.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(budget):
-		p.cmd.Process.Kill()
-		<-p.done
-		tb.Fatalf("%v still running after %v:\nstdout:\n%s\nstderr:\n%s", p.cmd.Args[1:], budget, p.out.String(), p.errs.String())
-		return -1
-	}
 }
 
 // vmRSS is the resident set of pid in KiB (0 when unknown).
@@ -141,17 +86,12 @@ func crossProcess(tb testing.TB, n int, recvArgs, sendArgs []string) flowRun {
 	tb.Helper()
 	dir := tb.TempDir()
 	r := startProc(tb, dir, append([]string{"recv", "-listen", "127.0.0.1:0", "-n", fmt.Sprint(n)}, recvArgs...)...)
-	var addr string
-	select {
-	case addr = <-r.listenSignal:
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("recv never listened: %s", r.errs.String())
-	}
+	addr := "127.0.0.1:" + r.WaitOutput(`listening on \S+:(\d+)`, 30*time.Second)
 	s := startProc(tb, dir, append([]string{"send", "-to", addr, "-wal", dir + "/wal", "-n", fmt.Sprint(n)}, sendArgs...)...)
 	budget := 10*time.Minute + time.Duration(n)*time.Millisecond
-	rc := r.wait(tb, budget)
-	sc := s.wait(tb, budget)
-	res := flowRun{recvRSS: r.maxRSS, recvOut: r.out.String() + r.errs.String(), sendOut: s.out.String() + s.errs.String()}
+	rc := r.Wait(budget)
+	sc := s.Wait(budget)
+	res := flowRun{recvRSS: r.maxRSS.Load(), recvOut: r.Stdout.String() + r.Stderr.String(), sendOut: s.Stdout.String() + s.Stderr.String()}
 	if rc != 0 || sc != 0 {
 		tb.Fatalf("recv exited %d, send exited %d\nrecv:\n%s\nsend:\n%s", rc, sc, res.recvOut, res.sendOut)
 	}

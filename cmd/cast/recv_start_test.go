@@ -43,7 +43,7 @@ func TestCLIRecvStartsAtSeq1UnderLoss(t *testing.T) {
 		s := startCast(t, "", "send", "-to", addr, "-bind", bind, "-n", "2000", "-rate", "20000", "-linger", "60s", "-quiet", "60s")
 		r.wait(hangBudget)
 		select {
-		case <-s.done:
+		case <-s.Done():
 		case <-time.After(5 * time.Second):
 			s.signal(syscall.SIGINT)
 		}
