@@ -120,6 +120,7 @@ type rotation struct {
 	nextFd  int // preallocated next active (tmp name), -1 when none
 	sealed  bool
 	tmpPath string
+	spare   []byte // the sealed segment's in-memory index array, for the next one
 }
 
 type ioStats struct {

@@ -3,6 +3,7 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/walcast/walcast/wal/internal/unix"
@@ -183,7 +184,7 @@ func (w *Writer) commit(last uint64, end int64) {
 	if prev == 0 {
 		w.act.first = w.committed + 1
 	}
-	w.act.idx = append(w.act.idx, w.ents...)
+	w.act.idx = appendIdx(w.act.idx, w.ents)
 	w.act.last = last
 	w.releasedSeq.Store(last)
 	w.releasedPos.Store(relPos)
@@ -199,4 +200,18 @@ func (w *Writer) commit(last uint64, end int64) {
 			w.actIdxFd = -1
 		}
 	}
+}
+
+// appendIdx appends index entries to the active segment's in-memory
+// index. That index reaches megabytes (8 bytes a record: 3.7 MB for a
+// 64 MiB segment of 144-byte frames), and append grows a slice that large
+// by only 1.25× at a time: a fresh allocation, page faults and a copy of
+// the whole index every few flushes, which was half of the I/O
+// goroutine's CPU at 144-byte frames. It doubles instead (and rotate
+// hands the next segment a sized, already faulted-in array).
+func appendIdx(idx, ents []byte) []byte {
+	if cap(idx)-len(idx) < len(ents) {
+		idx = slices.Grow(idx, max(len(ents), len(idx)))
+	}
+	return append(idx, ents...)
 }

@@ -52,6 +52,12 @@ func (w *Writer) rotate() error {
 		act.path = name
 		act.sealed = true
 		if mapped != nil {
+			if act.mapped == nil {
+				// Readers use s.idx only under w.mu, so once the mapped
+				// sidecar replaces the heap index no one sees that array:
+				// the next segment reuses it (pages already faulted in).
+				w.rot.spare = act.idx[:0]
+			}
 			act.idx, act.mapped = mapped[idxHeaderSize:], mapped
 		}
 		w.mu.Unlock()
@@ -62,7 +68,13 @@ func (w *Writer) rotate() error {
 		return fmt.Errorf("wal: rotate: activate %s: %w", apath, err)
 	}
 	syncDir(w.dir)
-	next := &segment{first: w.committed + 1, last: w.committed, path: apath, fd: w.rot.nextFd}
+	// Records of one stream tend to keep their size: the sealed segment's
+	// entry count sizes the new index, so it is allocated at most once.
+	idx := w.rot.spare
+	if need := act.count() * idxEntrySize; uint64(cap(idx)) < need {
+		idx = make([]byte, 0, need)
+	}
+	next := &segment{first: w.committed + 1, last: w.committed, path: apath, fd: w.rot.nextFd, idx: idx}
 	w.rot = rotation{nextFd: -1}
 	w.mu.Lock()
 	w.segs = append(w.segs, next)

@@ -552,9 +552,9 @@ func WALAlone(c ThroughputConfig) (Row, error) {
 	row := Row{Workload: "throughput", Name: "wal-alone", Path: "disk"}
 	row.fill(n, c.Size, el)
 	io := float64((proc1-proc0)-(thr1-thr0)) / 1e9 / el
-	row.Note = fmt.Sprintf("size=%d %.0f MB/s, %d flushes (p50 %v), backpressure %d, direct=%v; appender %.0f%% of a core, I/O goroutine + runtime %.0f%% of a core",
+	row.Note = fmt.Sprintf("size=%d %.0f MB/s, %d flushes (p50 %v), backpressure %d, direct=%v; appender %.0f%% of a core, I/O goroutine + runtime %.0f%% of a core (%.0f ns per record)",
 		c.Size, float64(n)*float64(c.Size)/el/1e6, st.Flushes, st.FlushP50.Round(time.Microsecond), bp, st.Direct,
-		100*float64(thr1-thr0)/1e9/el, 100*io)
+		100*float64(thr1-thr0)/1e9/el, 100*io, float64((proc1-proc0)-(thr1-thr0))/float64(max(n, 1)))
 	return row, nil
 }
 
