@@ -171,6 +171,9 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 		if err := c.bootstrap(ctx); err != nil {
 			return err
 		}
+		if c.err == ErrStop { // deliver stopped during the catch-up: never go live
+			return nil
+		}
 	} else if c.tip > 0 {
 		c.r.ResetAfterReplay(c.tip)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -209,13 +210,13 @@ func TestConsumerConfigMisuse(t *testing.T) {
 		{"bad jitter", "ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}}},
 	} {
 		_, err := NewConsumer(tc.cfg)
-		if !errors.Is(err, ErrConfig) || !contains(err.Error(), "invalid configuration: "+tc.field) {
+		if !errors.Is(err, ErrConfig) || !containsField(err, tc.field) {
 			t.Errorf("%s: %v, want ErrConfig naming %s", tc.name, err, tc.field)
 		}
 	}
 	// A nested error also matches its own package's sentinel.
 	_, err := NewConsumer(ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}})
-	if !errors.Is(err, replay.ErrConfig) || contains(err.Error(), "replay: invalid") {
+	if !errors.Is(err, replay.ErrConfig) || strings.Contains(err.Error(), "replay: invalid") {
 		t.Errorf("nested error %v: want replay.ErrConfig matched, prefix not repeated", err)
 	}
 }
@@ -223,4 +224,58 @@ func TestConsumerConfigMisuse(t *testing.T) {
 func recvCfg(slots int) (c protocol.ReceiverConfig) {
 	c.ReorderSlots = slots
 	return c
+}
+
+// TestConsumerStopDuringCatchUp: deliver returning ErrStop during the
+// catch-up before going live ends Run there: nil error, the tip file at
+// the stopping record, no Live event and no NAK (it used to start the
+// loop anyway, with a receiver that NAKed the whole stream).
+func TestConsumerStopDuringCatchUp(t *testing.T) {
+	dir := t.TempDir()
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	to := c.Addr()
+	c.Close() // nobody listens: everything is caught up over TCP
+	p, err := NewProducer(ProducerConfig{To: to, Dir: dir, Replay: true, Plaintext: true, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	for range 500 {
+		if err := p.Publish(ctx, 100, make([]byte, 64)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tipPath := dir + "/tip"
+	var events []ConsumerEventKind
+	c, err = NewConsumer(ConsumerConfig{Local: to, From: p.Addr(), Plaintext: true, TipPath: tipPath, Idle: quiet,
+		OnEvent: func(e ConsumerEvent) { events = append(events, e.Kind) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(ctx, func(r Record) error {
+		if r.Seq == 300 {
+			return ErrStop
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Stats()
+	if s.Tip != 300 || s.TCPRecords != 300 || s.UDPRecords != 0 || s.Receiver.NaksSent != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	if len(events) != 1 || events[0] != EventCatchingUp {
+		t.Errorf("events %v, want [catching-up]", events)
+	}
+	if tip, err := replay.ReadTip(tipPath); err != nil || tip != 300 {
+		t.Errorf("tip file %d, %v", tip, err)
+	}
 }
