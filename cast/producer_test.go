@@ -3,10 +3,10 @@ package cast
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,16 +56,13 @@ func countData(t testing.TB, end *mem.End) int {
 // closes at once, 1,000 times: every record Publish accepted has been
 // sent when Close returns (the loop used to stop with the queue full).
 func TestProducerCloseDrains(t *testing.T) {
-	cycles := 1000
-	if testing.Short() {
-		cycles = 100
-	}
+	cycles := closeCycles()
 	rng := rand.New(rand.NewPCG(1, 2))
 	payload := make([]byte, 64)
 	ctx := context.Background()
 	for i := range cycles {
 		pair := mem.NewPair(1)
-		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64})
+		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64, KeepGOMAXPROCS: true, Sender: smallRing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,6 +83,23 @@ func TestProducerCloseDrains(t *testing.T) {
 		}
 	}
 }
+
+// closeCycles is how many times the Close tests publish and close:
+// 1,000 (the count), fewer under -race (TestLarge* and
+// stress-test run them at full count without it) and with -short.
+func closeCycles() int {
+	switch {
+	case testing.Short():
+		return 100
+	case raceSlowdown > 1:
+		return 1000 / raceSlowdown
+	}
+	return 1000
+}
+
+// smallRing is a Sender with a 512-slot hot ring: a Close cycle's
+// records fit, and it is quicker to make than the default 4096 slots.
+var smallRing = protocol.SenderConfig{RingSlots: 512}
 
 // TestProducerCloseDrainsWAL: the same with a WAL over a real socket, a
 // smaller number of times: every accepted record was sent and is durable.
@@ -221,18 +235,9 @@ func TestProducerConfigMisuse(t *testing.T) {
 	}
 }
 
+// containsField: err names field (any err when field is empty).
 func containsField(err error, field string) bool {
-	return err != nil && len(err.Error()) > 0 && fmt.Sprint(err) != "" &&
-		(field == "" || contains(err.Error(), "invalid configuration: "+field))
-}
-
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
+	return err != nil && (field == "" || strings.Contains(err.Error(), "invalid configuration: "+field))
 }
 
 // TestGOMAXPROCS: a spinning loop raises GOMAXPROCS and the value comes
