@@ -197,23 +197,8 @@ func (o castStream) run() (castOutcome, error) {
 	sending.Store(true)
 	time.Sleep(o.SendFor)
 	sending.Store(false)
-	end := time.Now().Add(o.DrainFor)
-	stopped := false
-	for !stopped && time.Now().Before(end) && delivered.Load() < produced.Load() && pr.Err() == nil {
-		select {
-		case runErr = <-done:
-			stopped = true
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	serr := pr.Close()
-	cancel()
-	if !stopped {
-		runErr = <-done
-	}
-	if errors.Is(runErr, context.Canceled) {
-		runErr = nil
-	}
+	serr, runErr := stopPair(pr, cancel, done, time.Now().Add(o.DrainFor), 2*time.Millisecond,
+		func() bool { return delivered.Load() < produced.Load() })
 	out.produced, out.delivered, out.inOrder = produced.Load(), delivered.Load(), inOrder
 	out.last = base.Add(time.Duration(lastNS.Load()))
 	out.s = pr.Stats().Sender
@@ -229,6 +214,46 @@ func (o castStream) run() (castOutcome, error) {
 	return out, nil
 }
 
+// stopPair ends a producer → consumer run: it waits while more() holds,
+// until deadline, until the consumer's Run returns on done or the
+// producer faults (polling every poll); then closes the producer (which
+// drains it), cancels the consumer and returns both errors, a cancelled
+// consumer's context.Canceled as nil.
+func stopPair(pr *cast.Producer, cancel context.CancelFunc, done <-chan error, deadline time.Time, poll time.Duration, more func() bool) (prodErr, consErr error) {
+	stopped := false
+	for !stopped && more() && time.Now().Before(deadline) && pr.Err() == nil {
+		select {
+		case consErr = <-done:
+			stopped = true
+		case <-time.After(poll):
+		}
+	}
+	prodErr = pr.Close()
+	cancel()
+	if !stopped {
+		consErr = <-done
+	}
+	if errors.Is(consErr, context.Canceled) {
+		consErr = nil
+	}
+	return prodErr, consErr
+}
+
+// fill sets res's counts, delivered share, rate (frames of size bytes)
+// and retransmits from the run's outcome.
+func (out castOutcome) fill(res *harness.Result, size int) {
+	res.Sent, res.Delivered, res.Records = out.produced, out.delivered, out.delivered
+	if out.produced > 0 {
+		res.DeliveredPct = 100 * float64(out.delivered) / float64(out.produced)
+	}
+	if el := out.last.Sub(out.first); out.delivered > 0 && el > 0 {
+		res.Seconds = el.Seconds()
+		res.RecPerS = float64(out.delivered) / el.Seconds()
+		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
+	}
+	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
+}
+
 // castingLossRow runs casting (WAL on, udp path) at drop% both ways.
 func castingLossRow(o Options, name string, drop float64, rate float64) harness.Result {
 	cs := castStream{Path: "udp", Payload: 128, Rate: rate, DropPct: drop * 100, SendFor: o.LossTime, DrainFor: lossDrain(o),
@@ -239,16 +264,7 @@ func castingLossRow(o Options, name string, drop float64, rate float64) harness.
 		res.Skipped, res.Note = err.Error(), "failed: "+err.Error()
 		return res
 	}
-	res.Sent, res.Delivered, res.Records = out.produced, out.delivered, out.delivered
-	if out.produced > 0 {
-		res.DeliveredPct = 100 * float64(out.delivered) / float64(out.produced)
-	}
-	if el := out.last.Sub(out.first); out.delivered > 0 && el > 0 {
-		res.Seconds = el.Seconds()
-		res.RecPerS = float64(out.delivered) / el.Seconds()
-		res.Gbps = res.RecPerS * 144 * 8 / 1e9
-	}
-	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
+	out.fill(&res, 144)
 	note := fmt.Sprintf("retx hot %d cold %d, NAKs %d; delivered %d over UDP, %d by TCP catch-up after %d escalations", out.s.RetxHot, out.s.RetxCold, out.r.NaksSent, out.udp, out.tcp, out.escalations)
 	if rate > 0 {
 		note = fmt.Sprintf("offered %.0f rec/s; ", rate) + note
@@ -279,16 +295,7 @@ func castingTput(o Options, workload, name, path string, payload int, withWAL bo
 		res.Skipped, res.Note = err.Error(), "failed: "+err.Error()
 		return res
 	}
-	res.Sent, res.Delivered, res.Records = out.produced, out.delivered, out.delivered
-	if out.produced > 0 {
-		res.DeliveredPct = 100 * float64(out.delivered) / float64(out.produced)
-	}
-	if el := out.last.Sub(out.first); out.delivered > 0 && el > 0 {
-		res.Seconds = el.Seconds()
-		res.RecPerS = float64(out.delivered) / el.Seconds()
-		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
-	}
-	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
+	out.fill(&res, size)
 	w := "WAL off, UDP repairs only"
 	if withWAL {
 		w = fmt.Sprintf("WAL on, Consumer: %d over UDP, %d by TCP catch-up after %d escalations", out.udp, out.tcp, out.escalations)

@@ -3,7 +3,6 @@ package suite
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -156,23 +155,8 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 		return res, err
 	}
 	deadline := time.Now().Add(time.Duration(trials)*burstEvery + 10*time.Second)
-	var runErr error
-	stopped := false
-	for !stopped && lastSeq.Load() < uint64(trials*burst) && time.Now().Before(deadline) && pr.Err() == nil {
-		select {
-		case runErr = <-done:
-			stopped = true
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	serr := pr.Close()
-	cancel()
-	if !stopped {
-		runErr = <-done
-	}
-	if errors.Is(runErr, context.Canceled) {
-		runErr = nil
-	}
+	serr, runErr := stopPair(pr, cancel, done, deadline, 5*time.Millisecond,
+		func() bool { return lastSeq.Load() < uint64(trials*burst) })
 	if serr != nil || runErr != nil {
 		return res, fmt.Errorf("producer / consumer: %v / %v", serr, runErr)
 	}
