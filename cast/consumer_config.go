@@ -82,10 +82,13 @@ type ConsumerConfig struct {
 	// goroutine that calls deliver, in order with the records. It must
 	// not block.
 	OnEvent func(ConsumerEvent)
-	// Receiver tunes the protocol receiver (reorder window, NAK timing).
-	// Its Sender, where NAKs go, defaults to the producer's address (From
-	// or the one learnt); a multicast consumer sets it to the group's
-	// control address.
+	// Receiver tunes the protocol receiver (reorder window, NAK timing,
+	// Status). Its Sender, where NAKs go, defaults to the producer's
+	// address (From or the one learnt); a multicast consumer sets it to
+	// the group's control address. By default the receiver sends Status
+	// frames (flow control: the producer runs at most ReorderSlots
+	// records ahead of what it delivered; RTT; a Leave when Run ends);
+	// NoStatus sends the reference's bytes only.
 	Receiver protocol.ReceiverConfig
 	// ReplayClient tunes the catch-up client (timeouts, backoff, retry
 	// budget); Endpoints, Stream, TLS, Plaintext and TipPath come from the

@@ -83,8 +83,15 @@ type ProducerConfig struct {
 	// WAL tunes the log (segment size, flush cadence, retention); its
 	// Dir and Stream come from the fields above and must be left empty.
 	WAL wal.Config
-	// Sender tunes the protocol sender (hot ring, heartbeat, frame size);
-	// its Dest comes from To and must be left zero.
+	// Sender tunes the protocol sender (hot ring, heartbeat, frame size,
+	// flow control); its Dest comes from To and must be left zero. Flow
+	// control is on by default: a consumer's Status frames bound how far
+	// the producer runs ahead of it (its reorder window), so Publish
+	// waits for a slow consumer instead of overrunning it, and a consumer
+	// silent for ReceiverTimeout (1 s) or that said it is leaving no
+	// longer holds it back. A consumer that never sends Status (the
+	// reference's) is not waited for after the first InitialWait (100
+	// ms). NoFlowControl turns it off.
 	Sender protocol.SenderConfig
 	// ReplayServer tunes the replay server; its TLS and Plaintext come
 	// from the fields above and must be left zero.
@@ -476,7 +483,9 @@ func (p *Producer) onPoll(l *Loop, now int64) {
 
 // Flush returns once every record Publish accepted before the call has
 // been sent and, with a WAL, is durable; or with the error that keeps it
-// from being so (the WAL failing, the loop stopped), or ctx's error.
+// from being so (the WAL failing, the loop stopped), or ctx's error. A
+// consumer's closed flow-control window holds records back until it
+// opens or the consumer leaves or goes silent (Sender.ReceiverTimeout).
 func (p *Producer) Flush(ctx context.Context) error {
 	target := p.accepted.Load()
 	for p.sentN.Load() < target {

@@ -2,6 +2,7 @@ package cast
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"net"
 	"testing"
@@ -73,5 +74,78 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 				d = d[size:]
 			}
 		}
+	}
+}
+
+// TestProducerConsumerFlowControl: flow control is on with zero configs.
+// An unpaced producer and a consumer whose callback is slower than the
+// producer, over real loopback sockets: the consumer's Status frames
+// reach the producer, which holds back (Backpressured) instead of
+// overrunning it, and every record arrives once, in order. When the
+// consumer stops, it says so and the producer stops waiting for it.
+func TestProducerConsumerFlowControl(t *testing.T) {
+	const n = 40_000
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	done := make(chan error, 1)
+	var next uint64 = 1
+	go func() {
+		done <- c.Run(ctx, func(r Record) error {
+			if r.Seq != next {
+				return fmt.Errorf("seq %d, want %d", r.Seq, next)
+			}
+			next++
+			if r.Seq%64 == 0 {
+				time.Sleep(time.Millisecond) // ~64k records/s at most: slower than the producer
+			}
+			if r.Seq == n {
+				return ErrStop
+			}
+			return nil
+		})
+	}()
+	payload := make([]byte, 64)
+	for range n {
+		if err := p.Publish(ctx, 100, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("consumer did not finish: producer %+v, consumer %+v", p.Stats().Sender, c.Stats().Receiver)
+	}
+	ps, cs := p.Stats().Sender, c.Stats()
+	if cs.Tip != n || cs.Receiver.StatusSent == 0 || ps.Statuses == 0 || ps.ReceiversJoined == 0 || ps.Backpressured == 0 {
+		t.Fatalf("tip %d; consumer sent %d Status; producer: %d accepted, %d receivers joined, %d sends held back",
+			cs.Tip, cs.Receiver.StatusSent, ps.Statuses, ps.ReceiversJoined, ps.Backpressured)
+	}
+	t.Logf("producer held back %d times; consumer NAKed %d seqs, %d Status", ps.Backpressured, cs.Receiver.NakSeqs, cs.Receiver.StatusSent)
+	// The consumer left and said so: more records than its last window
+	// allowed are sent without waiting for it to time out (a Leave, not
+	// a silence, removed it).
+	for range 10_000 {
+		if err := p.Publish(ctx, 100, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatalf("Flush after the consumer left: %v; sender %+v", err, p.Stats().Sender)
+	}
+	if s := p.Stats().Sender; s.ReceiversLost != 0 {
+		t.Fatalf("the consumer was dropped for silence, not on its Leave: %+v", s)
 	}
 }
