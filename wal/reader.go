@@ -34,7 +34,23 @@ type Reader struct {
 // on disk. A from above the highest record waits for it (Next returns
 // io.EOF until it is written).
 func OpenReader(dir string, stream uint32, from uint64) (*Reader, error) {
-	r := &Reader{dir: StreamDir(dir, stream), stream: stream, next: from, buf: make([]byte, scanBufSize)}
+	return OpenReaderBuffer(dir, stream, from, make([]byte, scanBufSize))
+}
+
+// MinReaderBuffer is the smallest buffer [OpenReaderBuffer] takes: one
+// frame of the largest payload, in bytes.
+const MinReaderBuffer = HeaderSize + MaxPayload
+
+// OpenReaderBuffer is [OpenReader] reading through buf (at least
+// MinReaderBuffer bytes) instead of a 1 MiB buffer of its own, so the
+// caller bounds and owns the memory (replay gives each connection one).
+// Frames returned by Next alias buf; the caller must not touch buf until
+// Close.
+func OpenReaderBuffer(dir string, stream uint32, from uint64, buf []byte) (*Reader, error) {
+	if len(buf) < MinReaderBuffer {
+		return nil, fmt.Errorf("wal: open reader: buffer of %d bytes, want ≥ %d", len(buf), MinReaderBuffer)
+	}
+	r := &Reader{dir: StreamDir(dir, stream), stream: stream, next: from, buf: buf}
 	if _, err := os.Stat(r.dir); err != nil {
 		return nil, fmt.Errorf("wal: open reader: %w", err)
 	}
@@ -118,7 +134,8 @@ func (r *Reader) open() (bool, error) {
 	r.seeked = off != 0
 	if pick.Active && r.next != 0 {
 		// The active segment must not start after the seq we need.
-		s0 := &frameScanner{f: f, name: pick.Path, buf: make([]byte, 64<<10)}
+		// r.sc has read nothing yet (seek reset it): s0 may borrow its buffer.
+		s0 := &frameScanner{f: f, name: pick.Path, buf: r.buf}
 		if fr, _, err := s0.next(); err == nil {
 			if first := Seq(fr[HeaderSize:]); first > r.next {
 				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && le.Uint16(fr[2:]) == TypeSkip && sk.From <= r.next {
