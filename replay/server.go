@@ -515,7 +515,7 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 		}
 		if !caughtUp {
 			caughtUp = true
-			if err := st.caughtUp(last); err != nil {
+			if err := st.caughtUp(min(last, durable)); err != nil {
 				return err
 			}
 		}
@@ -543,7 +543,7 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 				return fmt.Errorf("replay: wait on stream %d: %w", st.src.Stream(), err)
 			}
 			st.s.keepalives.Add(1)
-			if err := st.caughtUp(last); err != nil {
+			if err := st.caughtUp(min(last, durable)); err != nil {
 				return err
 			}
 			if err := st.bw.Flush(); err != nil {
@@ -553,10 +553,12 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 	}
 }
 
-// caughtUp writes a CaughtUp record. live_seq is the last seq sent: the
-// record's meaning is "everything up to live_seq has been sent", so when
-// nothing was sent it is from−1 (the reference writes from_seq there,
-// which claims one record too many).
+// caughtUp writes a CaughtUp record. live_seq means "everything up to
+// live_seq has been sent": the last seq sent, or, when nothing was sent,
+// from−1 — but never a seq the stream does not have: for a request
+// beyond the tip it is the tip (the callers pass min(last sent, durable);
+// the reference writes from_seq there, which claims a record that does
+// not exist).
 func (st *streamer) caughtUp(last uint64) error {
 	var f [wal.CaughtUpFrameSize]byte
 	wal.PutCaughtUpFrame(f[:], wal.CaughtUp{TsNs: uint64(time.Now().UnixNano()), Stream: st.src.Stream(), LiveSeq: last})
