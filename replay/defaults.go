@@ -14,6 +14,7 @@ func (c ServerConfig) withDefaults() ServerConfig {
 	c.HandshakeTimeout = defaults.Or(c.HandshakeTimeout, d.HandshakeTimeout)
 	c.WriteTimeout = defaults.Or(c.WriteTimeout, d.WriteTimeout)
 	c.BufferBytes = defaults.Or(c.BufferBytes, d.BufferBytes)
+	c.ReadBufferBytes = defaults.Or(c.ReadBufferBytes, d.ReadBufferBytes)
 	c.KeepaliveInterval = defaults.Or(c.KeepaliveInterval, d.KeepaliveInterval)
 	c.MaxConns = defaults.Off(c.MaxConns, d.MaxConns)
 	return c

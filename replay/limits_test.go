@@ -76,3 +76,75 @@ func TestCaughtUpBeyondTip(t *testing.T) {
 	}
 }
 
+// TestSlowReadersMemoryReturned: connections that request a large history
+// and never read hold at most their two buffers each, and every byte is
+// given back when they close (issue 16 item 10: 1 100 slow readers held
+// 996 MB, still held after they all closed).
+func TestSlowReadersMemoryReturned(t *testing.T) {
+	const conns = 40
+	dir := t.TempDir()
+	w := openWAL(t, dir, 0)
+	appendN(t, w, 4000, 1024) // 4 MB: more than a connection's buffers and socket take
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := startServer(t, nil, NewWriterSource(w, dir, 1))
+	cfg := DefaultServerConfig()
+	per := int64(cfg.BufferBytes + cfg.ReadBufferBytes)
+	var cs []*tls.Conn
+	for i := 0; i < conns; i++ {
+		cs = append(cs, rawRequest(t, addr, 1))
+	}
+	// Each holds its two buffers once its request is read; never more.
+	waitFor(t, func() bool { return srv.Stats().BufferBytes == conns*per })
+	time.Sleep(100 * time.Millisecond) // the server keeps writing what the sockets take
+	if st := srv.Stats(); st.BufferBytes != conns*per || st.Active != conns {
+		t.Fatalf("%d connections hold %d buffer bytes, want %d", st.Active, st.BufferBytes, conns*per)
+	}
+	for _, c := range cs {
+		c.Close()
+	}
+	waitFor(t, func() bool { return srv.Stats().Active == 0 })
+	if b := srv.Stats().BufferBytes; b != 0 {
+		t.Fatalf("%d buffer bytes held after every connection closed", b)
+	}
+}
+
+// TestMaxConns: connections beyond MaxConns are closed at once and
+// counted; a slot freed by a departed client is usable again.
+func TestMaxConns(t *testing.T) {
+	src := newMemSource(1, 1, 64)
+	src.AppendFlush(10)
+	srv, addr := startServer(t, func(c *ServerConfig) { c.MaxConns = 2 }, src)
+	a, b := rawRequest(t, addr, 1), rawRequest(t, addr, 1)
+	readFrame(t, a)
+	readFrame(t, b)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("third connection was served")
+	}
+	waitFor(t, func() bool { return srv.Stats().Refused == 1 })
+	a.Close()
+	waitFor(t, func() bool { return srv.Stats().Active == 1 })
+	d := rawRequest(t, addr, 1)
+	if h, p := readFrame(t, d); h.Type == wal.TypeCaughtUp || wal.Seq(p) != 1 {
+		t.Fatalf("after a slot freed: type %d seq %d", h.Type, wal.Seq(p))
+	}
+}
+
+// waitFor polls cond for up to a minute (a loaded machine is slow, never
+// wrong).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(end) {
+			t.Fatal("condition not reached within a minute")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -34,6 +33,13 @@ type ServerConfig struct {
 	WriteTimeout time.Duration
 	// BufferBytes is the per-connection write buffer, in bytes.
 	BufferBytes int
+	// ReadBufferBytes is the per-connection read buffer of the WAL cursor
+	// (sources that implement BufferOpener), in bytes, at least
+	// wal.MinReaderBuffer (default 128 KiB). With BufferBytes it bounds
+	// what a connection holds beyond the TLS record buffers; both are
+	// returned to the operating system when the connection ends (see
+	// ServerStats.BufferBytes).
+	ReadBufferBytes int
 	// KeepaliveInterval: in the live tail, after this long without a
 	// record the server repeats CaughtUp (seq 0, so a reference client's
 	// tip is unchanged) so clients can tell a quiet stream from a dead
@@ -48,13 +54,14 @@ type ServerConfig struct {
 }
 
 // DefaultServerConfig returns TLS required (TLS still to be filled in),
-// 10 s handshake, 5 s write timeout, 256 KiB buffer, 1 s keepalive,
-// 1024 connections.
+// 10 s handshake, 5 s write timeout, 64 KiB write and 128 KiB read
+// buffers per connection, 1 s keepalive, 1024 connections.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
 		HandshakeTimeout:  10 * time.Second,
 		WriteTimeout:      5 * time.Second,
-		BufferBytes:       256 << 10,
+		BufferBytes:       64 << 10,
+		ReadBufferBytes:   128 << 10,
 		KeepaliveInterval: time.Second,
 		MaxConns:          1024,
 	}
@@ -70,8 +77,10 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("%w: server needs a TLS certificate (or Plaintext explicitly)", ErrConfig)
 	case c.HandshakeTimeout <= 0 || c.WriteTimeout <= 0 || c.KeepaliveInterval <= 0:
 		return fmt.Errorf("%w: server timeouts must be positive", ErrConfig)
-	case c.BufferBytes < 4096:
-		return fmt.Errorf("%w: BufferBytes %d < 4096", ErrConfig, c.BufferBytes)
+	case c.BufferBytes < 4096 || c.BufferBytes > 64<<20:
+		return fmt.Errorf("%w: BufferBytes %d outside 4096..%d", ErrConfig, c.BufferBytes, 64<<20)
+	case (c.ReadBufferBytes < wal.MinReaderBuffer || c.ReadBufferBytes > 64<<20):
+		return fmt.Errorf("%w: ReadBufferBytes %d outside %d..%d", ErrConfig, c.ReadBufferBytes, wal.MinReaderBuffer, 64<<20)
 	case c.MaxConns < 0:
 		return fmt.Errorf("%w: MaxConns < 0", ErrConfig)
 	}
@@ -103,6 +112,10 @@ type ServerStats struct {
 	// Damaged counts connections ended at damage in the log: every record
 	// before it was sent, then a NotAvailable naming the damaged seq.
 	Damaged uint64
+	// BufferBytes is the connection buffers held now (write and read
+	// buffers of the connections being served), in bytes: at most Active
+	// × (BufferBytes + ReadBufferBytes), and 0 once they all ended.
+	BufferBytes int64
 }
 
 // Server serves streams over TCP: one goroutine per connection, each with
@@ -123,7 +136,7 @@ type Server struct {
 	closed bool
 
 	accepted, refused, hsFailed, badReq, notAvail, slow, records, bytes, keepalives, damaged atomic.Uint64
-	active                                                                                   atomic.Int64
+	active, bufBytes                                                                         atomic.Int64
 }
 
 // ErrServerClosed is returned by Serve after Close.
@@ -158,7 +171,7 @@ func (s *Server) Stats() ServerStats {
 		Accepted: s.accepted.Load(), Active: s.active.Load(), Refused: s.refused.Load(),
 		HandshakeFailed: s.hsFailed.Load(), BadRequests: s.badReq.Load(), NotAvailable: s.notAvail.Load(),
 		SlowConsumers: s.slow.Load(), Records: s.records.Load(), Bytes: s.bytes.Load(), Keepalives: s.keepalives.Load(),
-		Damaged: s.damaged.Load(),
+		Damaged: s.damaged.Load(), BufferBytes: s.bufBytes.Load(),
 	}
 }
 
@@ -323,9 +336,20 @@ func (s *Server) session(raw net.Conn, rep *ConnReport) error {
 	}()
 	defer raw.Close() // ends the watcher's Read
 
+	// The connection's buffers: bounded, and returned when it ends (after
+	// run has closed its cursor and the last flush below).
+	mem, err := newConnMem(s.cfg.BufferBytes, s.cfg.ReadBufferBytes)
+	if err != nil {
+		return err
+	}
+	s.bufBytes.Add(int64(len(mem.mem)))
+	defer func() {
+		s.bufBytes.Add(-int64(len(mem.mem)))
+		mem.release()
+	}()
 	st := streamer{
-		s: s, src: src, rep: rep, ext: req.Flags&wal.ReplayExt != 0, req: req,
-		bw: bufio.NewWriterSize(&deadlineWriter{c: conn, raw: raw, d: s.cfg.WriteTimeout}, s.cfg.BufferBytes),
+		s: s, src: src, rep: rep, ext: req.Flags&wal.ReplayExt != 0, req: req, rbuf: mem.r,
+		bw: &connWriter{w: &deadlineWriter{c: conn, raw: raw, d: s.cfg.WriteTimeout}, buf: mem.w},
 	}
 	err = st.run(ctx, req.From, oldest, durable)
 	if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wal.ErrCorrupt) {
@@ -405,7 +429,9 @@ type streamer struct {
 	s   *Server
 	src Source
 	rep *ConnReport
-	bw  *bufio.Writer
+	bw  *connWriter
+	// rbuf is the cursor's read buffer (for a BufferOpener source).
+	rbuf []byte
 
 	hold []byte // a frame read ahead of the durable seq, waiting for it
 	ext  bool   // the client set wal.ReplayExt: Skip records and damage details
@@ -444,7 +470,13 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 	}
 	last := start - 1 // last seq sent; records ≤ last are never sent again
 	st.last = last
-	cur, err := st.src.Open(start)
+	var cur Cursor
+	var err error
+	if bo, ok := st.src.(BufferOpener); ok {
+		cur, err = bo.OpenBuffer(start, st.rbuf)
+	} else {
+		cur, err = st.src.Open(start)
+	}
 	if err != nil {
 		return fmt.Errorf("replay: open stream %d at %d: %w", st.src.Stream(), start, err)
 	}

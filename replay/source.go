@@ -29,6 +29,17 @@ type Source interface {
 	WaitDurable(ctx context.Context, after uint64) (uint64, error)
 }
 
+// BufferOpener is a [Source] whose cursors can read through a buffer the
+// caller provides: the server gives each connection one of
+// ServerConfig.ReadBufferBytes, so a connection's memory is bounded and
+// returned when it ends. WriterSource and DirSource implement it.
+type BufferOpener interface {
+	// OpenBuffer is Open reading through buf (at least
+	// wal.MinReaderBuffer bytes); frames returned by the cursor alias
+	// buf, and buf is the caller's again after Close.
+	OpenBuffer(from uint64, buf []byte) (Cursor, error)
+}
+
 // Cursor reads consecutive frames of one stream.
 type Cursor interface {
 	// Next returns the next frame (16-byte header plus payload). The slice

@@ -110,6 +110,11 @@ func TestMain(m *testing.M) {
 		consumerProcess(addr)
 		os.Exit(0)
 	}
+	if args := strings.Split(os.Getenv("REPLAY_SLOW_READERS"), ","); len(args) == 3 {
+		n, _ := strconv.Atoi(args[1])
+		slowReaders(args[0], n, args[2])
+		os.Exit(0)
+	}
 	os.Exit(m.Run())
 }
 

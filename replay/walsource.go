@@ -51,6 +51,16 @@ func (s *WriterSource) Open(from uint64) (Cursor, error) {
 	return r, nil
 }
 
+// OpenBuffer implements [BufferOpener]: the cursor reads through buf (at
+// least wal.MinReaderBuffer bytes), which the caller owns.
+func (s *WriterSource) OpenBuffer(from uint64, buf []byte) (Cursor, error) {
+	r, err := wal.OpenReaderBuffer(s.dir, s.stream, from, buf)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // WaitDurable implements [Source].
 func (s *WriterSource) WaitDurable(ctx context.Context, after uint64) (uint64, error) {
 	return s.w.WaitDurable(ctx, after)
@@ -222,6 +232,16 @@ func (s *DirSource) Bounds() (oldest, durable uint64) {
 // Open implements [Source].
 func (s *DirSource) Open(from uint64) (Cursor, error) {
 	r, err := wal.OpenReader(s.dir, s.stream, from)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenBuffer implements [BufferOpener]: the cursor reads through buf (at
+// least wal.MinReaderBuffer bytes), which the caller owns.
+func (s *DirSource) OpenBuffer(from uint64, buf []byte) (Cursor, error) {
+	r, err := wal.OpenReaderBuffer(s.dir, s.stream, from, buf)
 	if err != nil {
 		return nil, err
 	}
