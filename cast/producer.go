@@ -52,7 +52,9 @@ type ProducerConfig struct {
 	// ("host:port"; port 0 picks one). It implies Replay.
 	ReplayAddr string
 	// TLS is the replay server's TLS config (a certificate; TLS 1.3).
-	// Required with Replay unless Plaintext.
+	// Required with Replay unless Plaintext. It must require and verify
+	// client certificates (mutual TLS, as replay.ServerTLS with a client
+	// CA makes it) unless ReplayServer.AnyClient.
 	TLS *tls.Config
 	// Plaintext serves catch-up without TLS; it must be asked for.
 	Plaintext bool

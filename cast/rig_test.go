@@ -80,7 +80,7 @@ func (r *consRig) startProducer() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tlsCfg, _ := r.pki.ServerTLS(false)
+	tlsCfg, _ := r.pki.ServerTLS(true)
 	cfg := ProducerConfig{To: mem.AddrB, Path: end, Dir: r.dir, Stream: 1, ReplayAddr: r.addr, TLS: tlsCfg, Idle: quiet}
 	cfg.WAL.SegmentSize = 4 << 20
 	var p *Producer

@@ -131,7 +131,7 @@ func testPKI(t testing.TB) *DevPKI {
 }
 
 func serverTLS(t testing.TB) *tls.Config {
-	c, err := testPKI(t).ServerTLS(false)
+	c, err := testPKI(t).ServerTLS(true)
 	if err != nil {
 		t.Fatal(err)
 	}

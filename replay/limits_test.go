@@ -2,6 +2,7 @@ package replay
 
 import (
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"testing"
@@ -9,6 +10,48 @@ import (
 
 	"github.com/walcast/walcast/wal"
 )
+
+// TestServerMutualTLSByDefault: a server whose TLS config does not verify
+// client certificates is refused unless AnyClient says so explicitly, and
+// AnyClient then serves a client without a certificate (issue 16 item 10).
+func TestServerMutualTLSByDefault(t *testing.T) {
+	src := newMemSource(1, 1, 64)
+	src.AppendFlush(5)
+	anyTLS, _ := testPKI(t).ServerTLS(false)
+	for _, tc := range []struct {
+		name string
+		mod  func(*ServerConfig)
+		ok   bool
+	}{
+		{"no client verification", func(c *ServerConfig) { c.TLS = anyTLS }, false},
+		{"client certificate requested but not verified", func(c *ServerConfig) {
+			c.TLS = anyTLS.Clone()
+			c.TLS.ClientAuth = tls.RequestClientCert
+		}, false},
+		{"mutual TLS", func(c *ServerConfig) { c.TLS, _ = testPKI(t).ServerTLS(true) }, true},
+		{"AnyClient opts out", func(c *ServerConfig) { c.TLS, c.AnyClient = anyTLS, true }, true},
+		{"AnyClient with Plaintext", func(c *ServerConfig) { c.Plaintext, c.AnyClient = true, true }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultServerConfig()
+			tc.mod(&c)
+			_, err := NewServer(c, src)
+			if tc.ok != (err == nil) || err != nil && !errors.Is(err, ErrConfig) {
+				t.Fatalf("NewServer: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+	t.Run("AnyClient serves a client without a certificate", func(t *testing.T) {
+		_, addr := startServer(t, func(c *ServerConfig) { c.TLS, c.AnyClient = anyTLS, true }, src)
+		cfg := testClientConfig(t, addr)
+		cfg.TLS = clientTLS(t).Clone()
+		cfg.TLS.Certificates = nil
+		cl, _ := NewClient(cfg)
+		if tip, err := cl.CatchUp(t.Context(), newCollector(t).handle); err != nil || tip != 5 {
+			t.Fatalf("tip %d, %v", tip, err)
+		}
+	})
+}
 
 // rawRequest dials addr over TLS with the dev client certificate, sends a
 // ReplicationRequest from seq from and returns the connection.

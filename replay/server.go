@@ -18,8 +18,14 @@ import (
 // (DefaultServerConfig shows them); TLS (or Plaintext) must be set.
 type ServerConfig struct {
 	// TLS is the server's TLS config (certificate required). It is used
-	// with TLS 1.3 as the minimum version. Required unless Plaintext.
+	// with TLS 1.3 as the minimum version. Required unless Plaintext. It
+	// must require and verify client certificates (ClientCAs set and
+	// ClientAuth tls.RequireAndVerifyClientCert, as ServerTLS with a
+	// client CA and DevPKI.ServerTLS(true) make it) unless AnyClient.
 	TLS *tls.Config
+	// AnyClient serves any TLS client, with or without a certificate: the
+	// explicit opt-out of mutual TLS (`cast replay serve -any-client`).
+	AnyClient bool
 	// Plaintext serves without TLS. Off by default; it must be asked for
 	// explicitly and TLS must then be nil.
 	Plaintext bool
@@ -53,9 +59,9 @@ type ServerConfig struct {
 	OnDisconnect func(ConnReport)
 }
 
-// DefaultServerConfig returns TLS required (TLS still to be filled in),
-// 10 s handshake, 5 s write timeout, 64 KiB write and 128 KiB read
-// buffers per connection, 1 s keepalive, 1024 connections.
+// DefaultServerConfig returns mutual TLS required (TLS still to be
+// filled in), 10 s handshake, 5 s write timeout, 64 KiB write and 128 KiB
+// read buffers per connection, 1 s keepalive, 1024 connections.
 func DefaultServerConfig() ServerConfig {
 	return ServerConfig{
 		HandshakeTimeout:  10 * time.Second,
@@ -75,11 +81,15 @@ func (c ServerConfig) Validate() error {
 		return fmt.Errorf("%w: Plaintext with a TLS config", ErrConfig)
 	case !c.Plaintext && (c.TLS == nil || (len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil)):
 		return fmt.Errorf("%w: server needs a TLS certificate (or Plaintext explicitly)", ErrConfig)
+	case !c.Plaintext && !c.AnyClient && c.TLS.GetConfigForClient == nil && (c.TLS.ClientAuth != tls.RequireAndVerifyClientCert || c.TLS.ClientCAs == nil):
+		return fmt.Errorf("%w: server TLS does not verify client certificates: give it the clients' CA (ServerTLS with a client CA file, `cast replay serve -client-ca`), or serve any TLS client explicitly (AnyClient, -any-client)", ErrConfig)
+	case c.AnyClient && c.Plaintext:
+		return fmt.Errorf("%w: AnyClient is a TLS option; Plaintext has no clients to verify", ErrConfig)
 	case c.HandshakeTimeout <= 0 || c.WriteTimeout <= 0 || c.KeepaliveInterval <= 0:
 		return fmt.Errorf("%w: server timeouts must be positive", ErrConfig)
 	case c.BufferBytes < 4096 || c.BufferBytes > 64<<20:
 		return fmt.Errorf("%w: BufferBytes %d outside 4096..%d", ErrConfig, c.BufferBytes, 64<<20)
-	case (c.ReadBufferBytes < wal.MinReaderBuffer || c.ReadBufferBytes > 64<<20):
+	case c.ReadBufferBytes < wal.MinReaderBuffer || c.ReadBufferBytes > 64<<20:
 		return fmt.Errorf("%w: ReadBufferBytes %d outside %d..%d", ErrConfig, c.ReadBufferBytes, wal.MinReaderBuffer, 64<<20)
 	case c.MaxConns < 0:
 		return fmt.Errorf("%w: MaxConns < 0", ErrConfig)

@@ -130,7 +130,7 @@ func consumerProcess(addr string) {
 	cfg.Endpoints = []string{addr}
 	cfg.Stream = 1
 	var err error
-	cfg.TLS, err = ClientTLS(ca, "", "")
+	cfg.TLS, err = ClientTLS(ca, os.Getenv("REPLAY_CHILD_CERT"), os.Getenv("REPLAY_CHILD_KEY"))
 	if err != nil {
 		fatal(err)
 	}
@@ -161,11 +161,14 @@ func TestConsumerKilledAndRestarted(t *testing.T) {
 	dir := t.TempDir()
 	ca := filepath.Join(dir, "ca.pem")
 	os.WriteFile(ca, testPKI(t).CACert, 0o644)
+	cert, key := filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	os.WriteFile(cert, testPKI(t).ClientCert, 0o644)
+	os.WriteFile(key, testPKI(t).ClientKey, 0o600)
 	tip := filepath.Join(dir, "consumer.tip")
 
 	start := func() (*exec.Cmd, *bufio.Scanner) {
 		cmd := exec.Command(os.Args[0], "-test.run", "^$")
-		cmd.Env = append(os.Environ(), "REPLAY_CHILD_ADDR="+addr, "REPLAY_CHILD_TIP="+tip, "REPLAY_CHILD_CA="+ca)
+		cmd.Env = append(os.Environ(), "REPLAY_CHILD_ADDR="+addr, "REPLAY_CHILD_TIP="+tip, "REPLAY_CHILD_CA="+ca, "REPLAY_CHILD_CERT="+cert, "REPLAY_CHILD_KEY="+key)
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

@@ -98,7 +98,7 @@ func (o castStream) run() (castOutcome, error) {
 		if err != nil {
 			return out, err
 		}
-		if pc.TLS, err = pki.ServerTLS(false); err != nil {
+		if pc.TLS, err = pki.ServerTLS(true); err != nil {
 			return out, err
 		}
 		if cc.TLS, err = pki.ClientTLS(); err != nil {

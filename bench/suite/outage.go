@@ -111,7 +111,7 @@ func catchUps(base string, size, gap, payloadSize, repeat int) ([]harness.Result
 	if err != nil {
 		return nil, err
 	}
-	stls, err := pki.ServerTLS(false)
+	stls, err := pki.ServerTLS(true)
 	if err != nil {
 		return nil, err
 	}

@@ -36,14 +36,18 @@ const replayUsage = `usage: cast replay serve -wal DIR [-listen ADDR] [-streams 
        cast replay tail -endpoints A[,B...] [-stream N] [-from SEQ | -tip FILE] [-out FILE] [TLS flags]
 
 serve follows the WAL directory (written by another process) and serves each
-stream's history from any seq, then its live tail, over TLS 1.3.
+stream's history from any seq, then its live tail, over TLS 1.3 with mutual
+authentication: only clients whose certificate the -client-ca CA signed are
+served (-any-client serves any TLS client; -plaintext turns TLS off).
 tail connects to the endpoints in order, catches up from SEQ (or the tip file),
 then follows the live tail: one line per record (seq type len) on stdout, or
 the raw frames appended to -out.
 
 TLS files default to the environment: RSX_REPL_CERT_PATH, RSX_REPL_KEY_PATH,
-RSX_REPL_CA_PATH (as the reference), then ./certs/{server,server-key,ca}.pem
-as written by 'cast certs'. -plaintext turns TLS off on both sides.`
+RSX_REPL_CA_PATH (as the reference), RSX_REPL_CLIENT_CA_PATH,
+RSX_REPL_CLIENT_CERT_PATH, RSX_REPL_CLIENT_KEY_PATH, then the files 'cast certs'
+writes: ./certs/{server,server-key,ca,client,client-key}.pem. -plaintext turns
+TLS off on both sides.`
 
 func runReplay(args []string) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
@@ -77,8 +81,10 @@ func replayServe(args []string) error {
 	streams := fs.String("streams", "", "comma-separated stream ids (default: every stream under -wal)")
 	cert := fs.String("cert", envOr("RSX_REPL_CERT_PATH", "certs/server.pem"), "server certificate chain (PEM)")
 	key := fs.String("key", envOr("RSX_REPL_KEY_PATH", "certs/server-key.pem"), "server private key (PEM)")
-	clientCA := fs.String("client-ca", "", "require client certificates signed by this CA (PEM)")
+	clientCA := fs.String("client-ca", envOr("RSX_REPL_CLIENT_CA_PATH", "certs/ca.pem"), "serve only clients whose certificate this CA signed (PEM; `cast certs` writes certs/ca.pem and a client certificate)")
+	anyClient := fs.Bool("any-client", false, "serve any TLS client, with or without a certificate (explicit opt-out of mutual TLS)")
 	plaintext := fs.Bool("plaintext", false, "serve without TLS (explicit opt-out)")
+	maxConns := fs.Int("max-conns", replay.DefaultServerConfig().MaxConns, "serve at most this many connections at once (each holds at most 192 KiB of buffers plus TLS state, returned when it ends); more are closed at once")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "drop a consumer whose connection stays full this long")
 	poll := fs.Duration("poll", time.Second, "safety-net poll of the WAL directory (inotify wakes it otherwise)")
 	if err := parseFlags(fs, args); err != nil {
@@ -87,11 +93,25 @@ func replayServe(args []string) error {
 	if *walDir == "" {
 		return usagef("-wal DIR is required")
 	}
+	if err := checkRange("max-conns", *maxConns, 1, 1<<20); err != nil {
+		return err
+	}
+	if *plaintext && *anyClient {
+		return usagef("-any-client is a TLS option; -plaintext serves without TLS")
+	}
 	cfg := replay.DefaultServerConfig()
 	cfg.WriteTimeout = *writeTimeout
-	cfg.Plaintext = *plaintext
+	cfg.Plaintext, cfg.AnyClient, cfg.MaxConns = *plaintext, *anyClient, *maxConns
+	mode := "plaintext"
 	if !*plaintext {
-		t, err := replay.ServerTLS(*cert, *key, *clientCA)
+		ca := *clientCA
+		mode = "TLS 1.3, clients with a certificate from " + ca
+		if *anyClient {
+			ca, mode = "", "TLS 1.3, any client"
+		} else if _, err := os.Stat(ca); err != nil {
+			return usagef("mutual TLS needs the CA that signed the clients' certificates: -client-ca FILE (%v; `cast certs` writes certs/ca.pem), or -any-client to serve any TLS client", err)
+		}
+		t, err := replay.ServerTLS(*cert, *key, ca)
 		if err != nil {
 			return err
 		}
@@ -156,11 +176,7 @@ func replayServe(args []string) error {
 	ctx, stop := replayContext()
 	defer stop()
 	go func() { <-ctx.Done(); srv.Close() }()
-	mode := "TLS 1.3"
-	if *plaintext {
-		mode = "plaintext"
-	}
-	fmt.Fprintf(os.Stderr, "serving streams %v from %s on %s (%s)\n", ids, *walDir, ln.Addr(), mode)
+	fmt.Fprintf(os.Stderr, "serving streams %v from %s on %s (%s; at most %d connections)\n", ids, *walDir, ln.Addr(), mode, *maxConns)
 	if err := srv.Serve(ln); !errors.Is(err, replay.ErrServerClosed) {
 		return err
 	}
@@ -186,8 +202,8 @@ func replayTail(args []string) error {
 	wait := fs.Duration("wait", 10*time.Second, "give up when no endpoint has served the stream for this long")
 	follow := fs.Bool("follow", false, "never give up: retry the endpoints forever")
 	ca := fs.String("ca", envOr("RSX_REPL_CA_PATH", "certs/ca.pem"), "CA certificate(s) to trust (PEM)")
-	cert := fs.String("cert", "", "client certificate for mutual TLS (PEM)")
-	key := fs.String("key", "", "client key for mutual TLS (PEM)")
+	cert := fs.String("cert", envOr("RSX_REPL_CLIENT_CERT_PATH", "certs/client.pem"), "client certificate for mutual TLS (PEM; `cast certs` writes it; the default is used when it exists)")
+	key := fs.String("key", envOr("RSX_REPL_CLIENT_KEY_PATH", "certs/client-key.pem"), "client key for mutual TLS (PEM)")
 	plaintext := fs.Bool("plaintext", false, "connect without TLS (explicit opt-out)")
 	verbose := fs.Bool("v", false, "print every connection event to stderr (without it: each new error or NotAvailable reason once)")
 	if err := parseFlags(fs, args); err != nil {
@@ -231,6 +247,13 @@ func replayTail(args []string) error {
 		}
 	}
 	if !*plaintext {
+		// A named certificate must load; the default one is used when
+		// `cast certs` wrote it here (servers require one by default).
+		if !flagGiven(fs, "cert") && !flagGiven(fs, "key") {
+			if _, err := os.Stat(*cert); err != nil {
+				*cert, *key = "", ""
+			}
+		}
 		var t *tls.Config
 		t, err := replay.ClientTLS(*ca, *cert, *key)
 		if err != nil {

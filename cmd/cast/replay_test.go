@@ -67,8 +67,8 @@ func TestReplayServeTail(t *testing.T) {
 	var serveErr bytes.Buffer
 	go func() {
 		defer wg.Done()
-		serveCode = run([]string{"replay", "serve", "-wal", walDir, "-listen", addr,
-			"-cert", filepath.Join(certs, "server.pem"), "-key", filepath.Join(certs, "server-key.pem")}, &serveErr)
+		serveCode = run([]string{"replay", "serve", "-wal", walDir, "-listen", addr, "-max-conns", "4",
+			"-cert", filepath.Join(certs, "server.pem"), "-key", filepath.Join(certs, "server-key.pem"), "-client-ca", filepath.Join(certs, "ca.pem")}, &serveErr)
 	}()
 	defer func() { cancel(); wg.Wait() }()
 
@@ -80,7 +80,7 @@ func TestReplayServeTail(t *testing.T) {
 	for {
 		out.Reset()
 		code := run([]string{"replay", "tail", "-endpoints", addr, "-stream", "3", "-from", "41", "-count", "10",
-			"-ca", filepath.Join(certs, "ca.pem")}, &tailErr)
+			"-ca", filepath.Join(certs, "ca.pem"), "-cert", filepath.Join(certs, "client.pem"), "-key", filepath.Join(certs, "client-key.pem")}, &tailErr)
 		if code == 0 || time.Now().After(deadline) {
 			break
 		}
