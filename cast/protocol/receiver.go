@@ -175,6 +175,7 @@ type Receiver struct {
 	slotLen  []int32
 	nakAt    []int64  // per missing seq: time of its last NAK
 	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
+	spent    []uint16 // per missing seq: of those, the NAKs its retry budget counts
 	expected uint64   // next seq to deliver; 0 = not synced (StartNow only)
 	live     uint64   // highest seq this Receiver delivered (not replay); 0 = none
 	late     uint64   // seq at which a StartNow delivery began after seq 1; 0 = none
@@ -233,6 +234,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		slotLen:  make([]int32, cfg.ReorderSlots),
 		nakAt:    make([]int64, cfg.ReorderSlots),
 		retries:  make([]uint16, cfg.ReorderSlots),
+		spent:    make([]uint16, cfg.ReorderSlots),
 		nextDue:  noDue,
 		debounce: int64(cfg.NakDebounce),
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
@@ -427,7 +429,7 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 		last = edge // beyond the window: NAKed as the window moves on
 	}
 	if last >= from {
-		r.sendNak(from, last, 0, now, out)
+		r.sendNak(from, last, 0, true, now, out)
 	}
 }
 
@@ -671,6 +673,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			continue
 		}
 		start, rt, at := seq, r.retries[i], r.nakAt[i]
+		count := true
 		for seq++; seq <= upper && seq != r.holeFrom; seq++ {
 			j := seq & r.mask
 			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at {
@@ -686,8 +689,14 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 				}
 				continue
 			}
+			// While the sender speaks probes, a re-NAK spends the run's
+			// retry budget only when the sender was heard since the run's
+			// last NAK: a sender that a loaded machine did not run does
+			// not use up the budget of a run it can still repair (the
+			// silence rule ends a stream whose sender is gone).
+			count = !r.fcPeer || r.lastHeard > at
 		}
-		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, now, out) {
+		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
 			r.nextDue = now // more to do on the next Tick
 			return
 		}
@@ -699,9 +708,10 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 }
 
 // sendNak appends NAK{from, to−from+1} to out and stamps the run's seqs
-// with their new retry count. It raises Faulted when the count exceeds
-// the budget. It returns false when out is full.
-func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec) bool {
+// with their new retry count (and, when count, the NAKs the budget
+// counts). It raises Faulted when the counted NAKs exceed the budget. It
+// returns false when out is full.
+func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, out *batch.Vec) bool {
 	buf := out.Next()
 	if len(buf) < wal.ControlFrameSize {
 		r.stats.NakDropped++
@@ -712,10 +722,18 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 	}
 	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
 	out.Commit(n, r.cfg.Sender)
+	var sp uint16
+	if rt != 0 {
+		sp = r.spent[from&r.mask]
+	}
 	rt++
+	if count {
+		sp++
+	}
 	for seq := from; seq <= to; seq++ {
 		i := seq & r.mask
 		r.retries[i] = rt
+		r.spent[i] = sp
 		r.nakAt[i] = now
 	}
 	r.stats.NaksSent++
@@ -724,10 +742,10 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, now int64, out *batch.Vec
 	if uint64(rt) > r.stats.MaxRetries {
 		r.stats.MaxRetries = uint64(rt)
 	}
-	if int(rt) == r.cfg.MaxNakRetries {
+	if count && int(sp) == r.cfg.MaxNakRetries {
 		r.stats.NearFaults++
 	}
-	if int(rt) > r.cfg.MaxNakRetries {
+	if int(sp) > r.cfg.MaxNakRetries {
 		r.stats.Faults++
 		r.out = Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}
 		return true

@@ -121,17 +121,49 @@ func TestScenarios(t *testing.T) {
 		{name: "retry budget faults with the gap", run: func(t *testing.T, h *harness) {
 			h.impairData(mem.Impairment{Script: dropSeqs(-1, 3)})
 			h.send(5)
-			h.run(2*time.Second, ms)
+			// Against a sender that speaks probes only the re-NAKs after
+			// which it was heard count: here its idle heartbeats (100 ms),
+			// so the budget lasts about MaxNakRetries heartbeats.
+			negotiated := !h.r.cfg.NoStatus
+			budget := 2 * time.Second
+			if negotiated {
+				budget = time.Duration(DefaultMaxNakRetries+2) * time.Duration(DefaultHeartbeatInterval)
+			}
+			h.run(budget, ms)
 			o := h.r.Outcome()
 			want := Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: 2, GapStart: 3, GapEnd: 3}
 			if o != want {
 				t.Fatalf("outcome %+v, want %+v", o, want)
 			}
-			if n := h.r.Stats().NaksSent; n != uint64(DefaultMaxNakRetries)+1 {
-				t.Fatalf("NAKs = %d, want %d", n, DefaultMaxNakRetries+1)
+			if n := h.r.Stats().NaksSent; !negotiated && n != uint64(DefaultMaxNakRetries)+1 || negotiated && n <= uint64(DefaultMaxNakRetries)+1 {
+				t.Fatalf("NAKs = %d, want %d (negotiated: more, the uncounted ones too)", n, DefaultMaxNakRetries+1)
 			}
 			h.expectDelivered(1, 2)
 		}},
+		{name: "a sender unheard for less than the silence time spends no retry budget",
+			setup: func(o *harnessOpt) { o.r.SilenceIntervals = 30 },
+			run: func(t *testing.T, h *harness) {
+				// A loaded machine may not run the sender for a second or
+				// more; a NAK it never answered because it never ran is no
+				// evidence that the gap cannot be repaired.
+				h.impairData(mem.Impairment{Script: dropSeqs(-1, 3)})
+				h.send(5)
+				h.run(30*ms, ms)                          // a probe: the sender speaks them
+				h.impairData(mem.Impairment{DropProb: 1}) // the sender goes dark
+				h.run(2*time.Second, ms)
+				h.impairData(mem.Impairment{})
+				h.run(200*ms, ms)
+				negotiated := !h.r.cfg.NoStatus
+				if o := h.r.Outcome(); negotiated && o.Kind != Live || !negotiated && o.Cause != RetryBudget {
+					t.Fatalf("outcome %+v, want live (reference: the retry budget faults)", o)
+				}
+				if negotiated {
+					if n := h.r.Stats().NaksSent; n <= uint64(DefaultMaxNakRetries)+1 {
+						t.Fatalf("NAKs = %d, want more than the budget of %d", n, DefaultMaxNakRetries)
+					}
+					h.expectDelivered(1, 5)
+				}
+			}},
 		{name: "silence with a gap faults",
 			setup: func(o *harnessOpt) { o.r.MaxNakRetries = 1000 },
 			run: func(t *testing.T, h *harness) {
