@@ -2,13 +2,166 @@ package cast
 
 import (
 	"errors"
+	"fmt"
+	"net/netip"
 	"runtime"
 	"sync"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/cfgerr"
 
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/defaults"
 	"github.com/walcast/walcast/wal"
 )
+
+// ColdReader serves the Sender's cold reads off the hot thread;
+// *wal.Writer satisfies it. ReadRange copies up to n consecutive frames
+// starting at seq from into dst and returns the frame and byte counts.
+type ColdReader interface {
+	ReadRange(from uint64, n int, dst []byte) (frames, bytes int, err error)
+}
+
+// IOFlusher is a log whose I/O goroutine may need the loop's core:
+// Flushing reports that a write + sync is in progress. *wal.Writer
+// satisfies it.
+type IOFlusher interface {
+	Flushing() bool
+}
+
+// Waiter is a datapath that can park on Go's netpoller until a datagram
+// arrives (datapath/udp and datapath/mmsg are). The loop needs it for
+// the affinity.Park idle strategy.
+type Waiter interface {
+	RecvWait(v *batch.Vec, deadline time.Time) (int, error)
+}
+
+// LoopConfig configures a [Loop]. A zero field means its default
+// (DefaultLoopConfig shows them); Path and a core are required.
+type LoopConfig struct {
+	// Path carries the datagrams. The Loop owns it from StartLoop on and
+	// closes it in Close, after its thread has stopped using it.
+	Path datapath.Path
+	// Sender and Receiver are the cores the loop drives; at least one.
+	// With both (an echoer, or a ping client), NAK datagrams go to the
+	// Sender and everything else to the Receiver.
+	Sender   *protocol.Sender
+	Receiver *protocol.Receiver
+	// Cold serves the Sender's cold reads (NAKed records no longer in the
+	// hot ring) on an I/O goroutine; usually the Sender's *wal.Writer.
+	// Nil: cold requests are reported failed and the receiver asks again.
+	//
+	// When Cold also reports its flushes (a *wal.Writer does:
+	// [IOFlusher]), an idle iteration during a flush yields the core
+	// (sched_yield) instead of spinning, and an idle iteration whose sends
+	// the WAL refused (wal.ErrBackpressure) yields, then sleeps 20 µs if
+	// refusals go on: on a host with as
+	// many cores as spinning loops the WAL's I/O goroutine then gets the
+	// core it needs. See LoopStats.IOYields.
+	Cold ColdReader
+	// Thread pins the loop's locked OS thread (CPU -1: unpinned). With
+	// the Park idle strategy the loop runs on an ordinary goroutine
+	// instead (see affinity.GoFor) and Thread is not applied.
+	Thread affinity.Config
+	// Idle paces the loop when a poll found nothing. affinity.Park blocks
+	// in the Path's RecvWait until a datagram or the next tick.
+	Idle affinity.Idler
+	// Batch is the number of datagrams received per poll and flushed per
+	// send (default 64).
+	Batch int
+	// Slot is the size in bytes of each datagram buffer (default
+	// DefaultMaxFrame); it must hold the largest datagram either side
+	// sends, coalesced datagrams included.
+	Slot int
+	// TickInterval is how often the cores' timers run at least (default
+	// 1 ms); they also run at the cores' own Deadline (re-NAKs, probes and
+	// Status frames due sooner).
+	TickInterval time.Duration
+	// OnRecord is called on the loop thread for every record delivered
+	// in seq order; h and payload are valid only during the call.
+	OnRecord func(l *Loop, h wal.Header, payload []byte)
+	// OnEvent is called on the loop thread when the Receiver's outcome or
+	// silence changes, when the Sender's flow-control table changes
+	// (receivers joining, leaving, faulting), and when the loop stops on
+	// an error.
+	OnEvent func(Event)
+	// OnPoll is called on the loop thread once per iteration with the
+	// loop's clock: producers that live inside the loop call l.Send here.
+	OnPoll func(l *Loop, now int64)
+	// SendRing is the number of slots of the ring through which one other
+	// goroutine publishes records ([Loop.Publish]); 0 = none.
+	SendRing int
+	// RecvRing is the number of slots of the ring through which one other
+	// goroutine consumes delivered records ([Loop.Received]); 0 = none.
+	RecvRing int
+	// RingSlot is the largest payload a ring slot holds, bytes (default
+	// Slot − 16).
+	RingSlot int
+	// ColdBuffers is the number of cold reads in flight at once (default
+	// DefaultMaxColdInFlight); ColdBufSize the bytes each may return
+	// (default DefaultMaxColdRecords × Slot).
+	ColdBuffers int
+	ColdBufSize int
+	// Source, when valid, is the only address whose data and heartbeats
+	// reach the cores; those from any other address are dropped and
+	// counted in LoopStats.Foreign (a consumer that knows its producer).
+	// Frames for a sender (NAK, Status) pass from anyone: in a multicast
+	// group the other receivers' are useful.
+	Source netip.AddrPort
+	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Start raises
+	// it to the number of spinning loops + 2 when it is lower: a spinning
+	// loop holds a P for good, and the GC, the WAL's and the loop's I/O
+	// goroutines and the application need the others (a loop with the
+	// Park strategy does not count). Start undoes its change when it
+	// fails, and when the last spinning loop stops the value found
+	// before the first raise is restored, unless something else changed
+	// GOMAXPROCS meanwhile.
+	KeepGOMAXPROCS bool
+}
+
+// DefaultLoopConfig returns a spinning, unpinned loop with 64-datagram
+// batches and a 1 ms tick; set Path and a core.
+func DefaultLoopConfig() LoopConfig {
+	return LoopConfig{
+		Thread:       affinity.DefaultConfig(),
+		Batch:        64,
+		Slot:         protocol.DefaultMaxFrame,
+		TickInterval: time.Millisecond,
+		ColdBuffers:  protocol.DefaultMaxColdInFlight,
+	}
+}
+
+// Validate reports the first nonsensical field, wrapped in ErrConfig.
+func (c LoopConfig) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Path == nil:
+		return fmt.Errorf("%w: loop needs a Path", ErrConfig)
+	case c.Sender == nil && c.Receiver == nil:
+		return fmt.Errorf("%w: loop needs a Sender or a Receiver", ErrConfig)
+	case c.Batch < 1 || c.Batch > 1024:
+		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
+	case c.Slot < wal.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
+		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, wal.HeaderSize+8, protocol.MaxDatagram)
+	case c.TickInterval <= 0:
+		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
+	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:
+		return fmt.Errorf("%w: loop ring and cold sizes must be ≥ 0", ErrConfig)
+	case c.SendRing > 0 && c.Sender == nil:
+		return fmt.Errorf("%w: SendRing without a Sender", ErrConfig)
+	case c.RecvRing > 0 && c.Receiver == nil:
+		return fmt.Errorf("%w: RecvRing without a Receiver", ErrConfig)
+	}
+	if c.Idle.Parks() {
+		if _, ok := c.Path.(Waiter); !ok {
+			return fmt.Errorf("%w: idle strategy park needs a Path with RecvWait", ErrConfig)
+		}
+	}
+	return cfgerr.Nest("cast", ErrConfig, "Thread", c.Thread.Validate())
+}
 
 // withDefaults returns c with every zero field set to its default.
 func (c LoopConfig) withDefaults() LoopConfig {
