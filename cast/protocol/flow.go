@@ -391,9 +391,14 @@ func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
 	}
 	if fc.blockedAt != 0 && now-fc.blockedAt >= s.cfg.ReceiverTimeout {
 		// Held back for ReceiverTimeout by receivers that delivered
-		// nothing meanwhile: the producer is not their hostage.
+		// nothing meanwhile: the producer is not their hostage. A
+		// receiver still repairing a gap (it knows of seqs past what it
+		// delivered) is left to its own budgets: its retry budget or
+		// silence rule ends in a sticky state, which releases it, while a
+		// repair the loaded machine merely delayed goes on (releasing it
+		// let the sender run past its window: Reconnect at 30 % loss).
 		for i := range fc.rcv {
-			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < s.next {
+			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < s.next && r.info.Highest <= r.info.Delivered {
 				r.info.Stalled = true
 				s.event(ReceiverStalled, now, r, 0)
 				changed = true

@@ -166,6 +166,46 @@ func TestFlowScenarios(t *testing.T) {
 				}
 				h.expectDelivered(1, h.s.NextSeq()-1)
 			}},
+		{name: "receiver repairing a gap for longer than ReceiverTimeout is not released",
+			setup: func(o *harnessOpt) { o.r.ReorderSlots = 64 },
+			run: func(t *testing.T, h *harness) {
+				h.send(10)
+				h.run(5*ms, ms)
+				// Seq 11 and its retransmits are lost for 1.5 s (a loaded
+				// machine that did not run one side looks the same to the
+				// protocol); everything else arrives.
+				until := h.now() + int64(1500*ms)
+				drop11 := dropSeqs(-1, 11)
+				h.impairData(mem.Impairment{Script: func(i int, b []byte) mem.Action {
+					if h.now() < until {
+						return drop11(i, b)
+					}
+					return mem.Pass
+				}})
+				start := h.now()
+				sent := 0
+				for h.now()-start < int64(2*time.Second) {
+					if _, err := h.s.Send(100, h.payload, h.now(), h.sOut); err == nil {
+						sent++
+					}
+					h.flushSender()
+					h.step()
+					h.p.Clock.Advance(ms)
+				}
+				for _, k := range h.eventKinds() {
+					if k == ReceiverStalled || k == ReceiverFaulted {
+						t.Fatalf("events %v: a receiver still repairing was released", h.eventKinds())
+					}
+				}
+				if o := h.r.Outcome(); o.Kind != Live {
+					t.Fatalf("outcome %+v", o)
+				}
+				h.run(100*ms, ms)
+				h.expectDelivered(1, h.s.NextSeq()-1)
+				if sent <= 64 {
+					t.Fatalf("sent %d after the repair, want the stream to go on", sent)
+				}
+			}},
 		{name: "receiver restarts with a new id: replaced at once, the new one throttles",
 			run: func(t *testing.T, h *harness) {
 				h.send(10)
