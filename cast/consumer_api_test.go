@@ -57,11 +57,7 @@ func TestConsumerLearnsSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	for range 10 {
-		if err := p.Publish(ctx, 100, make([]byte, 64)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, p, 10)
 	p.Flush(ctx)
 	// A stranger's valid frame: seq 11, meant to take the producer's place.
 	frame := make([]byte, 16+64)
@@ -244,11 +240,7 @@ func TestConsumerStopDuringCatchUp(t *testing.T) {
 	}
 	defer p.Close()
 	ctx := context.Background()
-	for range 500 {
-		if err := p.Publish(ctx, 100, make([]byte, 64)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, p, 500)
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

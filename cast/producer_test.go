@@ -58,8 +58,6 @@ func countData(t testing.TB, end *mem.End) int {
 func TestProducerCloseDrains(t *testing.T) {
 	cycles := closeCycles()
 	rng := rand.New(rand.NewPCG(1, 2))
-	payload := make([]byte, 64)
-	ctx := context.Background()
 	for i := range cycles {
 		pair := mem.NewPair(1)
 		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64, KeepGOMAXPROCS: true, Sender: smallRing})
@@ -67,11 +65,7 @@ func TestProducerCloseDrains(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 1 + rng.IntN(300) // up to ~5 publish queues' worth
-		for range n {
-			if err := p.Publish(ctx, 100, payload); err != nil {
-				t.Fatal(err)
-			}
-		}
+		publishN(t, p, n)
 		if err := p.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", i, err)
 		}
@@ -80,6 +74,18 @@ func TestProducerCloseDrains(t *testing.T) {
 		}
 		if got := countData(t, pair.B); got != n {
 			t.Fatalf("cycle %d: %d of %d records reached the network", i, got, n)
+		}
+	}
+}
+
+// publishN publishes n 64-byte records of type 100, failing t on an
+// error.
+func publishN(t testing.TB, p *Producer, n int) {
+	t.Helper()
+	payload := make([]byte, 64)
+	for range n {
+		if err := p.Publish(context.Background(), 100, payload); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
@@ -105,8 +111,6 @@ var smallRing = protocol.SenderConfig{RingSlots: 512}
 // smaller number of times: every accepted record was sent and is durable.
 func TestProducerCloseDrainsWAL(t *testing.T) {
 	dir := t.TempDir()
-	payload := make([]byte, 64)
-	ctx := context.Background()
 	var last uint64
 	for i := range 50 {
 		c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true})
@@ -118,11 +122,7 @@ func TestProducerCloseDrainsWAL(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := 1 + i*37%500
-		for range n {
-			if err := p.Publish(ctx, 100, payload); err != nil {
-				t.Fatal(err)
-			}
-		}
+		publishN(t, p, n)
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}

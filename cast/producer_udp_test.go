@@ -29,9 +29,7 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 	}
 	to := rx.LocalAddr().(*net.UDPAddr).AddrPort()
 	rng := rand.New(rand.NewPCG(3, 4))
-	payload := make([]byte, 64)
 	buf := make([]byte, 65536)
-	ctx := context.Background()
 	for i := range cycles {
 		p, err := NewProducer(ProducerConfig{To: to, Local: loopback, Idle: quiet, PublishSlots: 64, KeepGOMAXPROCS: true, Sender: smallRing})
 		if err != nil {
@@ -39,11 +37,7 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 		}
 		from := p.Addr()
 		n := 1 + rng.IntN(300) // up to ~5 publish queues' worth
-		for range n {
-			if err := p.Publish(ctx, 100, payload); err != nil {
-				t.Fatal(err)
-			}
-		}
+		publishN(t, p, n)
 		if err := p.Close(); err != nil {
 			t.Fatalf("cycle %d: Close: %v", i, err)
 		}
@@ -112,12 +106,7 @@ func TestProducerConsumerFlowControl(t *testing.T) {
 			return nil
 		})
 	}()
-	payload := make([]byte, 64)
-	for range n {
-		if err := p.Publish(ctx, 100, payload); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, p, n)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -135,11 +124,7 @@ func TestProducerConsumerFlowControl(t *testing.T) {
 	// The consumer left and said so: more records than its last window
 	// allowed are sent without waiting for it to time out (a Leave, not
 	// a silence, removed it).
-	for range 10_000 {
-		if err := p.Publish(ctx, 100, payload); err != nil {
-			t.Fatal(err)
-		}
-	}
+	publishN(t, p, 10_000)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := p.Flush(fctx); err != nil {

@@ -147,12 +147,7 @@ func (r *consRig) send(n int) uint64 {
 	p := r.p
 	r.mu.Unlock()
 	ctx := context.Background()
-	payload := make([]byte, 64)
-	for range n {
-		if err := p.Publish(ctx, 100, payload); err != nil {
-			r.t.Fatal(err)
-		}
-	}
+	publishN(r.t, p, n)
 	if err := p.Flush(ctx); err != nil {
 		r.t.Fatal(err)
 	}
