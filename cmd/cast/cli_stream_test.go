@@ -323,6 +323,16 @@ func TestCLIDemoMatchesREADME(t *testing.T) {
 	}
 }
 
+// A demo whose receiver loses almost everything faults: exit 3, the
+// outcome as the last line, the summary printed before it.
+func TestCLIDemoFaulted(t *testing.T) {
+	d := runCast(t, "demo", "-n", "3000", "-rate", "10000", "-drop", "95", "-q", "-pings", "0", "-timeout", "60s")
+	d.expect(3, "stderr", `^cast demo: receiver stopped: receiver (faulted \((retry budget|silence)\)|must reconnect): last delivered \d+, .* \(\d+ of 3000 records delivered\)$`)
+	if !strings.Contains(d.Stdout.String(), "loss injected") {
+		t.Fatalf("no summary before the reason:\n%s", d.Stdout.String())
+	}
+}
+
 // A long benchmark prints each row as it finishes and, on Ctrl-C, what
 // it measured (rows and the spread over them) before exiting 130.
 func TestCLIBenchRTTInterrupted(t *testing.T) {
