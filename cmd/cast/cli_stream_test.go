@@ -115,6 +115,19 @@ func TestCLIBandwidth(t *testing.T) {
 	}
 }
 
+// A bandwidth receiver asked for more than the sender sends prints what
+// it got and exits 1 once the sender went silent.
+func TestCLIBandwidthFewerThanAsked(t *testing.T) {
+	r := startCast(t, "", "bandwidth", "-mode", "receiver", "-addr", "127.0.0.1:0", "-n", "3000")
+	addr := r.listenAddr()
+	runCast(t, "bandwidth", "-mode", "sender", "-addr", addr, "-n", "1000", "-rate", "20000").expect(0, "stdout", `^naks \d+, retransmits`)
+	r.wait(hangBudget)
+	r.expect(1, "stderr", `^cast bandwidth: the sender went silent after 1000 of 3000 records$`)
+	if !strings.Contains(r.Stdout.String(), "received 1000 messages of 1427 bytes") {
+		t.Fatalf("receiver:\n%s", r.Stdout.String())
+	}
+}
+
 func TestCLIBandwidthNobodyListening(t *testing.T) {
 	runCast(t, "bandwidth", "-mode", "sender", "-addr", deadPort(t), "-n", "5000").
 		expect(1, "stderr", `^cast bandwidth: nobody is listening at`)
