@@ -22,8 +22,9 @@ func runBandwidth(args []string) error {
 		"GSO/GRO) and report MB/s, Mbps and the per-packet overhead. Start the receiver\n"+
 		"first: -mode receiver -addr listens on ADDR; -mode sender -addr sends to it.\n"+
 		"The receiver exits 1 when the sender went quiet before -n messages, 3 when its\n"+
-		"stream faulted or must reconnect; the sender exits 1 when nobody listens and 3\n"+
-		"when the receiver went away before the end (from ICMP port unreachable).")
+		"stream faulted or must reconnect. The sender exits 0 once the receiver reports\n"+
+		"every message delivered (its Status), 3 when it reported a sticky outcome, left\n"+
+		"or went silent first, 1 when nobody listens (ICMP port unreachable).")
 	mode := fs.String("mode", "", "sender or receiver")
 	addr := fs.String("addr", classicAddr, "receiver address HOST:PORT")
 	n := fs.Int("n", 100000, "messages")

@@ -88,7 +88,8 @@ func TestCLIRecvSenderSilent(t *testing.T) {
 	r.expect(1, "stderr", `^cast recv: the sender went silent after 1000 of 3000 records$`)
 }
 
-// A receiver that loses almost everything faults: exit 3 and the outcome.
+// A receiver that loses almost everything faults: exit 3 and the outcome;
+// its sender learns it from the receiver's Status and exits 3 too.
 func TestCLIRecvFaulted(t *testing.T) {
 	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-drop", "95", "-json")
 	addr := r.listenAddr()
@@ -98,18 +99,20 @@ func TestCLIRecvFaulted(t *testing.T) {
 	if !strings.Contains(r.Stdout.String(), `"event":"`) {
 		t.Fatalf("no event line in -json output:\n%s", r.Stdout.String())
 	}
-	s.wait(hangBudget) // exit status depends on when the receiver died; it must only end
+	s.wait(hangBudget)
+	s.expect(3, "stderr", `^cast send: the receiver at 127\.0\.0\.1:\d+ (reported (faulted|reconnect)|left|went away)`)
 }
 
+// 5 % loss at the receiver (the issue saw 3 of 10 000 delivered and exit
+// 0): flow control keeps the sender within the receiver's window, every
+// message arrives, both exit 0.
 func TestCLIBandwidth(t *testing.T) {
-	// A reorder window that outlasts the kernel's losses on a loaded
-	// machine (until flow control paces the sender).
-	r := startCast(t, "", "bandwidth", "-mode", "receiver", "-addr", "127.0.0.1:0", "-n", "10000", "-reorder", "16384")
+	r := startCast(t, "", "bandwidth", "-mode", "receiver", "-addr", "127.0.0.1:0", "-n", "10000", "-drop", "5")
 	addr := r.listenAddr()
 	s := runCast(t, "bandwidth", "-mode", "sender", "-addr", addr, "-n", "10000", "-rate", "20000")
 	s.expect(0, "stdout", `^naks \d+, retransmits \d+, over mmsg`)
 	r.wait(hangBudget)
-	r.expect(0, "stdout", `^gaps NAKed \d+, dropped by -drop 0, over mmsg`)
+	r.expect(0, "stdout", `^gaps NAKed \d+, dropped by -drop [1-9]\d*, over mmsg`)
 	if !regexp.MustCompile(`received 10000 messages of 1427 bytes in [0-9.]+ s\nthroughput: [0-9.]+ MB/s`).MatchString(r.Stdout.String()) {
 		t.Fatalf("receiver:\n%s", r.Stdout.String())
 	}

@@ -38,6 +38,11 @@ const (
 // writeScatterPNG draws RTT (log scale) against message number, marked
 // points as red crosses over the plain blue dots, with a legend.
 func writeScatterPNG(w io.Writer, title, legendPlain, legendMarked string, pts []scatterPoint) error {
+	return png.Encode(w, drawScatter(title, legendPlain, legendMarked, pts))
+}
+
+// drawScatter draws the image writeScatterPNG encodes.
+func drawScatter(title, legendPlain, legendMarked string, pts []scatterPoint) *image.RGBA {
 	img := image.NewRGBA(image.Rect(0, 0, plotW, plotH))
 	fill(img, img.Bounds(), plotBG)
 	x0, x1 := 0.0, 2.0
@@ -99,7 +104,7 @@ func writeScatterPNG(w io.Writer, title, legendPlain, legendMarked string, pts [
 	drawText(img, lx+20, pt+18-7, legendPlain, plotAxis)
 	cross(img, lx+6, pt+42, plotMarked)
 	drawText(img, lx+20, pt+42-7, legendMarked, plotAxis)
-	return png.Encode(w, img)
+	return img
 }
 
 // usLabel names a decade of µs: 1µs, 10µs, 100µs, 1ms, …, 1s.
@@ -127,12 +132,21 @@ func niceStep(s float64) float64 {
 	return 10 * p
 }
 
+// fill paints r: its first row pixel by pixel, the other rows copied
+// from it.
 func fill(img *image.RGBA, r image.Rectangle, c color.RGBA) {
 	r = r.Intersect(img.Bounds())
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			img.SetRGBA(x, y, c)
-		}
+	if r.Empty() {
+		return
+	}
+	o := img.PixOffset(r.Min.X, r.Min.Y)
+	row := img.Pix[o : o+4*r.Dx()]
+	for i := 0; i < len(row); i += 4 {
+		row[i], row[i+1], row[i+2], row[i+3] = c.R, c.G, c.B, c.A
+	}
+	for y := r.Min.Y + 1; y < r.Max.Y; y++ {
+		o := img.PixOffset(r.Min.X, y)
+		copy(img.Pix[o:o+len(row)], row)
 	}
 }
 

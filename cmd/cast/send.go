@@ -229,7 +229,7 @@ func waitQuiet(ctx context.Context, l *cast.Loop, quiet, max time.Duration) {
 }
 
 func runSend(args []string) error {
-	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind.")
+	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind. After the last record it serves NAKs until\nthe receiver's Status says every record was delivered (at most -linger). Exits 0\nthen; 3 when the receiver reported a sticky outcome, left, went silent or stalled\nfirst; 1 when it is still behind after -linger. A receiver that sends no Status\nis judged by ICMP port unreachable: 1 nobody listened, 3 it went away.")
 	to := fs.String("to", "", "receiver address HOST:PORT, or a multicast GROUP:PORT (required)")
 	bind := fs.String("bind", "0.0.0.0:0", "local address HOST:PORT; NAKs arrive here (with a group: the group's port)")
 	var mf mcastFlags
