@@ -10,28 +10,58 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 )
 
-// flowWatch is what a sending command learns from its receiver's Status
+// flowWatch is what a sending command learns from its receivers' Status
 // frames (the loop's EventReceiver* events and its flow-control table):
-// whether the receiver speaks Status at all, how far it delivered, and
+// whether any receiver speaks Status at all, how far each delivered, and
 // whether it faulted, left or went silent. Its verdict comes first; the
 // ICMP-based reach verdict is the fallback for receivers that never send
-// Status (reference receivers, filtered paths).
+// Status (reference receivers, filtered paths). A multicast group has
+// several receivers: each is followed on its own (by its ID) and the
+// verdict is the worst of theirs.
 type flowWatch struct {
 	l       *cast.Loop
 	heard   bool                  // some receiver negotiated
-	last    protocol.ReceiverInfo // the receiver as last reported
-	left    bool                  // it said it was closing
-	lost    bool                  // it went silent (dropped from flow control)
-	stalled bool                  // it held the sender back without progress
+	last    protocol.ReceiverInfo // the receiver furthest behind, as last reported
+	rcv     map[uint64]*rcvWatch  // by receiver ID
+	order   []uint64              // IDs in the order first heard
 	timeout time.Duration
 }
 
-func newFlowWatch(l *cast.Loop) *flowWatch {
-	return &flowWatch{l: l, timeout: time.Duration(protocol.DefaultReceiverTimeout)}
+// rcvWatch is one receiver's last word.
+type rcvWatch struct {
+	last    protocol.ReceiverInfo
+	left    bool // it said it was closing
+	lost    bool // it went silent (dropped from flow control)
+	stalled bool // it held the sender back without progress
 }
 
-// poll takes the loop's pending events and refreshes the receiver's
-// position from the loop's flow-control table.
+func newFlowWatch(l *cast.Loop) *flowWatch {
+	return &flowWatch{l: l, rcv: map[uint64]*rcvWatch{}, timeout: time.Duration(protocol.DefaultReceiverTimeout)}
+}
+
+// get returns receiver info's entry, made on first sight. A new ID from
+// an address already known is that receiver restarted: the old entry
+// goes.
+func (w *flowWatch) get(info protocol.ReceiverInfo) *rcvWatch {
+	w.heard = true
+	if r, ok := w.rcv[info.ID]; ok {
+		return r
+	}
+	for i := 0; i < len(w.order); i++ {
+		if old := w.rcv[w.order[i]]; old.last.Addr == info.Addr {
+			delete(w.rcv, w.order[i])
+			w.order = append(w.order[:i], w.order[i+1:]...)
+			i--
+		}
+	}
+	r := &rcvWatch{last: info}
+	w.rcv[info.ID] = r
+	w.order = append(w.order, info.ID)
+	return r
+}
+
+// poll takes the loop's pending events and refreshes the receivers'
+// positions from the loop's flow-control table.
 func (w *flowWatch) poll() {
 	for {
 		select {
@@ -42,33 +72,56 @@ func (w *flowWatch) poll() {
 		}
 		break
 	}
-	if rs := w.l.Receivers(); len(rs) > 0 {
-		w.heard = true
-		if rs[0].Delivered >= w.last.Delivered || rs[0].ID != w.last.ID {
-			w.last = rs[0]
+	w.table(w.l.Receivers())
+}
+
+// table takes the flow-control table's rows.
+func (w *flowWatch) table(rs []protocol.ReceiverInfo) {
+	for _, info := range rs {
+		if r := w.get(info); info.Delivered >= r.last.Delivered {
+			r.last = info
+		}
+	}
+	w.behind()
+}
+
+// behind sets last to the receiver furthest behind.
+func (w *flowWatch) behind() {
+	for i, id := range w.order {
+		if r := w.rcv[id]; i == 0 || r.last.Delivered < w.last.Delivered {
+			w.last = r.last
 		}
 	}
 }
 
 // event follows one loop event. A receiver that faults, stalls or goes
 // silent may come back (a cast.Consumer catches up over TCP and resumes),
-// so only the last word counts.
+// so only its last word counts.
 func (w *flowWatch) event(e cast.Event) {
+	var r *rcvWatch
 	switch e.Kind {
 	case cast.EventReceiverJoined, cast.EventReceiverRestarted, cast.EventReceiverRecovered, cast.EventReceiverFaulted:
-		w.heard, w.last, w.lost, w.stalled = true, e.Receiver, false, false
+		r = w.get(e.Receiver)
+		r.lost, r.stalled = false, false
 	case cast.EventReceiverStalled:
-		w.heard, w.last, w.stalled = true, e.Receiver, true
+		r = w.get(e.Receiver)
+		r.stalled = true
 	case cast.EventReceiverLost:
-		w.heard, w.last, w.lost = true, e.Receiver, true
+		r = w.get(e.Receiver)
+		r.lost = true
 	case cast.EventReceiverLeft:
-		w.heard, w.last, w.left = true, e.Receiver, true
+		r = w.get(e.Receiver)
+		r.left = true
+	default:
+		return
 	}
+	r.last = e.Receiver
+	w.behind()
 }
 
-// settle waits after the last record was sent: until the receiver
-// reports every seq up to lastSeq delivered when it speaks Status, else
-// until no NAK came for quiet; at most max either way.
+// settle waits after the last record was sent: until every receiver
+// reports every seq up to lastSeq delivered (or left) when they speak
+// Status, else until no NAK came for quiet; at most max either way.
 func (w *flowWatch) settle(ctx context.Context, lastSeq uint64, quiet, max time.Duration) {
 	if w.poll(); w.heard {
 		w.waitDelivered(ctx, lastSeq, max)
@@ -77,15 +130,25 @@ func (w *flowWatch) settle(ctx context.Context, lastSeq uint64, quiet, max time.
 	waitQuiet(ctx, w.l, quiet, max)
 }
 
-// waitDelivered returns once the receiver reported every seq up to
-// lastSeq delivered or said it is leaving, ctx ended or max passed. A
-// receiver that faulted, stalled or went silent may still catch up: it is
-// waited for.
+// done says whether every receiver heard reported every seq up to
+// lastSeq delivered or said it is leaving.
+func (w *flowWatch) done(lastSeq uint64) bool {
+	for _, r := range w.rcv {
+		if !r.left && r.last.Delivered < lastSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// waitDelivered returns once done, ctx ended or max passed. A receiver
+// that faulted, stalled or went silent may still catch up: it is waited
+// for.
 func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.Duration) {
 	end := time.Now().Add(max)
 	for ctx.Err() == nil && time.Now().Before(end) {
 		w.poll()
-		if w.left || w.last.Delivered >= lastSeq {
+		if w.done(lastSeq) {
 			return
 		}
 		select {
@@ -96,37 +159,60 @@ func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.
 	}
 }
 
-// verdict is nil when the receiver delivered every record up to lastSeq;
-// else an outcome error (exit 3) with the receiver's own word — it
-// reported a sticky outcome, left, went silent or stopped taking records
-// — or a failure when it is merely still behind after the linger. ok is
-// false when no receiver ever spoke Status (the caller falls back to
+// verdict is nil when every receiver delivered every record up to
+// lastSeq; else, for the first that did not, an outcome error (exit 3)
+// with its own word — it reported a sticky outcome, left, went silent or
+// stopped taking records — or a failure when it is merely still behind
+// after the linger (an outcome anywhere comes before a mere failure). ok
+// is false when no receiver ever spoke Status (the caller falls back to
 // what ICMP told).
 func (w *flowWatch) verdict(lastSeq uint64) (err error, ok bool) {
 	w.poll()
+	return w.judge(lastSeq)
+}
+
+func (w *flowWatch) judge(lastSeq uint64) (err error, ok bool) {
 	if !w.heard {
 		return nil, false
 	}
-	r := w.last
-	if r.Delivered >= lastSeq {
-		return nil, true // everything arrived; what happened after does not matter
+	var behind error
+	for _, id := range w.order {
+		switch e := w.rcv[id].judge(lastSeq, w.timeout).(type) {
+		case nil:
+		case *exitError:
+			if e.code == exitOutcome {
+				return e, true
+			}
+			if behind == nil {
+				behind = e
+			}
+		}
 	}
-	got := fmt.Sprintf("it delivered through seq %d of %d", r.Delivered, lastSeq)
+	return behind, true
+}
+
+// judge is one receiver's verdict (see flowWatch.verdict).
+func (r *rcvWatch) judge(lastSeq uint64, timeout time.Duration) error {
+	l := r.last
+	if l.Delivered >= lastSeq {
+		return nil // everything arrived; what happened after does not matter
+	}
+	got := fmt.Sprintf("it delivered through seq %d of %d", l.Delivered, lastSeq)
 	switch {
-	case r.State != protocol.Live:
+	case l.State != protocol.Live:
 		how := ""
-		if w.left {
+		if r.left {
 			how = " and left"
 		}
-		return outcomef("the receiver at %s reported %s%s: %s", r.Addr, stateText(r.State), how, got), true
-	case w.left:
-		return outcomef("the receiver at %s left while records were being sent: %s", r.Addr, got), true
-	case w.lost:
-		return outcomef("the receiver at %s went away while records were being sent: no Status for %v; %s", r.Addr, w.timeout, got), true
-	case w.stalled:
-		return outcomef("the receiver at %s stopped taking records: it held the sender back for %v without progress; %s", r.Addr, w.timeout, got), true
+		return outcomef("the receiver at %s reported %s%s: %s", l.Addr, stateText(l.State), how, got)
+	case r.left:
+		return outcomef("the receiver at %s left while records were being sent: %s", l.Addr, got)
+	case r.lost:
+		return outcomef("the receiver at %s went away while records were being sent: no Status for %v; %s", l.Addr, timeout, got)
+	case r.stalled:
+		return outcomef("the receiver at %s stopped taking records: it held the sender back for %v without progress; %s", l.Addr, timeout, got)
 	}
-	return failf("the receiver at %s is still behind after -linger: %s", r.Addr, got), true
+	return failf("the receiver at %s is still behind after -linger: %s", l.Addr, got)
 }
 
 func stateText(k protocol.OutcomeKind) string {
