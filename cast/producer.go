@@ -92,8 +92,8 @@ type ProducerConfig struct {
 	// waits for a slow consumer instead of overrunning it, and a consumer
 	// silent for ReceiverTimeout (1 s) or that said it is leaving no
 	// longer holds it back. A consumer that never sends Status (the
-	// reference's) is not waited for after the first InitialWait (100
-	// ms). NoFlowControl turns it off.
+	// reference's) is not waited for after the first InitialWait (1 s).
+	// NoFlowControl turns it off.
 	Sender protocol.SenderConfig
 	// ReplayServer tunes the replay server; its TLS and Plaintext come
 	// from the fields above and must be left zero.

@@ -127,8 +127,9 @@ type SenderConfig struct {
 	// before that receiver's first Status arrives. A reference receiver
 	// never sends Status: after InitialWait the sender runs unthrottled
 	// (a one-time pause; the bytes are the reference's). InitialWindow < 0
-	// turns it off (defaults: DefaultReorderSlots records, one heartbeat
-	// interval).
+	// turns it off (defaults: DefaultReorderSlots records, and
+	// ReceiverTimeout's default of 1 s: a loaded machine was seen not to
+	// run a starting receiver for more than 100 ms).
 	InitialWindow int
 	InitialWait   int64
 }
@@ -151,7 +152,7 @@ func DefaultSenderConfig() SenderConfig {
 		ProbeFloor:        DefaultProbeFloor,
 		RTTProbeInterval:  DefaultRTTProbeInterval,
 		InitialWindow:     DefaultReorderSlots,
-		InitialWait:       DefaultHeartbeatInterval,
+		InitialWait:       DefaultReceiverTimeout,
 	}
 }
 

@@ -418,6 +418,7 @@ func TestInitialWindow(t *testing.T) {
 			o := defaultOpt()
 			o.r.NoStatus = ref
 			o.s.InitialWindow = 100
+			o.s.InitialWait = DefaultHeartbeatInterval // (default 1 s) within the 300 ms below
 			h := newHarness(t, o)
 			h.impairData(mem.Impairment{Latency: 200 * us})
 			h.impairNaks(mem.Impairment{Latency: 200 * us})
