@@ -53,8 +53,15 @@ type Config struct {
 	LossRate  int           // records/s of the loss stream (20 000)
 	LossTime  time.Duration // sending time of a loss row (2 s)
 	CPUs      [2]int        // cores of the A (client/sender) and B (echo/receiver) loops; -1 unpinned
-	Tag       string        // goes into namespace names
-	Log       io.Writer     // progress lines; nil: silent
+	// Stall is how long a loss row may go without a delivery before it
+	// ends incomplete (0: 5 s); with Tolerate, the receivers' NAK-retry
+	// and silence budgets are stretched to Stall too (tests on a loaded
+	// machine, where a loop can be off-CPU for seconds; the bench measures
+	// the protocol's defaults).
+	Stall    time.Duration
+	Tolerate bool
+	Tag      string    // goes into namespace names
+	Log      io.Writer // progress lines; nil: silent
 }
 
 // DefaultConfig is what `cast bench paths` runs without flags.
@@ -88,7 +95,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pathbench: n %d, warmup %d, blocks %d (want 1..n)", c.N, c.Warmup, c.Blocks)
 	case c.Size < minRecord || c.Size > maxRecord:
 		return fmt.Errorf("pathbench: size %d outside %d..%d", c.Size, minRecord, maxRecord)
-	case c.TputTime <= 0 || c.LossTime <= 0:
+	case c.TputTime <= 0 || c.LossTime <= 0 || c.Stall < 0:
 		return fmt.Errorf("pathbench: durations must be > 0")
 	case c.Window < 1:
 		return fmt.Errorf("pathbench: window %d < 1", c.Window)
@@ -103,6 +110,14 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// stall is c.Stall or its default.
+func (c Config) stall() time.Duration {
+	if c.Stall > 0 {
+		return c.Stall
+	}
+	return 5 * time.Second
 }
 
 // Record sizes: the walcast header plus a 24-byte payload (seq, index,

@@ -15,12 +15,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// loopCfg is a spinning loop on path p pinned to cpu, with a Sender
-// and/or a Receiver with default settings (reorder slots raised for the
-// loss rows). tid receives the loop thread's id on its first iteration.
-func loopCfg(p datapath.Path, cpu, batch int, sender, receiver bool, tid *atomic.Int64) (cast.LoopConfig, error) {
+// loopCfg is a spinning loop on path p pinned to cpu (bc.CPUs[end]), with
+// a Sender and/or a Receiver with default settings (reorder slots raised
+// for the loss rows; retry and silence budgets stretched to bc.Stall if
+// bc.Tolerate). tid receives the loop thread's id on its first iteration.
+func loopCfg(bc Config, end int, p datapath.Path, batch int, sender, receiver bool, tid *atomic.Int64) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
-	c.Path, c.Thread, c.Batch = p, affinity.OnCPU(cpu), batch
+	c.Path, c.Thread, c.Batch = p, affinity.OnCPU(bc.CPUs[end]), batch
 	if sender {
 		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 		if err != nil {
@@ -31,6 +32,11 @@ func loopCfg(p datapath.Path, cpu, batch int, sender, receiver bool, tid *atomic
 	if receiver {
 		rc := protocol.DefaultReceiverConfig()
 		rc.ReorderSlots = 1 << 15
+		if bc.Tolerate {
+			stall := int64(bc.stall())
+			rc.MaxNakRetries = max(rc.MaxNakRetries, int(stall/rc.NakDebounce))
+			rc.SilenceIntervals = max(rc.SilenceIntervals, int(stall/rc.HeartbeatInterval))
+		}
 		r, err := protocol.NewReceiver(rc)
 		if err != nil {
 			return c, err

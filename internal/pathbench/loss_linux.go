@@ -83,7 +83,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	samples := benchkit.NewSamples(int(total))
 	var tidA, tidB atomic.Int64
 	var delivered atomic.Int64
-	rcfg, err := loopCfg(pb, c.CPUs[1], s.Batch, false, true, &tidB)
+	rcfg, err := loopCfg(c, 1, pb, s.Batch, false, true, &tidB)
 	if err != nil {
 		pa.Close()
 		pb.Close()
@@ -104,7 +104,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	var sent atomic.Int64
 	var go0 atomic.Int64 // unix ns of the first send; 0 = not started
 	var sendErr error
-	scfg, err := loopCfg(pa, c.CPUs[0], s.Batch, true, false, &tidA)
+	scfg, err := loopCfg(c, 0, pa, s.Batch, true, false, &tidA)
 	if err != nil {
 		rl.Close()
 		pa.Close()
@@ -156,7 +156,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	pB.begin()
 	start := time.Now()
 	go0.Store(start.UnixNano())
-	for deadline := start.Add(5 * time.Second); delivered.Load() == 0 && time.Now().Before(deadline); {
+	for deadline := start.Add(c.stall()); delivered.Load() == 0 && time.Now().Before(deadline); {
 		time.Sleep(100 * time.Microsecond)
 	}
 	if err := ll.set(c.Loss); err != nil {
@@ -164,9 +164,15 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 		return failed(row, err)
 	}
 	ab0, ba0 := ll.counters()
-	for deadline := start.Add(c.LossTime + lossDrain); delivered.Load() < total && time.Now().Before(deadline); {
+	// The row ends when every record is delivered, a loop failed, or
+	// nothing was delivered for c.stall(): a loaded machine makes a row
+	// slow, only a stall makes it incomplete.
+	for last, progress := int64(-1), time.Now(); delivered.Load() < total && time.Since(progress) < c.stall(); {
 		if sendErr != nil || sl.Err() != nil || rl.Err() != nil {
 			break
+		}
+		if d := delivered.Load(); d != last {
+			last, progress = d, time.Now()
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
@@ -193,15 +199,11 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	row.Note = fmt.Sprintf("%s; injected A→B %d of %d datagrams, B→A %d of %d (tc %v egress on the switch ports)",
 		note, ab1.Dropped-ab0.Dropped, ab1.Matched-ab0.Matched, ba1.Dropped-ba0.Dropped, ba1.Matched-ba0.Matched, ll.mode)
 	if row.Delivered < total {
-		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order within %v (loops: %v); %s",
-			row.Delivered, total, c.LossTime+lossDrain, lerr, row.Note)
+		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order, then none for %v or a loop stopped (loops: %v); %s",
+			row.Delivered, total, c.stall(), lerr, row.Note)
 	}
 	return row
 }
-
-// lossDrain is how long a loss row may take past its sending time to
-// repair the tail.
-const lossDrain = 5 * time.Second
 
 func frac(a, b uint64) float64 {
 	if b == 0 {

@@ -87,7 +87,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 		return refusedOrFailed(row, err)
 	}
 	var tidA, tidB atomic.Int64
-	ecfg, err := loopCfg(pb, c.CPUs[1], s.Batch, true, true, &tidB)
+	ecfg, err := loopCfg(c, 1, pb, s.Batch, true, true, &tidB)
 	if err != nil {
 		pa.Close()
 		pb.Close()
@@ -125,7 +125,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 		}
 		outstanding = true
 	}
-	ccfg, err := loopCfg(pa, c.CPUs[0], s.Batch, true, true, &tidA)
+	ccfg, err := loopCfg(c, 0, pa, s.Batch, true, true, &tidA)
 	if err != nil {
 		echo.Close()
 		pa.Close()

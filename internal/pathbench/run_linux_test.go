@@ -12,9 +12,12 @@ import (
 )
 
 // TestRunSmoke runs every workload once over one path of each kind with
-// tiny counts: every row is measured (or refused with a reason), the loss
-// rows got the configured loss in both directions, and no namespace of the
-// run is left behind. It asserts behaviour, never speed.
+// tiny counts: every row is measured (or refused with a reason), each
+// AF_XDP row says how it attached, the loss rows got the configured loss
+// in both directions and were repaired, and no namespace of the run is
+// left behind. It asserts behaviour, never speed: the budgets are stalls
+// (nothing delivered for 10 s), not phase lengths, so a loop that is off
+// CPU for seconds on a loaded machine makes it slow, not red.
 func TestRunSmoke(t *testing.T) {
 	netns.Require(t)
 	c := DefaultConfig()
@@ -25,6 +28,7 @@ func TestRunSmoke(t *testing.T) {
 	c.Runs, c.N, c.Warmup, c.Blocks = 1, 300, 50, 2
 	c.Sizes = []int{144}
 	c.TputTime, c.LossTime, c.LossRate, c.Loss = 200*time.Millisecond, 300*time.Millisecond, 10000, 0.05
+	c.Stall, c.Tolerate = 10*time.Second, true
 	c.Tag = "xdp-smoke"
 	var log bytes.Buffer
 	c.Log = &log
@@ -38,6 +42,10 @@ func TestRunSmoke(t *testing.T) {
 	if len(r.Rows) != 3*len(c.Specs) || len(r.Summary) != len(r.Rows) {
 		t.Fatalf("%d rows, %d summary rows for %d specs × 3 workloads", len(r.Rows), len(r.Summary), len(c.Specs))
 	}
+	specs := map[string]Spec{}
+	for _, s := range c.Specs {
+		specs[s.Name] = s
+	}
 	for _, x := range r.Rows {
 		if x.Failed != "" {
 			t.Errorf("%s %s failed: %s", x.Workload, x.Spec, x.Failed)
@@ -46,7 +54,16 @@ func TestRunSmoke(t *testing.T) {
 			if x.Path != "xdp" {
 				t.Errorf("%s %s refused: %s", x.Workload, x.Spec, x.Refused)
 			}
+			if !strings.Contains(strings.Join(r.Notes, "\n"), x.Spec+": refused by the kernel: ") {
+				t.Errorf("%s %s refused, but the notes do not say why: %q", x.Workload, x.Spec, r.Notes)
+			}
 			continue
+		}
+		if x.Path == "xdp" {
+			attach := specs[x.Spec].Attach.String() + " attach, "
+			if !strings.Contains(x.Note, attach) {
+				t.Errorf("%s %s: the note does not report the mode (want %q): %s", x.Workload, x.Spec, attach, x.Note)
+			}
 		}
 		switch x.Workload {
 		case "rtt":

@@ -23,7 +23,7 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 	var tidA, tidB atomic.Int64
 	var delivered, produced atomic.Int64
 	var stop atomic.Bool
-	rcfg, err := loopCfg(pb, c.CPUs[1], s.Batch, false, true, &tidB)
+	rcfg, err := loopCfg(c, 1, pb, s.Batch, false, true, &tidB)
 	if err != nil {
 		pa.Close()
 		pb.Close()
@@ -37,7 +37,7 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 	}
 	payload := make([]byte, payloadLen(size))
 	var sendErr error
-	scfg, err := loopCfg(pa, c.CPUs[0], s.Batch, true, false, &tidA)
+	scfg, err := loopCfg(c, 0, pa, s.Batch, true, false, &tidA)
 	if err != nil {
 		rl.Close()
 		pa.Close()
@@ -105,7 +105,8 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 		return failed(row, sendErr)
 	}
 	if ops <= 0 {
-		return failed(row, fmt.Errorf("nothing delivered in %v (loops: %v)", c.TputTime, lerr))
+		return failed(row, fmt.Errorf("nothing delivered in %v of measuring after %d records were delivered in warm-up (loops: %v)",
+			t1.Sub(t0).Round(time.Millisecond), d0, lerr))
 	}
 	row.Seconds = t1.Sub(t0).Seconds()
 	row.Records = ops
