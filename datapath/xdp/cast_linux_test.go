@@ -2,7 +2,9 @@ package xdp
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -158,7 +160,8 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 		}
 	}
 	if got.Load() != int64(n) || bad.Load() != 0 {
-		t.Fatalf("delivered %d of %d, %d out of order or corrupt; events %v", got.Load(), n, bad.Load(), events)
+		t.Fatalf("delivered %d of %d, %d out of order or corrupt; events %v; %s", got.Load(), n, bad.Load(), events,
+			castCause(time.Since(progress), sloop.Err(), rloop.Err(), rs, ss, rp.Stats(), sp.Stats()))
 	}
 	if len(events) != 0 {
 		t.Errorf("events %v", events)
@@ -188,6 +191,43 @@ func TestLargeCastXDP(t *testing.T) {
 		// 64 Ki receive frames: 128 MiB of UMEM, 3 s at 20 000 records/s.
 		t.Run(lossName(loss), func(t *testing.T) { castRun(t, 1_000_000, loss, 20_000, 65536) })
 	}
+}
+
+// castCause names why a castRun ended short, from what the loops, the
+// protocol and the two sockets counted, so a failure on a loaded machine
+// says whether it was the machine (a loop or softirq off CPU long enough
+// to overflow a ring) or the code.
+func castCause(stalled time.Duration, serr, rerr error, rs protocol.ReceiverStats, ss protocol.SenderStats, rx, tx Stats) string {
+	var why []string
+	switch {
+	case rerr != nil:
+		why = append(why, fmt.Sprintf("the receiver loop stopped: %v", rerr))
+	case serr != nil:
+		why = append(why, fmt.Sprintf("the sender loop stopped: %v", serr))
+	case stalled >= stallBudget:
+		why = append(why, fmt.Sprintf("stalled: nothing delivered for %v", stalled.Round(time.Millisecond)))
+	}
+	if rs.Faults > 0 || rs.Reconnects > 0 {
+		why = append(why, fmt.Sprintf("the receiver gave up (%d faults after up to %d NAKs of one gap, %d reconnects: a gap wider than the reorder window)",
+			rs.Faults, rs.MaxRetries, rs.Reconnects))
+	}
+	if rs.PeerSilences > 0 {
+		why = append(why, fmt.Sprintf("the receiver heard nothing %d times for its whole silence budget", rs.PeerSilences))
+	}
+	if rx.KernelRxFillRingEmpty > 0 || rx.KernelRxRingFull > 0 {
+		why = append(why, fmt.Sprintf("the receive rings overflowed (%d fill ring empty, %d RX ring full: the receiver loop was off CPU longer than its frames last)",
+			rx.KernelRxFillRingEmpty, rx.KernelRxRingFull))
+	}
+	if tx.TxDropped > 0 {
+		why = append(why, fmt.Sprintf("veth dropped %d copy-mode TX frames (EBUSY: the receiver's softirq was off CPU)", tx.TxDropped))
+	}
+	if ss.RetxDropped > 0 {
+		why = append(why, fmt.Sprintf("the sender dropped %d retransmits", ss.RetxDropped))
+	}
+	if len(why) == 0 {
+		return "cause: none counted"
+	}
+	return "cause: " + strings.Join(why, "; ")
 }
 
 // stallBudget is how long a run may go without delivering a record, and
