@@ -7,10 +7,13 @@ import (
 	"net/netip"
 
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/internal/feature"
 )
 
-// ErrNotSupported is returned where AF_XDP is not available.
-var ErrNotSupported = errors.New("xdp: AF_XDP needs Linux")
+// ErrNotSupported is returned (wrapped) where AF_XDP is not available. It
+// is walcast's one "not supported" value; errors.Is(err,
+// errors.ErrUnsupported) holds too.
+var ErrNotSupported = feature.ErrNotSupported
 
 // ErrNoNeighbor is returned by Send for a destination whose MAC address is
 // unknown (not the configured peer, not in the neighbour table at Open, and

@@ -7,19 +7,22 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/internal/feature"
 )
+
+var errOS = feature.OnOS("AF_XDP")
 
 // Path is the AF_XDP datapath; on this platform it cannot open.
 type Path struct{}
 
-// Open returns ErrNotSupported on this platform.
-func Open(Config) (*Path, error) { return nil, ErrNotSupported }
+// Open returns an error wrapping ErrNotSupported on this platform.
+func Open(Config) (*Path, error) { return nil, errOS }
 
-// Send returns ErrNotSupported on this platform.
-func (*Path) Send(*batch.Vec) (int, error) { return 0, ErrNotSupported }
+// Send returns an error wrapping ErrNotSupported on this platform.
+func (*Path) Send(*batch.Vec) (int, error) { return 0, errOS }
 
-// Recv returns ErrNotSupported on this platform.
-func (*Path) Recv(*batch.Vec) (int, error) { return 0, ErrNotSupported }
+// Recv returns an error wrapping ErrNotSupported on this platform.
+func (*Path) Recv(*batch.Vec) (int, error) { return 0, errOS }
 
 // LocalAddr is the zero address on this platform.
 func (*Path) LocalAddr() netip.AddrPort { return netip.AddrPort{} }

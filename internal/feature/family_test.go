@@ -7,6 +7,7 @@ import (
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/datapath/xdp"
 	"github.com/walcast/walcast/internal/feature"
 	"github.com/walcast/walcast/tune"
 	"github.com/walcast/walcast/wal"
@@ -17,7 +18,7 @@ import (
 func TestOneFamily(t *testing.T) {
 	for name, err := range map[string]error{
 		"wal": wal.ErrNotSupported, "batch": batch.ErrNotSupported, "affinity": affinity.ErrNotSupported,
-		"tune": tune.ErrNotSupported, "bpf": bpf.ErrNotSupported,
+		"tune": tune.ErrNotSupported, "bpf": bpf.ErrNotSupported, "xdp": xdp.ErrNotSupported,
 	} {
 		if err != feature.ErrNotSupported || !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s.ErrNotSupported is not the family's value", name)
