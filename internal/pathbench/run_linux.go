@@ -38,11 +38,15 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	var pr *netns.Pair
 	var ll *lanLoss
 	defer func() {
+		var cerr []error
 		if pr != nil {
-			pr.Close()
+			cerr = append(cerr, pr.Close())
 		}
 		if ll != nil {
-			ll.close()
+			cerr = append(cerr, ll.close())
+		}
+		if e := errors.Join(cerr...); e != nil {
+			r.Notes = append(r.Notes, "CLEANUP FAILED, namespaces may be left behind: "+e.Error())
 		}
 	}()
 	want := map[string]bool{}

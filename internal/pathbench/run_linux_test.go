@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,9 +92,12 @@ func TestRunSmoke(t *testing.T) {
 			t.Errorf("%s: %s", ck.Text, ck.Detail)
 		}
 	}
+	// This process's namespaces only (netns ids start with the pid in base
+	// 36): another `go test` may be running the same test right now.
+	mine := "walcast-" + c.Tag + "-" + strconv.FormatUint(uint64(os.Getpid()), 36)
 	left, _ := os.ReadDir("/run/netns")
 	for _, e := range left {
-		if strings.HasPrefix(e.Name(), "walcast-"+c.Tag+"-") {
+		if strings.HasPrefix(e.Name(), mine) {
 			t.Errorf("namespace %s left behind", e.Name())
 		}
 	}
