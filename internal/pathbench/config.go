@@ -120,6 +120,10 @@ func (c Config) stall() time.Duration {
 	return 5 * time.Second
 }
 
+// HardwareEvents are the perf events of a Thread that count on the CPU's
+// PMU (the others are the kernel's software events).
+var HardwareEvents = map[string]bool{"cycles": true, "instructions": true, "cache-misses": true, "branch-misses": true}
+
 // Record sizes: the walcast header plus a 24-byte payload (seq, index,
 // send time) at least; one IPv4 datagram on a 1500-byte MTU at most.
 const (
@@ -137,7 +141,7 @@ type Thread struct {
 	Involuntary float64              `json:"involuntary"`    // of them, preemptions (/proc status)
 	RunqNs      float64              `json:"runq_ns"`        // time runnable but not running (schedstat)
 	Why         string               `json:"why,omitempty"`  // counters that were n/a, and why
-	Perf        []benchkit.PerfCount `json:"perf,omitempty"` // the whole software group per op
+	Perf        []benchkit.PerfCount `json:"perf,omitempty"` // the whole perf group per op: hardware events (n/a where the host hides its PMU) and software ones
 }
 
 // Row is one measured (or refused) spec under one workload and run.

@@ -78,6 +78,7 @@ func (p *probe) thread(ops int64) Thread {
 	}
 	per := func(v uint64) float64 { return float64(v) / float64(ops) }
 	for _, c := range p.perf {
+		t.Perf = append(t.Perf, c) // n/a ones too, with the reason
 		if !c.OK {
 			continue
 		}
@@ -87,7 +88,6 @@ func (p *probe) thread(ops int64) Thread {
 		case "context-switches":
 			t.CtxSw = c.PerOp
 		}
-		t.Perf = append(t.Perf, c)
 	}
 	if p.ctrErr != nil || p.stopErr != nil {
 		why = append(why, fmt.Sprintf("perf: %v %v", p.ctrErr, p.stopErr))

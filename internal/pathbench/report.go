@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/walcast/walcast/internal/benchkit"
 )
 
 func (c Config) logf(format string, a ...any) {
@@ -241,8 +243,68 @@ func (r *Report) Text(w io.Writer, md bool) {
 			fmt.Fprintf(w, "  %s\n", n)
 		}
 	}
-	fmt.Fprintln(w, "counters: software events only (perf task-clock and context-switches; hardware events are not read),")
-	fmt.Fprintln(w, "  system calls counted by a BPF program on raw_syscalls:sys_enter, preemptions and run-queue wait from /proc.")
+	head, rows, why := r.hardware()
+	if len(rows) > 0 {
+		if md {
+			fmt.Fprintf(w, "#### hardware counters (PMU) per operation, A / B\n\n")
+		} else {
+			fmt.Fprintln(w, "== hardware counters (PMU) per operation, A / B")
+		}
+		table(w, md, head, rows)
+	}
+	fmt.Fprintln(w, "counters: software events (perf task-clock and context-switches) for cpu ns and ctxsw,")
+	fmt.Fprintln(w, "  system calls counted by a BPF program on raw_syscalls:sys_enter, preemptions and run-queue wait from /proc;")
+	if len(rows) > 0 {
+		fmt.Fprintln(w, "  hardware events (PMU) in their own table above.")
+	} else {
+		fmt.Fprintf(w, "  hardware events (PMU): n/a on this host (%s).\n", why)
+	}
+}
+
+// hardware is the table of the hardware perf events that counted in any
+// summary row (per operation, thread A / thread B), or, when none did,
+// why not (the first reason the kernel gave).
+func (r *Report) hardware() (head []string, rows [][]string, why string) {
+	var names []string
+	seen := map[string]bool{}
+	for _, x := range r.Summary {
+		for _, c := range append(append([]benchkit.PerfCount(nil), x.A.Perf...), x.B.Perf...) {
+			switch {
+			case !HardwareEvents[c.Name]:
+			case c.OK && !seen[c.Name]:
+				seen[c.Name] = true
+				names = append(names, c.Name)
+			case !c.OK && why == "":
+				why = c.Name + ": " + c.Why
+			}
+		}
+	}
+	if why == "" {
+		why = "no perf counters were read"
+	}
+	if len(names) == 0 {
+		return nil, nil, why
+	}
+	head = append([]string{"workload", "path", "bytes"}, names...)
+	get := func(t Thread, name string) string {
+		for _, c := range t.Perf {
+			if c.Name == name && c.OK {
+				return fmt.Sprintf("%.0f", c.PerOp)
+			}
+		}
+		return "n/a"
+	}
+	for _, x := range r.Summary {
+		if !x.Measured() {
+			continue
+		}
+		row := []string{x.Workload, x.Spec, fmt.Sprint(x.Size)}
+		for _, n := range names {
+			row = append(row, get(x.A, n)+" / "+get(x.B, n))
+		}
+		rows = append(rows, row)
+	}
+	return head, rows, why
 }
 
 func tableOf(w string, rs []Row) ([]string, [][]string) {
