@@ -71,6 +71,7 @@ func openPath(s Spec, h netns.Host, port uint16, peer netip.AddrPort, stream boo
 			if s.RxFrames > 0 {
 				c.RxFrames = s.RxFrames
 			}
+			c.FillFrames = min(s.FillFrames, c.RxFrames)
 			x, err := xdp.Open(c)
 			if err != nil {
 				return fmt.Errorf("%w: %w", errRefused, err)

@@ -1,11 +1,13 @@
 package pathbench
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/datapath/xdp"
 )
 
 // Spec is one way of moving datagrams, set up identically on both ends of a
@@ -34,6 +36,9 @@ type Spec struct {
 	// RxFrames is xdp's receive frames (fill and RX ring size); 0: the
 	// bench's default.
 	RxFrames int
+	// FillFrames is xdp's hot set of posted receive frames
+	// (xdp.Config.FillFrames); 0: the path's default.
+	FillFrames int
 	// BusyAlways keeps xdp's busy-poll recvfrom on every empty poll even
 	// where it polls nothing (xdp.Config.BusyPollAlways).
 	BusyAlways bool
@@ -49,7 +54,7 @@ var DefaultSpecs = []string{
 //
 //	udp
 //	mmsg-b<N>[-gso]                  N datagrams per call, 1..1024
-//	xdp-<native|generic>[-b<N>][-rx<N>][-busy|-busyalways][-nowakeup]
+//	xdp-<native|generic>[-b<N>][-rx<N>][-fill<N>][-busy|-busyalways][-nowakeup]
 //
 // -busy sets SO_BUSY_POLL 50 µs (the path then busy-polls only once its
 // socket has a NAPI context); -busyalways makes a busy-poll recvfrom on
@@ -57,12 +62,13 @@ var DefaultSpecs = []string{
 // does not busy-poll. The kernel paths keep their default busy polling
 // (which acts only where the device has a NAPI context; see the report's
 // notes). -b<N> sets xdp's batch (loop poll and flush), 64 by default;
-// -rx<N> its receive frames (fill and RX ring).
+// -rx<N> its receive frames (fill and RX ring); -fill<N> how many of
+// them stay posted while receiving is light (xdp.Config.FillFrames).
 func ParseSpec(name string) (Spec, error) {
 	parts := strings.Split(name, "-")
 	s := Spec{Name: name, Kind: parts[0], Batch: 64, BusyPoll: -1}
 	bad := func(why string) (Spec, error) {
-		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-b<N>][-rx<N>][-busy|-busyalways][-nowakeup])", name, why)
+		return Spec{}, fmt.Errorf("pathbench: path %q: %s (want udp, mmsg-b<N>[-gso] or xdp-<native|generic>[-b<N>][-rx<N>][-fill<N>][-busy|-busyalways][-nowakeup])", name, why)
 	}
 	opts := parts[1:]
 	switch s.Kind {
@@ -118,6 +124,12 @@ func ParseSpec(name string) (Spec, error) {
 					return bad("rx frames " + o[2:] + " is not a power of two in 64..262144")
 				}
 				s.RxFrames = n
+			case strings.HasPrefix(o, "fill"):
+				n, err := strconv.Atoi(o[4:])
+				if err != nil || n < 1 || n > 1<<18 {
+					return bad("fill frames " + o[4:] + " is not 1..262144")
+				}
+				s.FillFrames = n
 			case strings.HasPrefix(o, "b"):
 				n, err := strconv.Atoi(o[1:])
 				if err != nil || n < 1 || n > 1024 {
@@ -130,6 +142,11 @@ func ParseSpec(name string) (Spec, error) {
 		}
 	default:
 		return bad("unknown kind " + s.Kind)
+	}
+	// Every workload must be able to open it: rtt rows use the path's
+	// default receive frames unless -rx is given.
+	if rx := cmp.Or(s.RxFrames, xdp.DefaultConfig().RxFrames); s.FillFrames > rx {
+		return bad(fmt.Sprintf("fill %d is more than the %d receive frames", s.FillFrames, rx))
 	}
 	return s, nil
 }

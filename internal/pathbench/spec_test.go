@@ -19,6 +19,8 @@ func TestParseSpec(t *testing.T) {
 		{"xdp-generic-busy", Spec{Name: "xdp-generic-busy", Kind: "xdp", Batch: 64, Attach: bpf.ModeGeneric, BusyPoll: 50}},
 		{"xdp-native-busy-nowakeup", Spec{Name: "xdp-native-busy-nowakeup", Kind: "xdp", Batch: 64, Attach: bpf.ModeNative, BusyPoll: 50, NoWakeup: true}},
 		{"xdp-native-b8-busyalways", Spec{Name: "xdp-native-b8-busyalways", Kind: "xdp", Batch: 8, Attach: bpf.ModeNative, BusyPoll: 50, BusyAlways: true}},
+		{"xdp-native-fill2048", Spec{Name: "xdp-native-fill2048", Kind: "xdp", Batch: 64, Attach: bpf.ModeNative, FillFrames: 2048}},
+		{"xdp-native-rx8192-fill8192", Spec{Name: "xdp-native-rx8192-fill8192", Kind: "xdp", Batch: 64, Attach: bpf.ModeNative, RxFrames: 8192, FillFrames: 8192}},
 	} {
 		got, err := ParseSpec(tc.in)
 		if err != nil || got != tc.want {
@@ -27,7 +29,8 @@ func TestParseSpec(t *testing.T) {
 	}
 	for _, bad := range []string{"", "tcp", "udp-gso", "mmsg", "mmsg-64", "mmsg-b0", "mmsg-b2000", "mmsg-bx",
 		"mmsg-b64-gso-gso", "mmsg-b64-busy", "xdp", "xdp-zerocopy", "xdp-native-busy-busy", "xdp-native-fast",
-		"xdp-native-busy-busyalways", "xdp-native-b0", "xdp-generic-bx"} {
+		"xdp-native-busy-busyalways", "xdp-native-b0", "xdp-generic-bx", "xdp-native-fill0", "xdp-native-fillx",
+		"xdp-native-fill4096", "xdp-native-rx1024-fill2048"} {
 		if _, err := ParseSpec(bad); err == nil {
 			t.Errorf("ParseSpec(%q) accepted", bad)
 		} else if !strings.Contains(err.Error(), "want udp") {
