@@ -199,8 +199,8 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	row.Note = fmt.Sprintf("%s; injected A→B %d of %d datagrams, B→A %d of %d (tc %v egress on the switch ports)",
 		note, ab1.Dropped-ab0.Dropped, ab1.Matched-ab0.Matched, ba1.Dropped-ba0.Dropped, ba1.Matched-ba0.Matched, ll.mode)
 	if row.Delivered < total {
-		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order, then none for %v or a loop stopped (loops: %v); %s",
-			row.Delivered, total, c.stall(), lerr, row.Note)
+		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order, then none for %v or a loop stopped (loops: %v; receiver: %d faults, %d reconnects, %d peer silences, up to %d NAKs of one gap); %s",
+			row.Delivered, total, c.stall(), lerr, rs.Faults, rs.Reconnects, rs.PeerSilences, rs.MaxRetries, row.Note)
 	}
 	return row
 }
