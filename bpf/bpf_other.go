@@ -98,6 +98,9 @@ func NewSyscallCounter(int) (*SyscallCounter, error) { return nil, ErrNotSupport
 // Watch returns ErrNotSupported on this platform.
 func (*SyscallCounter) Watch(int) error { return ErrNotSupported }
 
+// Unwatch returns ErrNotSupported on this platform.
+func (*SyscallCounter) Unwatch(int) error { return ErrNotSupported }
+
 // Count returns ErrNotSupported on this platform.
 func (*SyscallCounter) Count(int) (uint64, error) { return 0, ErrNotSupported }
 

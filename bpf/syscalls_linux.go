@@ -80,6 +80,16 @@ func (s *SyscallCounter) Watch(tid int) error {
 	return nil
 }
 
+// Unwatch stops counting thread tid and frees its slot: the counter
+// holds maxThreads threads at a time, so a caller that watches
+// short-lived threads one after another must unwatch each.
+func (s *SyscallCounter) Unwatch(tid int) error {
+	if err := s.counts.Delete(uint32(tid)); err != nil {
+		return fmt.Errorf("bpf: unwatch thread %d: %w", tid, err)
+	}
+	return nil
+}
+
 // Count returns the system calls thread tid entered since Watch.
 func (s *SyscallCounter) Count(tid int) (uint64, error) {
 	var n uint64

@@ -54,3 +54,38 @@ func TestSyscallCounter(t *testing.T) {
 		t.Fatal("an unwatched thread has a count")
 	}
 }
+
+// TestSyscallCounterUnwatch: the counter holds maxThreads threads; one
+// more is refused until one is unwatched (a bench that watches each short-
+// lived loop thread in turn must unwatch it, or its later rows read n/a).
+func TestSyscallCounterUnwatch(t *testing.T) {
+	requireXDP(t)
+	if err := features.HaveProgramType(ebpf.RawTracepoint); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("kernel lacks a feature: %v", err)
+	}
+	s, err := NewSyscallCounter(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := unix.Gettid() + 1_000_000 // ids no thread has: only the map is exercised
+	for i := range 4 {
+		if err := s.Watch(base + i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Watch(base + 4); err == nil {
+		t.Fatal("a fifth thread was watched in a counter for four")
+	}
+	for i := range 100 {
+		if err := s.Unwatch(base + i%4); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Count(base + i%4); err == nil {
+			t.Fatal("an unwatched thread still has a count")
+		}
+		if err := s.Watch(base + i%4); err != nil {
+			t.Fatalf("watch after unwatch %d: %v", i, err)
+		}
+	}
+}

@@ -67,6 +67,11 @@ func (p *probe) close() {
 	if p.ctr != nil {
 		p.ctr.Close()
 	}
+	if p.sys != nil {
+		// Free the thread's slot: every row's loops are new threads, and
+		// a full counter made every later row's syscalls n/a.
+		_ = p.sys.Unwatch(p.tid)
+	}
 }
 
 // thread turns the two samples into per-operation figures.
