@@ -14,15 +14,7 @@ import (
 // the ones made, and not wildly more (the runtime may add a few on this
 // thread); another thread's calls are not counted.
 func TestSyscallCounter(t *testing.T) {
-	requireXDP(t)
-	if err := features.HaveProgramType(ebpf.RawTracepoint); errors.Is(err, ebpf.ErrNotSupported) {
-		t.Skipf("kernel lacks a feature: %v", err)
-	}
-	s, err := NewSyscallCounter(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newTestCounter(t, 4)
 	done := make(chan [2]uint64)
 	go func() {
 		runtime.LockOSThread()
@@ -59,15 +51,7 @@ func TestSyscallCounter(t *testing.T) {
 // more is refused until one is unwatched (a bench that watches each short-
 // lived loop thread in turn must unwatch it, or its later rows read n/a).
 func TestSyscallCounterUnwatch(t *testing.T) {
-	requireXDP(t)
-	if err := features.HaveProgramType(ebpf.RawTracepoint); errors.Is(err, ebpf.ErrNotSupported) {
-		t.Skipf("kernel lacks a feature: %v", err)
-	}
-	s, err := NewSyscallCounter(4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newTestCounter(t, 4)
 	base := unix.Gettid() + 1_000_000 // ids no thread has: only the map is exercised
 	for i := range 4 {
 		if err := s.Watch(base + i); err != nil {
@@ -88,4 +72,21 @@ func TestSyscallCounterUnwatch(t *testing.T) {
 			t.Fatalf("watch after unwatch %d: %v", i, err)
 		}
 	}
+}
+
+// newTestCounter is a SyscallCounter for maxThreads threads, closed when
+// the test ends; the test is skipped where the kernel lacks raw tracepoint
+// programs.
+func newTestCounter(t *testing.T, maxThreads int) *SyscallCounter {
+	t.Helper()
+	requireXDP(t)
+	if err := features.HaveProgramType(ebpf.RawTracepoint); errors.Is(err, ebpf.ErrNotSupported) {
+		t.Skipf("kernel lacks a feature: %v", err)
+	}
+	s, err := NewSyscallCounter(maxThreads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
