@@ -261,6 +261,11 @@ type ReceiverConfig struct {
 	// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), each later one twice
 	// the previous, up to NakDebounce.
 	NakFloor int64
+	// NakBackoff bounds the randomised delay before a NAK in a multicast
+	// group, in percent of the smoothed RTT (0: DefaultNakBackoff;
+	// negative: no back-off). It applies only while other receivers are
+	// heard on the control group; a receiver alone NAKs at once.
+	NakBackoff int
 	// OverrunEvidence is how many datagrams beyond the reorder window,
 	// arriving over at least NakDebounce with no pause as long, raise
 	// Reconnect. One datagram never does.
@@ -319,6 +324,9 @@ func (c ReceiverConfig) Validate() error {
 	}
 	if c.OverrunEvidence < 1 {
 		return fmt.Errorf("%w: OverrunEvidence %d must be ≥ 1", ErrConfig, c.OverrunEvidence)
+	}
+	if c.NakBackoff > 10_000 {
+		return fmt.Errorf("%w: NakBackoff %d %% of the RTT is more than 100 RTTs", ErrConfig, c.NakBackoff)
 	}
 	return nil
 }

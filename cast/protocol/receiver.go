@@ -148,6 +148,11 @@ type ReceiverStats struct {
 	// seq (a second within the silence time raises SenderRestarted).
 	RestartSuspects uint64
 	RTTSamples      uint64 // NAK → retransmit round trips measured
+	// Multicast group (NAKs to a control group, receiver_group.go).
+	GroupNaks   uint64 // NAKs heard from other receivers
+	GroupStatus uint64 // Status frames heard from other receivers
+	OwnNaks     uint64 // this receiver's own NAKs looped back by the host
+	Suppressed  uint64 // missing seqs whose own NAK a heard NAK held back
 }
 
 // SkipNotice is the last Skip marker a Receiver applied and what it meant
@@ -212,6 +217,8 @@ type Receiver struct {
 	senderID                  uint64
 	probeTS                   uint64 // ts of the newest probe heard from senderID
 
+	grp groupState // multicast: other receivers, NAK suppression (receiver_group.go)
+
 	out   Outcome
 	stats ReceiverStats
 }
@@ -245,6 +252,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		r.id = rand.Uint64()
 	}
 	r.st.lastAt = never
+	r.grp.init(cfg)
 	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
 	r.begin()
 	return r, nil
@@ -316,8 +324,12 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 		switch {
 		case h.Type == wal.TypeHeartbeat:
 			r.heartbeat(p, now, out)
+		case h.Type == wal.TypeNak:
+			r.heardNak(p, now) // another receiver's, on the group's control group
+		case h.Type == TypeStatus:
+			r.heardStatus(p, now)
 		case IsControl(h.Type):
-			r.stats.Ignored++ // NAKs and Status of other receivers, reserved types
+			r.stats.Ignored++ // reserved types
 		default:
 			r.data(h, p, frame, now, out, deliver)
 		}
@@ -429,7 +441,7 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 		last = edge // beyond the window: NAKed as the window moves on
 	}
 	if last >= from {
-		r.sendNak(from, last, 0, true, now, out)
+		r.firstNak(from, last, now, out)
 	}
 }
 
@@ -484,6 +496,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		return
 	}
 	r.rttSample(seq&r.mask, now)
+	r.groupSample(seq & r.mask)
 	if seq > r.maxData {
 		r.maxData = seq
 	}
@@ -542,6 +555,8 @@ func (r *Receiver) clear(i uint64) {
 	r.slotLen[i] = 0
 	r.nakAt[i] = 0
 	r.retries[i] = 0
+	r.grp.notBefore[i] = 0
+	r.grp.heard[i] = false
 }
 
 // skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
@@ -672,23 +687,21 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			seq++
 			continue
 		}
-		start, rt, at := seq, r.retries[i], r.nakAt[i]
+		start, rt, at, nb := seq, r.retries[i], r.nakAt[i], r.grp.notBefore[i]
 		count := true
 		for seq++; seq <= upper && seq != r.holeFrom; seq++ {
 			j := seq & r.mask
-			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at {
+			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at || r.grp.notBefore[j] != nb {
 				break
 			}
 		}
-		if rt != 0 {
-			// Never twice at one instant, whatever the delay: frames of
-			// one datagram cannot spend a run's budget.
-			if delay := max(r.renakDelay(rt), 1); now-at < delay {
-				if due := at + delay; due < r.nextDue {
-					r.nextDue = due
-				}
-				continue
+		if due := r.runDue(start, i, rt, at, now); now < due {
+			if due < r.nextDue {
+				r.nextDue = due
 			}
+			continue
+		}
+		if rt != 0 {
 			// While the sender speaks probes, a re-NAK spends the run's
 			// retry budget only when the sender was heard since the run's
 			// last NAK: a sender that a loaded machine did not run does
@@ -720,7 +733,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 		}
 		return false
 	}
-	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
+	n := r.putNak(buf, from, to)
 	out.Commit(n, r.cfg.Sender)
 	var sp uint16
 	if rt != 0 {
@@ -735,6 +748,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 		r.retries[i] = rt
 		r.spent[i] = sp
 		r.nakAt[i] = now
+		r.grp.notBefore[i] = 0
 	}
 	r.stats.NaksSent++
 	r.stats.NakSeqs += to - from + 1

@@ -1,0 +1,286 @@
+package protocol
+
+import (
+	"math"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// NAK suppression for receivers of one multicast stream (walcast
+// extension, issue 15). In a group every receiver sends its NAKs and
+// Status to the control group, so each hears the others'. A receiver that
+// sees a gap waits a randomised back-off before NAKing, bounded by its
+// measured RTT; a NAK from another receiver for the same seqs, or the
+// repair itself, arriving meanwhile makes its own NAK unnecessary. The
+// state here is what that needs beside the Receiver's per-seq NAK state:
+// which other receivers exist (from their Status and NAK frames) and the
+// back-off draw.
+
+// maxPeers is how many other receivers a Receiver remembers; a larger
+// group counts as maxPeers+1 (the back-off grows with ln(group), so the
+// cap costs little).
+const maxPeers = 64
+
+// peerSet remembers the other receivers heard recently, by receiver id.
+type peerSet struct {
+	id  [maxPeers]uint64
+	at  [maxPeers]int64
+	n   int
+	ttl int64 // forget a peer silent this long, ns
+}
+
+// heard notes receiver id (nonzero) heard at now.
+func (p *peerSet) heard(id uint64, now int64) {
+	oldest := 0
+	for i := range p.n {
+		if p.id[i] == id {
+			p.at[i] = now
+			return
+		}
+		if p.at[i] < p.at[oldest] {
+			oldest = i
+		}
+	}
+	if p.n < maxPeers {
+		p.id[p.n], p.at[p.n] = id, now
+		p.n++
+		return
+	}
+	p.id[oldest], p.at[oldest] = id, now // full: the longest silent one goes
+}
+
+// group is the group size estimate: this receiver plus the others heard
+// within ttl.
+func (p *peerSet) group(now int64) int {
+	g := 1
+	for i := range p.n {
+		if now-p.at[i] < p.ttl {
+			g++
+		}
+	}
+	return g
+}
+
+// backoff is the delay in ns before the NAK of a run first missing at
+// start, round rt (0 = the first NAK), for a receiver with id, in a group
+// of size g, bounded by limit (ns). With g = 1 it is 0: a receiver alone
+// NAKs at once, exactly as in unicast.
+//
+// The draw is the truncated exponential of Nonnenmacher and Biersack
+// ("Optimal multicast feedback", 1998), which Aeron's
+// OptimalMulticastDelayGenerator also uses: x = (T/λ)·ln(1 + u·(e^λ − 1))
+// with λ = ln(g) + 1 and u uniform in [0, 1). It puts most timers late
+// and few early, so the first NAK usually goes out alone and the others
+// hear it before theirs fire. u is a hash of (id, start, rt) rather than
+// a generator's next value, so the draw for a run is stable however often
+// the pump looks at it, differs between receivers, and is deterministic
+// for a given receiver id (tests set ReceiverConfig.ID).
+func backoff(id, start uint64, rt uint16, g int, limit int64) int64 {
+	if g <= 1 || limit <= 0 {
+		return 0
+	}
+	u := float64(mix64(id^mix64(start)^uint64(rt)<<56)>>11) / (1 << 53)
+	lambda := math.Log(float64(g)) + 1
+	x := float64(limit) / lambda * math.Log1p(u*math.Expm1(lambda))
+	return min(int64(x), limit)
+}
+
+// mix64 is SplitMix64's finaliser: a bijective 64-bit mix.
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// DefaultNakBackoff is the largest NAK back-off in a group, in percent of
+// the receiver's smoothed RTT: reached when every loss this receiver sees
+// is shared by others; with independent losses the bound shrinks towards
+// a sixteenth of it.
+const DefaultNakBackoff = 1600
+
+// sharedOne is 1.0 in the fixed-point EWMA of shared losses.
+const sharedOne = 1 << 16
+
+// groupState is a Receiver's part in a multicast group: the other
+// receivers it hears, and per seq the time before which a NAK heard from
+// another receiver keeps its own NAK back.
+type groupState struct {
+	peers     peerSet
+	notBefore []int64 // per reorder slot: own NAK not before this (0: free)
+	heard     []bool  // per reorder slot: another receiver NAKed this missing seq
+	pct       int64   // NakBackoff in percent of SRTT (0: no back-off)
+	on        bool    // NAKs go to a multicast address: a group's control group
+	// shared is an EWMA (weight 1/8, sharedOne = 1; it starts at ½) of whether a seq this
+	// receiver missed was NAKed by another receiver too: how correlated
+	// the group's losses are, as seen from here.
+	shared int64
+}
+
+func (g *groupState) init(cfg ReceiverConfig) {
+	g.notBefore = make([]int64, cfg.ReorderSlots)
+	g.heard = make([]bool, cfg.ReorderSlots)
+	g.shared = sharedOne / 2
+	g.peers.ttl = cfg.HeartbeatInterval * int64(cfg.SilenceIntervals)
+	g.on = cfg.Sender.Addr().IsMulticast()
+	switch {
+	case cfg.NakBackoff == 0:
+		g.pct = DefaultNakBackoff
+	case cfg.NakBackoff > 0:
+		g.pct = int64(cfg.NakBackoff)
+	}
+}
+
+// GroupSize is the receiver's estimate of its group: itself plus the
+// other receivers whose Status or NAKs it heard within the silence time.
+// 1 means it is alone (unicast, or the only receiver): it then NAKs at
+// once, exactly as in unicast.
+func (r *Receiver) GroupSize(now int64) int { return r.grp.peers.group(now) }
+
+// backoffLimit is the largest back-off now, ns: a fraction of the
+// smoothed RTT (its own NAK → repair estimate, else the sender's from the
+// probes), at most NakDebounce. The fraction moves between NakBackoff/16
+// and NakBackoff percent with how often this receiver's losses were
+// shared by others: shared losses need room for one NAK to reach the
+// others before theirs fire; independent ones only pay the wait. Without
+// any RTT estimate it is 0: the back-off is bounded by a measurement or
+// not taken.
+func (r *Receiver) backoffLimit() int64 {
+	rtt := r.RTT()
+	if r.grp.pct == 0 || !rtt.Valid() {
+		return 0
+	}
+	lo := r.grp.pct / 32
+	sh := r.grp.shared
+	pct := lo + (r.grp.pct-lo)*sh/sharedOne*sh/sharedOne
+	return min(rtt.SRTT()*pct/100, r.debounce)
+}
+
+// groupSample learns, when a seq this receiver missed (slot i) arrives,
+// whether another receiver had NAKed it too.
+func (r *Receiver) groupSample(i uint64) {
+	if !r.grp.on || (r.retries[i] == 0 && r.nakAt[i] == 0 && !r.grp.heard[i]) {
+		return
+	}
+	v := int64(0)
+	if r.grp.heard[i] {
+		v = sharedOne
+	}
+	r.grp.shared += (v - r.grp.shared) / 8
+}
+
+// SharedLoss is the receiver's estimate (0..1) of how often a seq it
+// misses is missed by another receiver of its group too.
+func (r *Receiver) SharedLoss() float64 { return float64(r.grp.shared) / sharedOne }
+
+// firstNak asks for seqs from … to, just found missing: at once when the
+// receiver is alone; in a group after a back-off (the pump sends it when
+// due, unless a NAK heard from another receiver or the repair comes
+// first). Their NAK history starts now.
+func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
+	g := r.grp.peers.group(now)
+	if g <= 1 {
+		r.sendNak(from, to, 0, true, now, out)
+		return
+	}
+	for seq := from; seq <= to; seq++ {
+		i := seq & r.mask
+		r.nakAt[i], r.retries[i], r.grp.notBefore[i] = now, 0, 0
+	}
+	if due := now + backoff(r.id, from, 0, g, r.backoffLimit()); due < r.nextDue {
+		r.nextDue = due
+	}
+}
+
+// runDue is when the run starting at start (slot i), NAKed rt times, the
+// last at at (for rt = 0: when it was found missing, 0 in unicast), may
+// be NAKed next: at once for a new run of a receiver alone; after the
+// re-NAK delay for a NAKed one; in a group plus a back-off drawn for the
+// run and round, and never before a NAK heard from another receiver has
+// had time to bring the repair.
+func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
+	due := at
+	if rt != 0 {
+		// Never twice at one instant, whatever the delay: frames of one
+		// datagram cannot spend a run's budget.
+		due = at + max(r.renakDelay(rt), 1)
+	}
+	if g := r.grp.peers.group(now); g > 1 {
+		due += backoff(r.id, start, rt, g, r.backoffLimit())
+	}
+	return max(due, r.grp.notBefore[i])
+}
+
+// heardNak handles a NAK another receiver sent to the group: the seqs it
+// asks for that this receiver also misses need no NAK of its own until
+// the repair has had time to come (one re-NAK delay). A NAK carrying
+// this receiver's own id is its own, looped back by the host.
+func (r *Receiver) heardNak(p []byte, now int64) {
+	nak, err := wal.ParseNak(p)
+	if err != nil {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	id := le.Uint64(p[16:])
+	if id == r.id {
+		r.stats.OwnNaks++
+		return
+	}
+	r.stats.GroupNaks++
+	if id != 0 {
+		r.grp.peers.heard(id, now)
+	}
+	if r.expected == 0 || nak.Count == 0 || nak.From > r.highest {
+		return
+	}
+	from := max(nak.From, r.expected)
+	to := r.highest
+	if nak.Count-1 < to-nak.From { // no overflow: Count ≥ 1
+		to = nak.From + nak.Count - 1
+	}
+	if edge := r.expected + r.window - 1; to > edge {
+		to = edge
+	}
+	for seq := from; seq <= to && seq >= from; seq++ {
+		i := seq & r.mask
+		if r.slotSeq[i] == seq {
+			continue
+		}
+		r.grp.heard[i] = true
+		nb := now + max(r.renakDelay(max(r.retries[i], 1)), 1)
+		if nb > r.grp.notBefore[i] {
+			r.grp.notBefore[i] = nb
+			r.stats.Suppressed++
+		}
+	}
+}
+
+// heardStatus notes the receiver of another receiver's Status (a group
+// member).
+func (r *Receiver) heardStatus(p []byte, now int64) {
+	st, err := ParseStatus(p)
+	if err != nil {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	if st.ReceiverID != r.id {
+		r.stats.GroupStatus++
+		r.grp.peers.heard(st.ReceiverID, now)
+	}
+}
+
+// putNak writes the NAK frame for from … to into buf. In a group (NAKs
+// to a multicast address), once the sender speaks probes (a walcast
+// sender: negotiated), the NAK's padding carries this receiver's id at
+// payload offset 16, so the other receivers count it and this one
+// recognises its own NAK when the host loops it back; otherwise it is
+// the reference's bytes exactly.
+func (r *Receiver) putNak(buf []byte, from, to uint64) int {
+	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
+	if r.fcPeer && r.grp.on {
+		le.PutUint64(buf[wal.HeaderSize+16:], r.id)
+		_ = wal.Seal(buf[:n], wal.TypeNak)
+	}
+	return n
+}
