@@ -113,6 +113,12 @@ type SenderConfig struct {
 	ReceiverTimeout int64
 	// MaxReceivers is the size of the flow-control table (1..4096).
 	MaxReceivers int
+	// FlowPolicy combines the windows of several receivers (a multicast
+	// group): FlowMin (default), FlowMax or FlowTagged (flow_group.go).
+	FlowPolicy FlowPolicy
+	// Tagged are the receiver ids FlowTagged waits for
+	// (ReceiverConfig.ID); the others are not waited for.
+	Tagged []uint64
 	// ProbeFloor is the shortest tail-loss probe timeout, ns; the timeout
 	// is clamp(2·srtt, ProbeFloor, HeartbeatInterval).
 	ProbeFloor int64
@@ -191,6 +197,9 @@ func (c SenderConfig) Validate() error {
 	}
 	if c.MaxReceivers < 1 || c.MaxReceivers > MaxReceivers {
 		return fmt.Errorf("%w: MaxReceivers %d must be in 1..%d", ErrConfig, c.MaxReceivers, MaxReceivers)
+	}
+	if err := c.validFlowPolicy(); err != nil {
+		return err
 	}
 	if c.InitialWait < 0 {
 		return fmt.Errorf("%w: InitialWait %d ns must be ≥ 0", ErrConfig, c.InitialWait)

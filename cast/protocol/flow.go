@@ -299,9 +299,10 @@ func (s *Sender) foldLimit() {
 		// while the records it lacks are in the hot ring: it repairs them
 		// by NAK and the sender waits. Further behind, repairing it is
 		// TCP's job, and the producer is not held for it.
-		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(s.cfg.RingSlots) >= sent
-		if in.Throttles && in.Edge < fc.limit {
-			fc.limited, fc.limit = true, in.Edge
+		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(s.cfg.RingSlots) >= sent && s.counts(in.ID)
+		if in.Throttles {
+			fc.limit = s.fold(!fc.limited, fc.limit, in.Edge)
+			fc.limited = true
 		}
 		if live && in.Highest < fc.covered {
 			fc.covered = in.Highest
