@@ -44,15 +44,18 @@ type groupDelivery struct {
 }
 
 type groupOpt struct {
-	n        int           // receivers
-	latency  time.Duration // one way, every link
-	loss     float64       // independent, per receiver link (data and control to it)
-	shared   float64       // upstream, shared by all receivers
-	ctlLoss  float64       // receiver → control group (its NAKs and Status)
-	backoff  int           // ReceiverConfig.NakBackoff
-	seed     uint64
-	unicast  bool // one receiver on a plain pair instead (the unicast twin)
-	debounce int64
+	n       int           // receivers
+	latency time.Duration // one way, every link
+	loss    float64       // independent, per receiver link (data and control to it)
+	shared  float64       // upstream, shared by all receivers
+	ctlLoss float64       // receiver → control group (its NAKs and Status)
+	backoff int           // ReceiverConfig.NakBackoff
+	seed    uint64
+	unicast bool // one receiver on a plain pair instead (the unicast twin)
+	// dropFirst, when set, also drops the first transmission of a data
+	// seq on the way to receiver i when it returns true.
+	dropFirst func(i int, seq uint64) bool
+	debounce  int64
 }
 
 func newGroupHarness(t testing.TB, o groupOpt) *groupHarness {
@@ -93,6 +96,10 @@ func newGroupHarness(t testing.TB, o groupOpt) *groupHarness {
 		h.f.Net.Impair(mem.FanoutSender, mem.FanoutReceiver(i), mem.Impairment{Latency: o.latency, Script: func(_ int, b []byte) mem.Action {
 			seq := dataSeq(b)
 			data := seq != 0
+			if data && !seen[seq] && o.dropFirst != nil && o.dropFirst(i, seq) {
+				lost[seq], seen[seq] = true, true
+				return mem.Drop
+			}
 			if rng.Float64() >= p {
 				if data {
 					seen[seq] = true

@@ -153,6 +153,7 @@ type ReceiverStats struct {
 	GroupStatus uint64 // Status frames heard from other receivers
 	OwnNaks     uint64 // this receiver's own NAKs looped back by the host
 	Suppressed  uint64 // missing seqs whose own NAK a heard NAK held back
+	SessionEnds uint64 // session end markers heard
 }
 
 // SkipNotice is the last Skip marker a Receiver applied and what it meant
@@ -217,7 +218,9 @@ type Receiver struct {
 	senderID                  uint64
 	probeTS                   uint64 // ts of the newest probe heard from senderID
 
-	grp groupState // multicast: other receivers, NAK suppression (receiver_group.go)
+	grp    groupState // multicast: other receivers, NAK suppression (receiver_group.go)
+	end    uint64     // final seq of a session end marker (session_end.go)
+	endSet bool
 
 	out   Outcome
 	stats ReceiverStats
@@ -328,6 +331,8 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 			r.heardNak(p, now) // another receiver's, on the group's control group
 		case h.Type == TypeStatus:
 			r.heardStatus(p, now)
+		case h.Type == TypeSessionEnd:
+			r.sessionEnd(p, now, out)
 		case IsControl(h.Type):
 			r.stats.Ignored++ // reserved types
 		default:
@@ -794,8 +799,8 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 			r.out = Outcome{Kind: Faulted, Cause: Silence, LastDelivered: r.expected - 1, GapStart: r.expected, GapEnd: end}
 			return
 		}
-		if !r.silent {
-			r.silent = true
+		if _, ended := r.Ended(); !r.silent && !ended {
+			r.silent = true // an ended stream is done, not silent
 			r.stats.PeerSilences++
 		}
 		return
@@ -828,6 +833,7 @@ func (r *Receiver) Resync() {
 	r.clearAll()
 	r.begin()
 	r.nextDue = noDue
+	r.end, r.endSet = 0, false // a new stream has not ended
 }
 
 func (r *Receiver) clearAll() {

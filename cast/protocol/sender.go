@@ -132,6 +132,7 @@ type SenderStats struct {
 	Probes          uint64 // heartbeats sent in the probe form (counted in Heartbeats too)
 	TailProbes      uint64 // of which tail-loss probes
 	RTTProbes       uint64 // of which periodic RTT probes
+	SessionEnds     uint64 // session end markers sent (End, then every HeartbeatInterval)
 	ReceiversJoined uint64 // ReceiverJoined and ReceiverRestarted events
 	ReceiversLost   uint64 // receivers dropped for silence
 	EventsDropped   uint64 // events not queued because 32 were unread
@@ -182,6 +183,7 @@ type Sender struct {
 	}
 	id    uint64
 	fc    flow
+	ended bool // End was called (session_end.go)
 	stats SenderStats
 }
 
@@ -273,6 +275,9 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	if wal.IsProtocolType(typ) {
 		return 0, ErrControlType
 	}
+	if s.ended {
+		return 0, ErrEnded
+	}
 	if len(payload) < 8 {
 		return 0, ErrPayloadShort
 	}
@@ -327,6 +332,9 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	if s.log != nil {
 		return ErrHasLog
+	}
+	if s.ended {
+		return ErrEnded
 	}
 	h, p, n, err := wal.DecodeFrame(frame)
 	if err != nil {
@@ -460,6 +468,9 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 		s.lastSend = now
 		s.stats.HeartbeatsWithheld++
 		return
+	}
+	if s.endMarker(now, out) {
+		return // an ended stream repeats its marker instead of heartbeating
 	}
 	s.heartbeat(now, out)
 }
