@@ -48,6 +48,10 @@ const (
 	EventReceiverFaulted   // a receiver reported a sticky outcome (Event.Receiver.State)
 	EventReceiverRecovered // live (or progressing) again after EventReceiverFaulted (EventReceiverStalled)
 	EventReceiverStalled   // a receiver held the sender back for ReceiverTimeout without progress: released
+
+	// EventEnded: the sender ended the stream (session end marker) and
+	// every record up to its final seq (Event.Seq) was delivered.
+	EventEnded
 )
 
 var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
@@ -55,7 +59,7 @@ var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect
 	EventLogError: "log_error", EventLogRecovered: "log_recovered", EventLateStart: "late_start",
 	EventReceiverJoined: "receiver_joined", EventReceiverRestarted: "receiver_restarted", EventReceiverLost: "receiver_lost",
 	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
-	EventReceiverStalled: "receiver_stalled"}
+	EventReceiverStalled: "receiver_stalled", EventEnded: "ended"}
 
 // senderEvents maps the Sender's flow-control events to loop events.
 var senderEvents = [...]EventKind{protocol.ReceiverJoined: EventReceiverJoined, protocol.ReceiverRestarted: EventReceiverRestarted,
@@ -77,7 +81,7 @@ type Event struct {
 	Outcome protocol.Outcome    // the Receiver's outcome at the time
 	Err     error               // EventError, EventLogError
 	Skip    protocol.SkipNotice // EventSkip
-	Seq     uint64              // EventLateStart: the first seq delivered
+	Seq     uint64              // EventLateStart: the first seq delivered; EventEnded: the stream's final seq
 	// Receiver is, for the EventReceiver* kinds, the receiver as the
 	// Sender last heard it (id, address, delivered seq, state). PrevID is
 	// the id EventReceiverRestarted replaced.
@@ -131,6 +135,7 @@ type Loop struct {
 	lastSilent bool
 	logErr     error
 	lastLate   uint64
+	ended      bool // EventEnded was emitted
 	events     chan Event
 
 	stop      atomic.Bool
@@ -545,6 +550,12 @@ func (l *Loop) checkEvents() {
 			l.emit(Event{Kind: EventReconnect, At: l.now, Outcome: o})
 		case protocol.SenderRestarted:
 			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
+		}
+	}
+	if final, done := l.rcv.Ended(); done != l.ended {
+		l.ended = done
+		if done {
+			l.emit(Event{Kind: EventEnded, At: l.now, Outcome: o, Seq: final})
 		}
 	}
 	if l.rcv.LateStart() == 0 {
