@@ -271,7 +271,7 @@ type ReceiverConfig struct {
 	// the previous, up to NakDebounce.
 	NakFloor int64
 	// NakBackoff bounds the randomised delay before a NAK in a multicast
-	// group, in percent of the smoothed RTT (0: DefaultNakBackoff;
+	// group, in percent of the smoothed RTT (0: DefaultNakBackoff, 8 RTTs;
 	// negative: no back-off). It applies only while other receivers are
 	// heard on the control group; a receiver alone NAKs at once.
 	NakBackoff int
@@ -295,6 +295,7 @@ func DefaultReceiverConfig() ReceiverConfig {
 		StatusInterval:    DefaultStatusInterval,
 		NakFloor:          DefaultNakFloor,
 		OverrunEvidence:   DefaultOverrunEvidence,
+		NakBackoff:        DefaultNakBackoff,
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // retransmit dedup off, MaxColdQueued < 0 queues no cold request, NakDebounce < 0 re-NAKs on every pump,
 // MaxNakRetries < 0 allows no retry (the first re-NAK faults),
 // InitialWindow < 0 sends unthrottled before the first Status, NakFloor < 0
-// lets the adaptive re-NAK delay go to zero.
+// lets the adaptive re-NAK delay go to zero, NakBackoff < 0 takes no NAK
+// back-off in a multicast group.
 
 // withDefaults returns c with every zero field set to its default and
 // the negative "off" values mapped to the zero the Sender works with.
@@ -50,6 +51,7 @@ func (c ReceiverConfig) withDefaults() ReceiverConfig {
 	c.StatusInterval = defaults.Or(c.StatusInterval, d.StatusInterval)
 	c.NakFloor = defaults.Off(c.NakFloor, d.NakFloor)
 	c.OverrunEvidence = defaults.Or(c.OverrunEvidence, d.OverrunEvidence)
+	c.NakBackoff = defaults.Off(c.NakBackoff, d.NakBackoff)
 	return c
 }
 

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/walcast/walcast/batch"
@@ -17,14 +18,14 @@ func TestZeroConfigIsDefault(t *testing.T) {
 	if err := (ReceiverConfig{}).Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := (SenderConfig{}).withDefaults(), DefaultSenderConfig(); got != want {
+	if got, want := (SenderConfig{}).withDefaults(), DefaultSenderConfig(); !reflect.DeepEqual(got, want) { // Tagged is a slice
 		t.Fatalf("zero sender config %+v, want %+v", got, want)
 	}
 	if got, want := (ReceiverConfig{}).withDefaults(), DefaultReceiverConfig(); got != want {
 		t.Fatalf("zero receiver config %+v, want %+v", got, want)
 	}
-	off := (ReceiverConfig{NakDebounce: -1, MaxNakRetries: -1}).withDefaults()
-	if off.NakDebounce != 0 || off.MaxNakRetries != 0 {
+	off := (ReceiverConfig{NakDebounce: -1, MaxNakRetries: -1, NakBackoff: -1}).withDefaults()
+	if off.NakDebounce != 0 || off.MaxNakRetries != 0 || off.NakBackoff != 0 {
 		t.Fatalf("negative not mapped to off: %+v", off)
 	}
 	if s := (SenderConfig{RetxDedupWindow: -5}).withDefaults(); s.RetxDedupWindow != 0 {

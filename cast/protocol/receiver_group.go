@@ -126,12 +126,7 @@ func (g *groupState) init(cfg ReceiverConfig) {
 	g.shared = sharedOne / 2
 	g.peers.ttl = cfg.HeartbeatInterval * int64(cfg.SilenceIntervals)
 	g.on = cfg.Sender.Addr().IsMulticast()
-	switch {
-	case cfg.NakBackoff == 0:
-		g.pct = DefaultNakBackoff
-	case cfg.NakBackoff > 0:
-		g.pct = int64(cfg.NakBackoff)
-	}
+	g.pct = int64(max(cfg.NakBackoff, 0)) // cfg has its defaults: 0 is off
 }
 
 // GroupSize is the receiver's estimate of its group: itself plus the
