@@ -101,7 +101,8 @@ func TestBackoff(t *testing.T) {
 	if b := backoff(1, 5, 0, 8, 0); b != 0 {
 		t.Errorf("no limit: %d", b)
 	}
-	if backoff(1, 5, 0, 8, 1e6) != backoff(1, 5, 0, 8, 1e6) {
+	first, again := backoff(1, 5, 0, 8, 1e6), backoff(1, 5, 0, 8, 1e6)
+	if first != again {
 		t.Error("not deterministic")
 	}
 	mean := func(g int) float64 {
