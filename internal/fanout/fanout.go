@@ -57,6 +57,11 @@ type Config struct {
 	NakDebounce time.Duration
 	// ReorderSlots is the receivers' reorder window (0: 8192).
 	ReorderSlots int
+	// Policy is the sender's group flow policy (multicast), Tagged the
+	// receiver ids it waits for with FlowTagged (receiver i has id
+	// ReceiverID(i)).
+	Policy protocol.FlowPolicy
+	Tagged []uint64
 	// Kill, when ≥ 0, is the receiver that is killed once it has
 	// delivered KillAt records, and restarted after Down, catching up
 	// over TCP from the sender's WAL.
@@ -126,6 +131,10 @@ type ReceiverResult struct {
 	Dropped uint64 // datagrams the BPF injector dropped at its interface
 
 	Latency latency.Summary // send → deliver, one way, ns (loss repairs included)
+	// Ended: the receiver heard the session end marker and had every
+	// record up to it (not for a receiver killed and restarted: its
+	// catch-up ends by count).
+	Ended bool
 	// Outcome is the receiver's last sticky outcome ("" when live) and
 	// Stats its core's counters (of the last incarnation when killed).
 	Outcome string
@@ -148,6 +157,13 @@ type Result struct {
 	LostEvents uint64
 	// NakFrames are the NAK frames all receivers sent.
 	NakFrames uint64
+	// Kill runs: LostAfter is the time from the kill to the sender's
+	// ReceiverLost event; Stall the longest stretch after the kill in which
+	// the producer made less than a tenth of its offered rate (held back
+	// by flow control); ResumeRate the producer's rate (records/s) over the
+	// 500 ms after it.
+	LostAfter, Stall time.Duration
+	ResumeRate       float64
 	// SenderStats are the sender core's counters (summed in unicast mode).
 	SenderStats protocol.SenderStats
 	Elapsed     time.Duration
@@ -156,6 +172,10 @@ type Result struct {
 	Load       [2][3]float64 // load average before and after
 	Notes      []string
 }
+
+// ReceiverID is the id receiver i (0-based) of a run uses in its Status,
+// for Config.Tagged; a restarted receiver uses ReceiverID(i) + 0x100.
+func ReceiverID(i int) uint64 { return 0x5a00 + uint64(i) }
 
 // DatagramsPerRecord is SenderDatagrams / Records.
 func (r Result) DatagramsPerRecord() float64 {

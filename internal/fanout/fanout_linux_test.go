@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/netns"
 )
 
@@ -24,7 +25,7 @@ func logResult(t *testing.T, res Result) {
 		res.NakFrames, res.NaksPerEvent(), res.Repairs, res.RepairsPerLost(), res.Throughput, res.Load[0], res.Load[1])
 	t.Logf("  sender: %+v", res.SenderStats)
 	for i, rr := range res.Receivers {
-		t.Logf("  r%d outcome %q naks sent %d (core)", i, rr.Outcome, rr.Stats.NaksSent)
+		t.Logf("  r%d outcome %q naks sent %d (core) rounds %v suppressed %d group naks %d own %d rtt samples %d", i, rr.Outcome, rr.Stats.NaksSent, rr.Stats.NakRounds[:6], rr.Stats.Suppressed, rr.Stats.GroupNaks, rr.Stats.OwnNaks, rr.Stats.RTTSamples)
 		t.Logf("  r%d: lost %d dropped %d naks %d repairs %d dups %d  p50 %.1f µs p99 %.1f µs max %.1f µs  udp %d tcp %d",
 			i, rr.Lost, rr.Dropped, rr.NakFrames, rr.Repairs, rr.Duplicates,
 			float64(rr.Latency.P50)/1e3, float64(rr.Latency.P99)/1e3, float64(rr.Latency.Max)/1e3, rr.UDP, rr.TCP)
@@ -61,19 +62,62 @@ func TestFanoutUnicast(t *testing.T) {
 	}
 }
 
+// TestFanoutKillRestart kills one receiver mid-stream for longer than
+// the sender's ReceiverTimeout: the others get everything once and in
+// order; with the min policy the sender is held until the timeout drops
+// the dead receiver, then runs at full speed (catching up on its
+// schedule); with max it is never held; the killed receiver comes back
+// as a Consumer and catches up over TCP, every record exactly once.
 func TestFanoutKillRestart(t *testing.T) {
 	netns.Require(t)
-	c := DefaultConfig()
-	c.Receivers, c.Records, c.Rate = 3, 30_000, 20_000
-	c.WAL, c.Kill, c.KillAt, c.Down = true, 1, 10_000, 200*time.Millisecond
-	c.Timeout = 60 * time.Second
-	res, err := Run(context.Background(), c)
-	logResult(t, res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, res)
-	if k := res.Receivers[1]; !k.Killed || k.TCP == 0 {
-		t.Errorf("receiver 1: killed %v, %d records over TCP", k.Killed, k.TCP)
+	for _, pol := range []protocol.FlowPolicy{protocol.FlowMin, protocol.FlowMax} {
+		t.Run(pol.String(), func(t *testing.T) {
+			c := DefaultConfig()
+			c.Receivers, c.Records, c.Rate = 3, 60_000, 20_000
+			c.WAL, c.Kill, c.KillAt, c.Down, c.Policy = true, 1, 10_000, 2*time.Second, pol
+			if pol == protocol.FlowMin {
+				// A 4096-record window is 0.2 s at 20 000 rec/s: the sender
+				// reaches the dead receiver's edge long before the 1 s
+				// ReceiverTimeout drops it, so min must hold it ≈ 0.8 s.
+				// (max never waits for anyone but the fastest: the others
+				// keep the default window, so a loaded machine's stalls do
+				// not push them out of it.)
+				c.ReorderSlots = 4096
+			}
+			c.Timeout = 2 * time.Minute
+			res, err := Run(context.Background(), c)
+			logResult(t, res)
+			t.Logf("lost after %v, stall %v, then %.0f rec/s", res.LostAfter, res.Stall, res.ResumeRate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, res)
+			if k := res.Receivers[1]; !k.Killed || k.TCP == 0 {
+				t.Errorf("receiver 1: killed %v, %d records over TCP", k.Killed, k.TCP)
+			}
+			for i, rr := range res.Receivers {
+				if i != 1 && (rr.Outcome != "" || !rr.Ended) {
+					t.Errorf("receiver %d: outcome %q, ended %v", i, rr.Outcome, rr.Ended)
+				}
+			}
+			if res.LostAfter <= 0 {
+				t.Errorf("no ReceiverLost event after the kill")
+			}
+			switch pol {
+			case protocol.FlowMin:
+				// Held until the 1 s timeout dropped the dead receiver (plus
+				// a loaded machine's scheduling), then faster than offered.
+				if res.Stall < 400*time.Millisecond || res.Stall > res.LostAfter+500*time.Millisecond {
+					t.Errorf("min: stall %v, want about ReceiverTimeout (lost after %v)", res.Stall, res.LostAfter)
+				}
+				if res.ResumeRate < float64(c.Rate) {
+					t.Errorf("min: %.0f rec/s after the stall, want ≥ the offered %d", res.ResumeRate, c.Rate)
+				}
+			case protocol.FlowMax:
+				if res.Stall > 500*time.Millisecond {
+					t.Errorf("max: held for %v by a dead receiver", res.Stall)
+				}
+			}
+		})
 	}
 }

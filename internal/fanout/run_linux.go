@@ -26,6 +26,9 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
+// debugFanout prints where a quiet run stands (MC_FANOUT_DEBUG=1).
+var debugFanout = os.Getenv("MC_FANOUT_DEBUG") != ""
+
 // dataType is the record type the producer sends.
 const dataType = 100
 
@@ -47,6 +50,7 @@ type receiver struct {
 	udp, tcp   uint64
 	killed     bool
 	outcome    string
+	ended      atomic.Bool // EventEnded: the session end marker came and everything before it
 	oldTaps    []*receiverTap
 	done       chan struct{}
 	doneOnce   sync.Once
@@ -126,9 +130,18 @@ type run struct {
 	srvLn  net.Listener
 	srvErr chan error
 
+	samples []sample
+	killAt  atomic.Int64 // clock when the receiver was killed
+
 	killErr chan error
 	kill    context.CancelFunc
 	killWG  sync.WaitGroup
+}
+
+// sample is the producer's progress at one moment (kill runs).
+type sample struct {
+	at       int64
+	produced int64
 }
 
 type sender struct {
@@ -138,6 +151,8 @@ type sender struct {
 	sent     int
 	produced atomic.Int64 // sent, readable from other goroutines
 	start    int64
+	ended    bool         // Loop.End called
+	lostAt   atomic.Int64 // clock when the first ReceiverLost event came (0: none)
 	err      atomic.Value // error that stopped production
 }
 
@@ -253,9 +268,9 @@ func (r *run) setup() error {
 	return nil
 }
 
-func (r *run) receiverConfig(nakTo netip.AddrPort) protocol.ReceiverConfig {
+func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverConfig {
 	rc := protocol.DefaultReceiverConfig()
-	rc.Sender = nakTo
+	rc.Sender, rc.ID = nakTo, id
 	rc.NakDebounce = int64(5 * time.Millisecond)
 	if r.cfg.NakDebounce > 0 {
 		rc.NakDebounce = int64(r.cfg.NakDebounce)
@@ -275,7 +290,7 @@ func (r *run) receiverConfig(nakTo netip.AddrPort) protocol.ReceiverConfig {
 func (r *run) maxFrame() int { return max(wal.HeaderSize+r.cfg.Payload, 128) }
 
 func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort) error {
-	rcv, err := protocol.NewReceiver(r.receiverConfig(nakTo))
+	rcv, err := protocol.NewReceiver(r.receiverConfig(nakTo, ReceiverID(rv.i)))
 	if err != nil {
 		p.Close()
 		return err
@@ -291,6 +306,8 @@ func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort)
 	lc.OnRecord = func(_ *cast.Loop, _ wal.Header, payload []byte) { rv.deliver(payload, false) }
 	lc.OnEvent = func(e cast.Event) {
 		switch e.Kind {
+		case cast.EventEnded:
+			rv.ended.Store(true)
 		case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted, cast.EventError:
 			rv.mu.Lock()
 			rv.outcome = e.Kind.String()
@@ -326,6 +343,8 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	sc.MaxFrame = r.maxFrame()
 	sc.RingSlots = 65536 // every record of the reorder window stays hot
 	sc.AcceptAnyNakSource = r.cfg.Mode == Multicast
+	sc.MaxReceivers = max(sc.MaxReceivers, r.cfg.Receivers)
+	sc.FlowPolicy, sc.Tagged = r.cfg.Policy, r.cfg.Tagged
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		return nil, err
@@ -336,7 +355,16 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	payload := make([]byte, r.cfg.Payload)
 	rate := int64(r.cfg.Rate)
 	total := r.cfg.Records
+	lc.OnEvent = func(e cast.Event) {
+		if e.Kind == cast.EventReceiverLost {
+			s.lostAt.CompareAndSwap(0, r.clk.Now())
+		}
+	}
 	lc.OnPoll = func(l *cast.Loop, _ int64) {
+		if s.sent >= total && !s.ended {
+			s.ended = true
+			_ = l.End() // receivers that negotiated hear where the stream ends
+		}
 		if s.sent >= total || s.err.Load() != nil {
 			return
 		}
@@ -407,6 +435,10 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 		case <-tick.C:
 		}
 	}
+	// A kill, not a leave: nothing more goes out (Loop.Close would send a
+	// closing Status, and the sender would drop the receiver at once).
+	rv.tap.dead.Store(true)
+	r.killAt.Store(r.clk.Now())
 	if err := rv.loop.Close(); err != nil && !errors.Is(err, datapath.ErrClosed) {
 		return fmt.Errorf("fanout: kill receiver %d: %w", rv.i, err)
 	}
@@ -431,7 +463,7 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	tap := rv.tap
 	rv.mu.Unlock()
 	cc := cast.ConsumerConfig{
-		Path: tap, Receiver: r.receiverConfig(control), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip,
+		Path: tap, Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip,
 		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
 	}
 	cons, err := cast.NewConsumer(cc)
@@ -470,7 +502,7 @@ func (r *run) wait(ctx context.Context) error {
 	if stall == 0 {
 		stall = 20 * time.Second
 	}
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	var last uint64
 	lastMove := time.Now()
@@ -490,6 +522,9 @@ func (r *run) wait(ctx context.Context) error {
 		if done {
 			return nil
 		}
+		if len(r.senders) > 0 {
+			r.samples = append(r.samples, sample{at: r.clk.Now(), produced: r.senders[0].produced.Load()})
+		}
 		for _, s := range r.senders {
 			if e, _ := s.err.Load().(error); e != nil {
 				return fmt.Errorf("fanout: producer: %w", e)
@@ -497,6 +532,14 @@ func (r *run) wait(ctx context.Context) error {
 		}
 		if total != last {
 			last, lastMove = total, time.Now()
+		} else if debugFanout && time.Since(lastMove) > 2*time.Second && time.Since(lastMove) < 2*time.Second+20*time.Millisecond {
+			fmt.Fprintf(os.Stderr, "fanout: quiet for 2 s: %s\n", r.progress())
+			for _, rv := range r.rcv {
+				if rv.loop != nil {
+					st := rv.loop.ReceiverStats()
+					fmt.Fprintf(os.Stderr, "  receiver %d: %+v\n", rv.i, st)
+				}
+			}
 		} else if time.Since(lastMove) > stall {
 			return fmt.Errorf("fanout: no record delivered for %v: %s", stall, r.progress())
 		}
@@ -567,6 +610,10 @@ func (r *run) collect(res *Result) {
 	var union []uint64
 	for _, s := range r.senders {
 		st := s.loop.SenderStats()
+		if len(r.senders) == 1 {
+			res.SenderStats = st
+			st = protocol.SenderStats{} // not counted twice below
+		}
 		res.SenderStats.Naks += st.Naks
 		res.SenderStats.RetxHot += st.RetxHot
 		res.SenderStats.RetxCold += st.RetxCold
@@ -581,7 +628,7 @@ func (r *run) collect(res *Result) {
 	}
 	for _, rv := range r.rcv {
 		rv.mu.Lock()
-		rr := ReceiverResult{Delivered: rv.delivered.Load(), OutOfOrder: rv.outOfOrder, UDP: rv.udp, TCP: rv.tcp, Killed: rv.killed}
+		rr := ReceiverResult{Delivered: rv.delivered.Load(), OutOfOrder: rv.outOfOrder, UDP: rv.udp, TCP: rv.tcp, Killed: rv.killed, Ended: rv.ended.Load()}
 		if rv.last < uint64(r.cfg.Records) {
 			rr.Missing = uint64(r.cfg.Records) - rr.Delivered
 		}
@@ -618,7 +665,47 @@ func (r *run) collect(res *Result) {
 	for _, w := range union {
 		res.LostEvents += uint64(bits.OnesCount64(w))
 	}
+	if k := r.killAt.Load(); k != 0 && len(r.senders) > 0 {
+		if lost := r.senders[0].lostAt.Load(); lost != 0 {
+			res.LostAfter = time.Duration(lost - k)
+		}
+		res.Stall, res.ResumeRate = stallAfter(r.samples, k, r.cfg.Rate)
+	}
 	if res.Elapsed > 0 {
 		res.Throughput = float64(r.cfg.Records) / res.Elapsed.Seconds()
 	}
+}
+
+// stallAfter finds, in the producer's progress after kill, the longest
+// stretch during which it produced less than a tenth of the offered rate
+// (the sender held back by flow control), and the rate over the 500 ms
+// after that stretch ended (records/s; above the offered rate while the
+// producer catches up on its schedule).
+func stallAfter(ss []sample, kill int64, rate int) (time.Duration, float64) {
+	var stall time.Duration
+	var end int
+	for i := 0; i < len(ss); i++ {
+		if ss[i].at < kill {
+			continue
+		}
+		j := i
+		for j+1 < len(ss) && float64(ss[j+1].produced-ss[i].produced) < 0.1*float64(rate)*float64(ss[j+1].at-ss[i].at)/1e9 {
+			j++
+		}
+		if d := time.Duration(ss[j].at - ss[i].at); d > stall {
+			stall, end = d, j
+		}
+		i = j
+	}
+	if stall == 0 {
+		return 0, 0
+	}
+	k := end
+	for k+1 < len(ss) && ss[k].at-ss[end].at < int64(500*time.Millisecond) {
+		k++
+	}
+	if k == end {
+		return stall, 0
+	}
+	return stall, float64(ss[k].produced-ss[end].produced) / (float64(ss[k].at-ss[end].at) / 1e9)
 }
