@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/walcast/walcast/cast/protocol"
@@ -21,6 +22,8 @@ type mcastFlags struct {
 	noLoop  bool
 	control string
 	sources string
+	flow    string
+	tagged  string
 
 	group, ctrl netip.AddrPort // resolved by resolve
 }
@@ -33,6 +36,8 @@ func (m *mcastFlags) add(fs *flag.FlagSet, recv bool) {
 		return
 	}
 	fs.IntVar(&m.ttl, "ttl", 1, "multicast: hop limit of the datagrams (1: the local link)")
+	fs.StringVar(&m.flow, "flow", "min", "with several receivers: pace to the slowest (min), the fastest (max), or the slowest of -tagged receiver ids (tagged); the others repair from the WAL or catch up over TCP")
+	fs.StringVar(&m.tagged, "tagged", "", "with -flow tagged: the receiver ids (their -id) to wait for, comma-separated")
 	fs.BoolVar(&m.noLoop, "noloop", false, "multicast: do not loop the group's datagrams back to receivers on this host")
 }
 
@@ -105,10 +110,37 @@ func (m *mcastFlags) receiver() (datapath.Multicast, error) {
 }
 
 // senderConfig points a sender at the group: data, retransmits and
-// heartbeats to the group, NAKs and Status accepted from any member.
-func (m *mcastFlags) senderConfig(sc *protocol.SenderConfig) {
+// heartbeats to the group, NAKs and Status accepted from any member, and
+// the flow policy.
+func (m *mcastFlags) senderConfig(sc *protocol.SenderConfig) error {
 	sc.Dest = m.group
 	sc.AcceptAnyNakSource = true
+	sc.MaxReceivers = protocol.MaxReceivers
+	return m.flowPolicy(sc)
+}
+
+// flowPolicy applies -flow and -tagged (any sender: with one receiver
+// every policy is unicast flow control).
+func (m *mcastFlags) flowPolicy(sc *protocol.SenderConfig) error {
+	p, err := protocol.ParseFlowPolicy(m.flow)
+	if err != nil {
+		return usagef("-flow %q: want min, max or tagged", m.flow)
+	}
+	sc.FlowPolicy = p
+	sc.Tagged = nil
+	if m.tagged != "" {
+		for _, f := range strings.Split(m.tagged, ",") {
+			id, err := strconv.ParseUint(strings.TrimSpace(f), 0, 64)
+			if err != nil || id == 0 {
+				return usagef("-tagged %q: want nonzero receiver ids", f)
+			}
+			sc.Tagged = append(sc.Tagged, id)
+		}
+	}
+	if (p == protocol.FlowTagged) != (len(sc.Tagged) > 0) {
+		return usagef("-flow tagged and -tagged go together")
+	}
+	return nil
 }
 
 func (m *mcastFlags) String() string {

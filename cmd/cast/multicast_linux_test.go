@@ -11,8 +11,9 @@ import (
 // TestCLIMulticast runs `cast send -to GROUP:PORT -iface` in one
 // namespace and two `cast recv -group GROUP:PORT -iface` in two others,
 // all on one bridge, as real processes: both receivers get every record
-// in order from one stream, and the one losing 1 % of what reaches it
-// repairs through the control group.
+// in order from one stream, the one losing 1 % of what reaches it
+// repairs through the control group, the sender paces to both (tagged by
+// their -id), and each receiver stops when the sender ends the stream.
 func TestCLIMulticast(t *testing.T) {
 	c := netns.DefaultLANConfig()
 	c.Hosts, c.Tag = 3, "mc"
@@ -23,18 +24,19 @@ func TestCLIMulticast(t *testing.T) {
 	for i, drop := range []string{"0", "1"} {
 		h := lan.Hosts[i+1]
 		r := startWrapped(t, "", []string{"ip", "netns", "exec", h.NS},
-			"recv", "-group", group, "-iface", h.Link, "-n", fmt.Sprint(n), "-idle", "park", "-drop", drop, "-debounce", "20ms", "-reorder", "32768")
+			"recv", "-group", group, "-iface", h.Link, "-idle", "park", "-drop", drop, "-debounce", "20ms", "-reorder", "32768", "-id", fmt.Sprint(11+i))
 		r.waitOutput(`receiving groups`, hangBudget)
 		recv = append(recv, r)
 	}
 	s := startWrapped(t, "", []string{"ip", "netns", "exec", lan.Hosts[0].NS},
-		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "5000", "-idle", "park", "-linger", "3s", "-wal", t.TempDir())
+		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "5000", "-idle", "park", "-linger", "3s", "-wal", t.TempDir(), "-flow", "tagged", "-tagged", "11,12")
 	s.wait(hangBudget)
 	s.expect(0, "stdout", `^wal .*: durable through seq \d+`)
 	for i, r := range recv {
 		r.wait(hangBudget)
 		out := r.Stdout.String()
-		if !regexp.MustCompile(fmt.Sprintf(`received %d records \(seq 1\.\.%d, in order: true\)`, n, n)).MatchString(out) {
+		if !regexp.MustCompile(fmt.Sprintf(`received %d records \(seq 1\.\.%d, in order: true\)`, n, n)).MatchString(out) ||
+			!regexp.MustCompile(fmt.Sprintf(`stream ended by the sender at seq %d`, n)).MatchString(out) {
 			t.Errorf("receiver %d:\n%s\n%s", i, out, r.Stderr.String())
 		}
 		r.expect(0, "stdout", `^outcome: live`)

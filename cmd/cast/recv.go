@@ -126,6 +126,8 @@ func (r recvResult) verdict(ctx context.Context, n int64) error {
 
 type recvResult struct {
 	delivered, first, last int64
+	ended                  bool   // the sender ended the stream (session end marker)
+	final                  uint64 // its final seq
 	skips, lost            uint64 // Skip markers seen; delivered seqs they declared without a record
 	inOrder                bool
 	elapsed                time.Duration
@@ -148,6 +150,9 @@ func (r recvResult) print(w io.Writer) {
 		r.stats.NaksSent, r.stats.NakSeqs, r.stats.Duplicates, r.stats.Heartbeats, r.stats.Bad.Total(), r.dropped)
 	if r.skips > 0 {
 		fmt.Fprintf(w, "skips %d: %d delivered records have no record in the sender's log (see the skip lines)\n", r.skips, r.lost)
+	}
+	if r.ended {
+		fmt.Fprintf(w, "stream ended by the sender at seq %d\n", r.final)
 	}
 	fmt.Fprintf(w, "outcome: %v\n", r.outcome)
 }
@@ -258,7 +263,7 @@ func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	idle := 0
 	silent := false // the sender went silent: end once the ring is drained
 loop:
-	for ctx.Err() == nil && (n == 0 || res.delivered < n) {
+	for ctx.Err() == nil && (n == 0 || res.delivered < n) && !(res.ended && (res.delivered == 0 || uint64(res.last) >= res.final)) {
 		got := false
 		for {
 			if rf.consumeRate > 0 && res.delivered > 0 && float64(res.delivered) >= time.Since(start).Seconds()*rf.consumeRate {
@@ -330,6 +335,8 @@ loop:
 				if !asJSON {
 					fmt.Fprintf(os.Stderr, "delivery begins at seq %d (-from now): seqs 1..%d are not delivered\n", e.Seq, e.Seq-1)
 				}
+			case cast.EventEnded:
+				res.ended, res.final = true, e.Seq
 			case cast.EventPeerSilent:
 				// End on silence once the ring is drained too: a slow
 				// consumer (-consume-rate) may still hold records of a
@@ -389,6 +396,7 @@ type recvFlags struct {
 	// (PeerSilent); without it only a run asked for n records ends then,
 	// once something arrived.
 	endOnSilence bool
+	id           uint64 // receiver id (-id; 0: random)
 	// consumeRate (cast recv -consume-rate) paces the consumer: records
 	// per second taken from the ring, 0 unpaced.
 	consumeRate float64
@@ -401,6 +409,7 @@ func (rf *recvFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
 	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
 	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
+	fs.Uint64Var(&rf.id, "id", 0, "receiver id carried in Status (0: random); a sender's -flow tagged -tagged list names it")
 }
 
 func (rf *recvFlags) check() error {
@@ -422,7 +431,7 @@ func (rf *recvFlags) check() error {
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
-	c.ReorderSlots, c.NakDebounce, c.MaxFrame = rf.reorder, int64(rf.debounce), rf.maxFrame
+	c.ReorderSlots, c.NakDebounce, c.MaxFrame, c.ID = rf.reorder, int64(rf.debounce), rf.maxFrame, rf.id
 	c.Start, c.StartNow = rf.start, rf.startNow
 	if rf.debounce == 0 {
 		c.NakDebounce = -1 // -debounce 0: every pump (a zero field would mean the default)

@@ -210,6 +210,7 @@ func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.L
 		}
 		if produced == o.n {
 			fin = true
+			_ = l.End() // receivers that negotiated learn where the stream ends
 			close(done)
 		}
 	}
@@ -294,7 +295,13 @@ func runSend(args []string) error {
 	sc := protocol.DefaultSenderConfig()
 	sc.Coalesce, sc.ColdRate = nf.coalesce, *coldRate
 	if group {
-		mf.senderConfig(&sc)
+		err = mf.senderConfig(&sc)
+	} else {
+		err = mf.flowPolicy(&sc)
+	}
+	if err != nil {
+		p.Close()
+		return err
 	}
 	var w *wal.Writer
 	var log protocol.Log
