@@ -34,6 +34,7 @@ func runBenchFanout(args []string) error {
 	runs := fs.Int("runs", 3, "runs of every row, interleaved")
 	unicastN := fs.Bool("unicast", true, "also run N unicast senders")
 	walOn := fs.Bool("wal", true, "give every sender a WAL in a temporary directory (repairs that miss the hot ring come from it)")
+	kill := fs.Bool("kill", true, "also run multicast-N with receiver 1 killed at a third of the records for 2 s (longer than the 1 s receiver timeout) and restarted over TCP (needs -wal)")
 	timeout := fs.Duration("timeout", 10*time.Minute, "give up on one run after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -61,6 +62,14 @@ func runBenchFanout(args []string) error {
 		u.Mode = fanout.Unicast
 		rows = append(rows, &fanRow{name: fmt.Sprintf("unicast-%d", *recv), cfg: u})
 	}
+	if *kill && *walOn && *recv > 1 {
+		k := base
+		k.Kill, k.KillAt, k.Down = 1, *n/3, 2*time.Second
+		// A window of at most 0.2 s of records, so that min reaches the
+		// killed receiver's edge well before its 1 s timeout.
+		k.ReorderSlots = 4096
+		rows = append(rows, &fanRow{name: fmt.Sprintf("multicast-%d-kill", *recv), cfg: k})
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	fmt.Fprintf(os.Stderr, "bench fanout: %d records of %d B at %d rec/s, %.1f %% loss per receiver, %s, %d runs\n", *n, *size+16, *rate, *loss, *path, *runs)
@@ -82,8 +91,14 @@ func fanLine(r fanout.Result, err error) string {
 	if err != nil {
 		return "failed: " + err.Error()
 	}
+	kill := ""
+	if r.Config.Kill >= 0 {
+		k := r.Receivers[r.Config.Kill]
+		kill = fmt.Sprintf(", killed receiver: %d records over TCP, %d over UDP; sender held %.2f s (receiver lost after %.2f s), then %.0f rec/s",
+			k.TCP, k.UDP, r.Stall.Seconds(), r.LostAfter.Seconds(), r.ResumeRate)
+	}
 	return fmt.Sprintf("%.3f dgram/rec, %.2f NAK/event, %.2f repairs/lost, worst p99 %.0f µs, %.0f rec/s, load %.1f→%.1f",
-		r.DatagramsPerRecord(), r.NaksPerEvent(), r.RepairsPerLost(), float64(r.WorstP99())/1e3, r.Throughput, r.Load[0][0], r.Load[1][0])
+		r.DatagramsPerRecord(), r.NaksPerEvent(), r.RepairsPerLost(), float64(r.WorstP99())/1e3, r.Throughput, r.Load[0][0], r.Load[1][0]) + kill
 }
 
 // spread formats min–max of f over the successful runs.
@@ -135,6 +150,16 @@ func printFanout(w io.Writer, rows []*fanRow) {
 	}
 	if len(rows) >= 2 {
 		fmt.Fprintf(w, "\nworst receiver p99 of %s ÷ p99 of unicast-1, same run: %s\n", rows[1].name, p99Ratios(rows[1], rows[0]))
+	}
+	for _, r := range rows {
+		if r.cfg.Kill < 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s: sender held %s s after the kill (receiver lost after %s s), then %s rec/s; killed receiver caught up %s records over TCP\n", r.name,
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.Stall.Seconds() }, "%.2f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.LostAfter.Seconds() }, "%.2f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.ResumeRate }, "%.0f"),
+			spread(r.res, r.errs, func(x fanout.Result) float64 { return float64(x.Receivers[x.Config.Kill].TCP) }, "%.0f"))
 	}
 }
 
