@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net"
 	"net/netip"
 	"os"
@@ -607,7 +606,7 @@ func (r *run) close() {
 }
 
 func (r *run) collect(res *Result) {
-	var union []uint64
+	var events LostEvents
 	for _, s := range r.senders {
 		st := s.loop.SenderStats()
 		if len(r.senders) == 1 {
@@ -649,22 +648,13 @@ func (r *run) collect(res *Result) {
 		if !rv.killed {
 			// A killed receiver's gap is caught up over TCP, not lost on
 			// the wire: only the others' losses make events.
-			lost := rv.tap.Lost()
-			if union == nil {
-				union = make([]uint64, len(lost))
-			}
-			for i, w := range lost {
-				union[i] |= w
-				rr.Lost += uint64(bits.OnesCount64(w))
-			}
+			rr.Lost = events.Add(rv.tap.Tracker)
 		}
 		rr.Dropped = r.env.Dropped(rv.i)
 		res.NakFrames += rr.NakFrames
 		res.Receivers = append(res.Receivers, rr)
 	}
-	for _, w := range union {
-		res.LostEvents += uint64(bits.OnesCount64(w))
-	}
+	res.LostEvents = events.Count()
 	if k := r.killAt.Load(); k != 0 && len(r.senders) > 0 {
 		if lost := r.senders[0].lostAt.Load(); lost != 0 {
 			res.LostAfter = time.Duration(lost - k)

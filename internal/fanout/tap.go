@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"sync/atomic"
 	"time"
 
@@ -135,6 +136,33 @@ func (t *Tracker) Lost() []uint64 {
 		}
 	}
 	return out
+}
+
+// LostEvents folds several receivers' losses into lost-record events: a
+// seq lost by at least one receiver is one event.
+type LostEvents struct{ seqs []uint64 }
+
+// Add folds in t's lost seqs and returns how many t lost.
+func (u *LostEvents) Add(t *Tracker) uint64 {
+	lost := t.Lost()
+	if u.seqs == nil {
+		u.seqs = make([]uint64, len(lost))
+	}
+	n := uint64(0)
+	for i, w := range lost {
+		u.seqs[i] |= w
+		n += uint64(bits.OnesCount64(w))
+	}
+	return n
+}
+
+// Count is the number of distinct seqs lost by at least one receiver.
+func (u *LostEvents) Count() uint64 {
+	n := uint64(0)
+	for _, w := range u.seqs {
+		n += uint64(bits.OnesCount64(w))
+	}
+	return n
 }
 
 // receiverTap feeds a Tracker with the data frames a receiver's datapath

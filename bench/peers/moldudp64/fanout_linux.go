@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 	"net"
 	"os"
 	"sync"
@@ -113,7 +112,7 @@ func RunFanout(ctx context.Context, c fanout.Config, o FanoutOptions) (fanout.Re
 			first = e
 		}
 	}
-	var union []uint64
+	var events fanout.LostEvents
 	for i, s := range subs {
 		rr := fanout.ReceiverResult{Delivered: s.delivered, OutOfOrder: 0, UDP: s.delivered,
 			Repairs: s.tr.Repairs(), Duplicates: s.tr.Duplicates(), NakFrames: s.requests, NakSeqs: s.reqSeqs,
@@ -121,20 +120,11 @@ func RunFanout(ctx context.Context, c fanout.Config, o FanoutOptions) (fanout.Re
 		if s.delivered < uint64(c.Records) {
 			rr.Missing = uint64(c.Records) - s.delivered
 		}
-		lost := s.tr.Lost()
-		if union == nil {
-			union = make([]uint64, len(lost))
-		}
-		for k, w := range lost {
-			union[k] |= w
-			rr.Lost += uint64(bits.OnesCount64(w))
-		}
+		rr.Lost = events.Add(s.tr)
 		res.NakFrames += rr.NakFrames
 		res.Receivers = append(res.Receivers, rr)
 	}
-	for _, w := range union {
-		res.LostEvents += uint64(bits.OnesCount64(w))
-	}
+	res.LostEvents = events.Count()
 	res.SenderDatagrams = pub.datagrams.Load()
 	res.SenderData = pub.data.Load()
 	res.Repairs = pub.repairs.Load()
