@@ -25,9 +25,6 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
-// debugFanout prints where a quiet run stands (MC_FANOUT_DEBUG=1).
-var debugFanout = os.Getenv("MC_FANOUT_DEBUG") != ""
-
 // dataType is the record type the producer sends.
 const dataType = 100
 
@@ -531,14 +528,6 @@ func (r *run) wait(ctx context.Context) error {
 		}
 		if total != last {
 			last, lastMove = total, time.Now()
-		} else if debugFanout && time.Since(lastMove) > 2*time.Second && time.Since(lastMove) < 2*time.Second+20*time.Millisecond {
-			fmt.Fprintf(os.Stderr, "fanout: quiet for 2 s: %s\n", r.progress())
-			for _, rv := range r.rcv {
-				if rv.loop != nil {
-					st := rv.loop.ReceiverStats()
-					fmt.Fprintf(os.Stderr, "  receiver %d: %+v\n", rv.i, st)
-				}
-			}
 		} else if time.Since(lastMove) > stall {
 			return fmt.Errorf("fanout: no record delivered for %v: %s", stall, r.progress())
 		}
