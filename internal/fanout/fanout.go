@@ -161,9 +161,18 @@ type Result struct {
 	// ReceiverLost event; Stall the longest stretch after the kill in which
 	// the producer made less than a tenth of its offered rate (held back
 	// by flow control); ResumeRate the producer's rate (records/s) over the
-	// 500 ms after it.
-	LostAfter, Stall time.Duration
-	ResumeRate       float64
+	// 500 ms after it. PreRate is the producer's rate from its first
+	// record to the kill and HeldRate its rate from the kill to the
+	// ReceiverLost event, so a test compares rates of one run (a loaded
+	// machine slows all of them alike). KilledDelivered is what the
+	// killed receiver had delivered when it died and ProducedAtLost what
+	// the producer had sent when the sender dropped it (with min, at most
+	// KilledDelivered plus the receiver's window).
+	LostAfter, Stall  time.Duration
+	ResumeRate        float64
+	PreRate, HeldRate float64
+	KilledDelivered   uint64
+	ProducedAtLost    int64
 	// SenderStats are the sender core's counters (summed in unicast mode).
 	SenderStats protocol.SenderStats
 	Elapsed     time.Duration

@@ -128,6 +128,7 @@ type run struct {
 
 	samples []sample
 	killAt  atomic.Int64 // clock when the receiver was killed
+	killDel atomic.Int64 // records it had delivered then
 
 	killErr chan error
 	kill    context.CancelFunc
@@ -434,6 +435,7 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	// A kill, not a leave: nothing more goes out (Loop.Close would send a
 	// closing Status, and the sender would drop the receiver at once).
 	rv.tap.dead.Store(true)
+	r.killDel.Store(int64(rv.delivered.Load()))
 	r.killAt.Store(r.clk.Now())
 	if err := rv.loop.Close(); err != nil && !errors.Is(err, datapath.ErrClosed) {
 		return fmt.Errorf("fanout: kill receiver %d: %w", rv.i, err)
@@ -647,8 +649,14 @@ func (r *run) collect(res *Result) {
 	if k := r.killAt.Load(); k != 0 && len(r.senders) > 0 {
 		if lost := r.senders[0].lostAt.Load(); lost != 0 {
 			res.LostAfter = time.Duration(lost - k)
+			res.HeldRate = rateBetween(r.samples, k, lost)
+			res.ProducedAtLost = producedBy(r.samples, lost)
+		}
+		if len(r.samples) > 0 {
+			res.PreRate = rateBetween(r.samples, r.samples[0].at, k)
 		}
 		res.Stall, res.ResumeRate = stallAfter(r.samples, k, r.cfg.Rate)
+		res.KilledDelivered = uint64(r.killDel.Load())
 	}
 	if res.Elapsed > 0 {
 		res.Throughput = float64(r.cfg.Records) / res.Elapsed.Seconds()
@@ -687,4 +695,34 @@ func stallAfter(ss []sample, kill int64, rate int) (time.Duration, float64) {
 		return stall, 0
 	}
 	return stall, float64(ss[k].produced-ss[end].produced) / (float64(ss[k].at-ss[end].at) / 1e9)
+}
+
+// rateBetween is the producer's rate (records/s) between the last sample
+// at or before from and the first at or after to (0 without two samples).
+func rateBetween(ss []sample, from, to int64) float64 {
+	i, j := -1, -1
+	for k, x := range ss {
+		if x.at <= from {
+			i = k
+		}
+		if x.at >= to && j < 0 {
+			j = k
+		}
+	}
+	if i < 0 || j <= i {
+		return 0
+	}
+	return float64(ss[j].produced-ss[i].produced) / (float64(ss[j].at-ss[i].at) / 1e9)
+}
+
+// producedBy is the producer's count at the last sample at or before t.
+func producedBy(ss []sample, t int64) int64 {
+	n := int64(0)
+	for _, x := range ss {
+		if x.at > t {
+			break
+		}
+		n = x.produced
+	}
+	return n
 }
