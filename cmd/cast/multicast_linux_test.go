@@ -24,12 +24,13 @@ func TestCLIMulticast(t *testing.T) {
 	for i, drop := range []string{"0", "1"} {
 		h := lan.Hosts[i+1]
 		r := startWrapped(t, "", []string{"ip", "netns", "exec", h.NS},
-			"recv", "-group", group, "-iface", h.Link, "-idle", "park", "-drop", drop, "-debounce", "20ms", "-reorder", "32768", "-id", fmt.Sprint(11+i))
+			"recv", "-group", group, "-iface", h.Link, "-idle", "park", "-drop", drop, "-debounce", "20ms", "-reorder", "32768", "-id", fmt.Sprint(11+i),
+			"-retries", "400", "-silence", "10s") // budgets a loaded machine (-race, load 20) needs
 		r.waitOutput(`receiving groups`, hangBudget)
 		recv = append(recv, r)
 	}
 	s := startWrapped(t, "", []string{"ip", "netns", "exec", lan.Hosts[0].NS},
-		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "5000", "-idle", "park", "-linger", "3s", "-wal", t.TempDir(), "-flow", "tagged", "-tagged", "11,12")
+		"send", "-to", group, "-iface", lan.Hosts[0].Link, "-n", fmt.Sprint(n), "-rate", "5000", "-idle", "park", "-linger", "10s", "-wal", t.TempDir(), "-flow", "tagged", "-tagged", "11,12")
 	s.wait(hangBudget)
 	s.expect(0, "stdout", `^wal .*: durable through seq \d+`)
 	for i, r := range recv {
