@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/fanout"
 )
 
@@ -64,7 +65,9 @@ func runBenchFanout(args []string) error {
 	}
 	if *kill && *walOn && *recv > 1 {
 		k := base
-		k.Kill, k.KillAt, k.Down = 1, *n/3, 2*time.Second
+		// The protocol's 1 s receiver timeout, which the row measures (the
+		// others use fanout's 10 s, which a loaded machine's stalls need).
+		k.Kill, k.KillAt, k.Down, k.ReceiverTimeout = 1, *n/3, 2*time.Second, time.Duration(protocol.DefaultReceiverTimeout)
 		// A window of at most 0.2 s of records, so that min reaches the
 		// killed receiver's edge well before its 1 s timeout.
 		k.ReorderSlots = 4096

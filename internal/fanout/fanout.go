@@ -68,6 +68,14 @@ type Config struct {
 	Kill   int
 	KillAt int
 	Down   time.Duration
+	// ReceiverTimeout is how long the sender waits for a silent (or
+	// stalled) receiver before it drops it from flow control, and Silence
+	// how long a receiver with a gap open waits for a silent sender before
+	// it faults (0: 10 s each, not the protocol's 1 s: a loaded machine
+	// starves a run's loops for seconds, and Stall ends a stuck run
+	// anyway). A Kill run wants the sender to drop the dead receiver
+	// within Down: set ReceiverTimeout (the protocol's is 1 s).
+	ReceiverTimeout, Silence time.Duration
 	// Timeout bounds the whole run (0: 10 minutes).
 	Timeout time.Duration
 	// Stall ends the run as failed when no receiver delivered anything

@@ -280,6 +280,11 @@ func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverC
 	// A loop starved for 100 ms and more on a loaded 2-vCPU machine must
 	// not turn a repairable gap into a fault.
 	rc.MaxNakRetries = 400
+	silence := 10 * time.Second
+	if r.cfg.Silence > 0 {
+		silence = r.cfg.Silence
+	}
+	rc.SilenceIntervals = int(max(silence/time.Duration(rc.HeartbeatInterval), 1))
 	return rc
 }
 
@@ -342,6 +347,10 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	sc.AcceptAnyNakSource = r.cfg.Mode == Multicast
 	sc.MaxReceivers = max(sc.MaxReceivers, r.cfg.Receivers)
 	sc.FlowPolicy, sc.Tagged = r.cfg.Policy, r.cfg.Tagged
+	sc.ReceiverTimeout = int64(10 * time.Second)
+	if r.cfg.ReceiverTimeout > 0 {
+		sc.ReceiverTimeout = int64(r.cfg.ReceiverTimeout)
+	}
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		return nil, err
