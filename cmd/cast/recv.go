@@ -25,7 +25,7 @@ func init() {
 }
 
 func runRecv(args []string) error {
-	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped). Exits after -n records, on a sticky outcome\n(status 3), or on Ctrl-C.")
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"ended\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped; ended: the sender ended the stream at seq and\nevery record up to it was delivered). Exits after -n records, once the sender ended\nthe stream, on a sticky outcome\n(status 3), or on Ctrl-C.")
 	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
 	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: the source of the first valid data record or heartbeat)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
@@ -468,6 +468,8 @@ func writeEvent(w io.Writer, e cast.Event) {
 		fmt.Fprintf(w, `{"event":"skip","seq":%d,"from":%d,"reason":%q,"lost_from":%d,"lost_to":%d}`+"\n", sk.Seq, sk.From, skipReason(sk.Reason), e.Skip.LostFrom, e.Skip.LostTo)
 	case cast.EventLateStart:
 		fmt.Fprintf(w, `{"event":"late_start","seq":%d}`+"\n", e.Seq)
+	case cast.EventEnded:
+		fmt.Fprintf(w, `{"event":"ended","seq":%d}`+"\n", e.Seq)
 	}
 }
 
