@@ -23,6 +23,14 @@ func TestSendRecvJSON(t *testing.T) {
 			r.wait(hangBudget)
 			r.expect(0, "stderr", `^receiving on `)
 			lines := strings.Split(strings.TrimSpace(r.Stdout.String()), "\n")
+			// The sender ends the stream after its last record; a receiver
+			// that hears the marker before it stops says so last.
+			if last := lines[len(lines)-1]; strings.Contains(last, `"event":"ended"`) {
+				if last != fmt.Sprintf(`{"event":"ended","seq":%d}`, n) {
+					t.Fatalf("last line %q, want the stream ended at seq %d", last, n)
+				}
+				lines = lines[:len(lines)-1]
+			}
 			if len(lines) != n {
 				t.Fatalf("%d JSON lines, want %d\nstderr:\n%s", len(lines), n, r.Stderr.String())
 			}
