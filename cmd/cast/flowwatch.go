@@ -141,15 +141,31 @@ func (w *flowWatch) done(lastSeq uint64) bool {
 	return true
 }
 
-// waitDelivered returns once done, ctx ended or max passed. A receiver
-// that faulted, stalled or went silent may still catch up: it is waited
-// for.
+// delivered sums what every receiver heard reported delivered: it
+// changes whenever one of them makes progress.
+func (w *flowWatch) delivered() uint64 {
+	var d uint64
+	for _, r := range w.rcv {
+		d += r.last.Delivered
+	}
+	return d
+}
+
+// waitDelivered returns once done, ctx ended or max passed without
+// progress: a slow consumer still draining its backlog keeps the sender
+// serving it for as long as its Status shows records delivered. A
+// receiver that faulted, stalled or went silent may still catch up: it
+// is waited for.
 func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.Duration) {
 	end := time.Now().Add(max)
+	progress := w.delivered()
 	for ctx.Err() == nil && time.Now().Before(end) {
 		w.poll()
 		if w.done(lastSeq) {
 			return
+		}
+		if d := w.delivered(); d != progress {
+			progress, end = d, time.Now().Add(max)
 		}
 		select {
 		case <-w.l.Done():
@@ -212,7 +228,7 @@ func (r *rcvWatch) judge(lastSeq uint64, timeout time.Duration) error {
 	case r.stalled:
 		return outcomef("the receiver at %s stopped taking records: it held the sender back for %v without progress; %s", l.Addr, timeout, got)
 	}
-	return failf("the receiver at %s is still behind after -linger: %s", l.Addr, got)
+	return failf("the receiver at %s is still behind and made no progress for -linger: %s", l.Addr, got)
 }
 
 func stateText(k protocol.OutcomeKind) string {

@@ -25,7 +25,7 @@ func TestFlowWatchPerReceiver(t *testing.T) {
 	}
 	err, ok := w.judge(10000)
 	var ee *exitError
-	if !ok || !errors.As(err, &ee) || ee.code != exitFailed || ee.msg != "the receiver at 10.0.0.3:9 is still behind after -linger: it delivered through seq 9992 of 10000" {
+	if !ok || !errors.As(err, &ee) || ee.code != exitFailed || ee.msg != "the receiver at 10.0.0.3:9 is still behind and made no progress for -linger: it delivered through seq 9992 of 10000" {
 		t.Fatalf("verdict with b behind: %v", err)
 	}
 	if w.last.ID != 2 {

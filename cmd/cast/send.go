@@ -230,7 +230,7 @@ func waitQuiet(ctx context.Context, l *cast.Loop, quiet, max time.Duration) {
 }
 
 func runSend(args []string) error {
-	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind. After the last record it serves NAKs until\nthe receiver's Status says every record was delivered (at most -linger). Exits 0\nthen; 3 when the receiver reported a sticky outcome, left, went silent or stalled\nfirst; 1 when it is still behind after -linger. A receiver that sends no Status\nis judged by ICMP port unreachable: 1 nobody listened, 3 it went away.")
+	fs := newFlagSet("send", "-to ADDR [flags]", "Send -n records of -size bytes to a `cast recv` at -to over the casting protocol,\noptionally appending each to a WAL first (then NAKs that miss the hot ring are\nserved from disk). NAKs arrive at -bind. After the last record it serves NAKs until\nthe receiver's Status says every record was delivered (waiting at most -linger\nwithout progress). Exits 0 then; 3 when the receiver reported a sticky outcome,\nleft, went silent or stalled first; 1 when it made no progress for -linger.\nA receiver that sends no Status is judged by ICMP port unreachable:\n1 nobody listened, 3 it went away.")
 	to := fs.String("to", "", "receiver address HOST:PORT, or a multicast GROUP:PORT (required)")
 	bind := fs.String("bind", "0.0.0.0:0", "local address HOST:PORT; NAKs arrive here (with a group: the group's port)")
 	var mf mcastFlags
@@ -245,7 +245,7 @@ func runSend(args []string) error {
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
-	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until the receiver reports every record delivered (or, if it never sends Status, until no NAK came for -quiet), at most this long")
+	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until the receiver reports every record delivered (or, if it never sends Status, until no NAK came for -quiet), at most this long without a receiver making progress")
 	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger and a receiver that sends no Status: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
