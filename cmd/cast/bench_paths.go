@@ -27,7 +27,11 @@ network namespaces this command creates and removes (named walcast-TAG-…):
               retransmits, and the loss each path actually got
 
 Paths (-paths, comma-separated; default all): udp, mmsg-b<N>[-gso],
-xdp-<native|generic>[-busy][-nowakeup]. A mode the kernel refuses is
+xdp-<native|generic>[-b<N>][-rx<N>][-fill<N>][-busy|-busyalways][-nowakeup]
+(-b batch, -rx receive frames, -fill how many stay posted while receiving
+is light, -busy SO_BUSY_POLL where the socket has a
+NAPI context, -busyalways a busy-poll recvfrom on every empty poll,
+-nowakeup without XDP_USE_NEED_WAKEUP). A mode the kernel refuses is
 reported with the reason. Every workload runs -runs times interleaved; the
 tables show the median run and the min–max spread, the load average at the
 start and the end, and the per-run check "xdp p99 ≤ udp p99, p50 below".
