@@ -115,6 +115,7 @@ type Loop struct {
 	sendRing, recvRing *Ring
 	deliverFn          func(wal.Header, []byte)
 	room               int         // RecvRing free slots last passed to the Receiver
+	roomSeq            uint64      // the Receiver's ExpectedSeq when room was last told
 	windowShut         atomic.Bool // the Sender's flow control refused the last SendRing record
 
 	coldBufs [][]byte
@@ -390,8 +391,11 @@ func (l *Loop) iterate() bool {
 	if l.recvRing != nil {
 		// The consumer's room is the Receiver's window: a Status goes out
 		// at once when it opens.
-		if free := l.recvRing.Free(); free != l.room {
-			l.room = free
+		// Records delivered since the last call used room up: a consumer
+		// that popped as many meanwhile leaves Free unchanged, yet the
+		// Receiver must hear it (else its window stays shut for good).
+		if free, exp := l.recvRing.Free(), l.rcv.ExpectedSeq(); free != l.room || exp != l.roomSeq {
+			l.room, l.roomSeq = free, exp
 			l.rcv.SetConsumerRoom(free, l.now, l.out)
 		}
 	}
