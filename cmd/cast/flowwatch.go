@@ -130,6 +130,31 @@ func (w *flowWatch) settle(ctx context.Context, lastSeq uint64, quiet, max time.
 	waitQuiet(ctx, w.l, quiet, max)
 }
 
+// waitLeft returns once every receiver heard has said it is leaving, ctx
+// ended or max passed. After the end marker (Loop.End) a `cast recv`
+// stops and leaves once it delivered up to the final seq; the marker is
+// repeated in place of the heartbeat meanwhile, so a receiver that lost
+// the first copy (1 % loss loses one in a hundred) still learns where the
+// stream ends instead of listening forever after the sender is gone.
+func (w *flowWatch) waitLeft(ctx context.Context, max time.Duration) {
+	end := time.Now().Add(max)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		w.poll()
+		left := true
+		for _, r := range w.rcv {
+			left = left && r.left
+		}
+		if left {
+			return
+		}
+		select {
+		case <-w.l.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // done says whether every receiver heard reported every seq up to
 // lastSeq delivered or said it is leaving.
 func (w *flowWatch) done(lastSeq uint64) bool {

@@ -375,6 +375,19 @@ wait:
 	el := time.Since(start)
 	rch.mark()
 	fw.settle(ctx, lastSeq.Load(), *quiet, *linger)
+	ended := false // done closes right after Loop.End
+	select {
+	case <-done:
+		ended = true
+	default:
+	}
+	if ended && fw.heard {
+		if err, _ := fw.verdict(lastSeq.Load()); err == nil {
+			// Everything was delivered: give the end marker's repeats
+			// time to reach a receiver that lost the first one.
+			fw.waitLeft(ctx, min(*linger, 2*time.Second))
+		}
+	}
 	close(stopWatch)
 	if err := l.Close(); err != nil {
 		return err
