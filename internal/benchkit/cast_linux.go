@@ -118,7 +118,9 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 		binary.LittleEndian.PutUint64(payload[8:], uint64(i))
 		t0 = l.Now()
 		if _, err := l.Send(1, payload); err != nil {
-			if !errors.Is(err, protocol.ErrBatchFull) {
+			// A full batch, or a window the echo's last Status left shut
+			// (its next Status opens it): ping again next iteration.
+			if !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, protocol.ErrBackpressure) {
 				sendErr = err
 				close(done)
 				i = total
