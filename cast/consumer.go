@@ -117,6 +117,8 @@ func (c *Consumer) Close() error {
 //   - ctx ends: Run returns ctx's error, after a clean stop;
 //   - deliver returns an error: Run returns it (ErrStop: nil), and the
 //     record is applied only for ErrStop;
+//   - the producer ended the stream (Producer.End) and every record up
+//     to its end was delivered (EventStreamEnded): Run returns nil;
 //   - a catch-up exhausts its retry budget, the socket fails (a NAK that
 //     cannot be sent included), or the producer restarted behind the tip
 //     (ErrSenderBehind): Run returns that error.
@@ -202,7 +204,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	lerr := c.loop.Close()
 	stopPersist()
 	switch {
-	case c.err == ErrStop:
+	case c.err == ErrStop, c.err == errEnded:
 		return nil
 	case c.err != nil:
 		return c.err
@@ -361,5 +363,8 @@ func (c *Consumer) onLoopEvent(e Event) {
 		c.event(ConsumerEvent{Kind: EventProducerHeard})
 	case EventLateStart:
 		c.event(ConsumerEvent{Kind: EventStartedLate, From: e.Seq})
+	case EventEnded:
+		c.event(ConsumerEvent{Kind: EventStreamEnded, To: e.Seq})
+		c.fail(errEnded)
 	}
 }

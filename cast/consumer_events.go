@@ -56,10 +56,15 @@ const (
 	// reaches deliver in its place (type wal.TypeSkip) right after this
 	// event.
 	EventSkipped
+	// EventStreamEnded: the producer ended the stream (Producer.End, `cast
+	// send`: the session end marker) and this consumer has delivered
+	// every record up to its final seq, To. Run then returns nil, and the
+	// consumer's Leave tells the producer it is done.
+	EventStreamEnded
 )
 
 var consumerEventNames = [...]string{EventSenderFound: "sender-found", EventCatchingUp: "catching-up",
-	EventCaughtUp: "caught-up", EventLive: "live", EventEscalated: "escalated", EventProducerSilent: "producer-silent", EventProducerHeard: "producer-heard", EventSkipped: "skipped", EventStartedLate: "started-late"}
+	EventCaughtUp: "caught-up", EventLive: "live", EventEscalated: "escalated", EventProducerSilent: "producer-silent", EventProducerHeard: "producer-heard", EventSkipped: "skipped", EventStartedLate: "started-late", EventStreamEnded: "ended"}
 
 func (k ConsumerEventKind) String() string {
 	if int(k) < len(consumerEventNames) && consumerEventNames[k] != "" {
@@ -75,7 +80,7 @@ type ConsumerEvent struct {
 	Sender    netip.AddrPort   // EventSenderFound: the producer's address
 	Outcome   protocol.Outcome // EventEscalated, EventCatchingUp after one
 	Bootstrap bool             // EventCatchingUp, EventCaughtUp: the initial catch-up
-	From, To  uint64           // EventCatchingUp (From), EventCaughtUp: seqs delivered
+	From, To  uint64           // EventCatchingUp (From), EventCaughtUp: seqs delivered; EventStreamEnded (To): the final seq
 	Records   uint64           // EventCaughtUp: records the catch-up delivered
 	Duration  time.Duration    // EventCaughtUp: escalation (or bootstrap start) to caught up
 	Skip      wal.Skip         // EventSkipped

@@ -3,6 +3,7 @@ package cast
 import (
 	"errors"
 
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/wal"
 )
@@ -19,6 +20,10 @@ var (
 	// ErrClosed is returned by Publish and Flush after Close, and by Run
 	// on a Consumer that already ran.
 	ErrClosed = errors.New("cast: closed")
+	// ErrEnded is returned by Publish and TryPublish after
+	// Producer.End: the stream is closed at its last seq. It is
+	// protocol.ErrEnded.
+	ErrEnded = protocol.ErrEnded
 	// ErrBackpressure is returned by TryPublish when the publish queue is
 	// full (the loop, the WAL or the network is behind). It is
 	// wal.ErrBackpressure, so one errors.Is covers the WAL's own.
@@ -37,6 +42,9 @@ var (
 	// protocol.ErrSenderRestarted); the application decides.
 	ErrSenderBehind = errors.New("cast: sender restarted behind the consumer's tip")
 )
+
+// errEnded stops a Consumer whose producer ended the stream.
+var errEnded = errors.New("cast: stream ended")
 
 // errOrder means a record reached the consumer out of order: a bug in a
 // lower layer, never the network's doing.

@@ -159,6 +159,10 @@ type Producer struct {
 	pubMu    sync.Mutex // one Publish at a time: the queue has one producer
 	accepted atomic.Uint64
 	closing  atomic.Bool
+	ending   atomic.Bool   // End was called: Publish refuses records
+	endReq   atomic.Bool   // End asks the loop thread to end the stream
+	endDone  chan struct{} // closed by the loop thread once it did
+	endSent  bool          // loop thread only
 
 	// Progress, published by the loop thread in onPoll.
 	prevN, prevSeq uint64 // loop thread only
@@ -178,7 +182,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	p := &Producer{cfg: cfg, wake: make(chan struct{}, 1), userPoll: cfg.OnPoll}
+	p := &Producer{cfg: cfg, wake: make(chan struct{}, 1), endDone: make(chan struct{}), userPoll: cfg.OnPoll}
 	defer func() {
 		if err != nil {
 			p.release()
@@ -403,6 +407,9 @@ func (p *Producer) push(typ uint16, payload []byte) error {
 	if p.closing.Load() {
 		return ErrClosed
 	}
+	if p.ending.Load() {
+		return ErrEnded
+	}
 	if err := p.fault(); err != nil {
 		return err
 	}
@@ -472,6 +479,11 @@ func (p *Producer) onPoll(l *Loop, now int64) {
 	}
 	p.prevN = l.ls.Published + l.ls.PublishErrs
 	p.prevSeq = l.snd.NextSeq() - 1
+	if !p.endSent && p.endReq.Load() {
+		p.endSent = true
+		_ = l.End() // the loop has a Sender
+		close(p.endDone)
+	}
 	if p.waiting.Load() > 0 {
 		select {
 		case p.wake <- struct{}{}:

@@ -2,6 +2,7 @@ package cast
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -132,5 +133,84 @@ func TestProducerConsumerFlowControl(t *testing.T) {
 	}
 	if s := p.Stats().Sender; s.ReceiversLost != 0 {
 		t.Fatalf("the consumer was dropped for silence, not on its Leave: %+v", s)
+	}
+}
+
+// TestProducerEnd: Producer.End over real loopback sockets. The producer
+// publishes n records and ends the stream; the consumer delivers every
+// record once, in order, reports the end at seq n (EventStreamEnded) and
+// its Run returns nil by itself; End returns nil once the consumer has
+// left, and Publish after End is refused with ErrEnded. A second
+// producer with nobody listening ends at once.
+func TestProducerEnd(t *testing.T) {
+	const n = 5_000
+	ended := make(chan uint64, 1)
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true,
+		OnEvent: func(e ConsumerEvent) {
+			if e.Kind == EventStreamEnded {
+				ended <- e.To
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	var next uint64 = 1
+	go func() {
+		done <- c.Run(ctx, func(r Record) error {
+			if r.Seq != next {
+				return fmt.Errorf("seq %d, want %d", r.Seq, next)
+			}
+			next++
+			return nil
+		})
+	}()
+	publishN(t, p, n)
+	if err := p.End(ctx); err != nil {
+		t.Fatalf("End: %v; sender %+v; consumer %+v", err, p.Stats().Sender, c.Stats().Receiver)
+	}
+	if err := p.Publish(ctx, 100, make([]byte, 16)); !errors.Is(err, ErrEnded) {
+		t.Fatalf("Publish after End: %v, want ErrEnded", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("consumer did not end: producer %+v, consumer %+v", p.Stats().Sender, c.Stats().Receiver)
+	}
+	if final := <-ended; final != n || next != n+1 {
+		t.Fatalf("ended at %d after delivering through %d, want %d", final, next-1, n)
+	}
+	if s := p.Stats().Sender; s.SessionEnds == 0 || s.ReceiversLost != 0 {
+		t.Fatalf("want markers sent and the consumer gone on its Leave: %+v", s)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Nobody ever sent Status: no marker is negotiated and End returns
+	// without waiting (its context would fail it otherwise).
+	rx, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Close()
+	q, err := NewProducer(ProducerConfig{To: rx.LocalAddr().(*net.UDPAddr).AddrPort(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	publishN(t, q, 10)
+	if err := q.End(ctx); err != nil {
+		t.Fatalf("End with no receiver: %v", err)
 	}
 }
