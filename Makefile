@@ -105,12 +105,15 @@ fuzz:
 # Go micro-benchmarks, then the side-by-side suite (bin/cast-bench, also
 # `cast bench all`): bench/out/{report.md,results.json,*.png}, and together
 # from the same run the README's figures block and docs/bench/ (plots,
-# report.md, run.txt; TestPublishedTogether checks they match). Each step takes the bench lock itself, so on the
+# report.md, run.txt; TestPublishedTogether checks they match); then issue 11's pinned in-loop one-way
+# latency bench (`cast bench latency`: bench/out/latency.txt). Each step takes the bench lock itself, so on the
 # shared machine `make bench` is the one command (BENCHLOCK= to skip it).
 BENCHLOCK ?= flock /tmp/walcast-bench.lock
 bench: setup build
 	$(BENCHLOCK) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
 	$(BENCHLOCK) ./bin/cast-bench -out bench/out -readme README.md all
+	@mkdir -p bench/out
+	$(BENCHLOCK) sh -c './bin/cast bench latency >bench/out/latency.txt; s=$$?; cat bench/out/latency.txt; exit $$s'
 
 demo: build
 	./bin/cast demo
