@@ -102,3 +102,13 @@ func TestRunSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestWindowWithinHotRing: the receiver never grants the WAL-less sender
+// a window it could not repair from its hot ring (the loss rows stalled
+// when it did: docs/xdp.md, "Loss").
+func TestWindowWithinHotRing(t *testing.T) {
+	rc, sc := receiverConfig(DefaultConfig()), senderConfig()
+	if rc.ReorderSlots == 0 || rc.ReorderSlots > sc.RingSlots {
+		t.Fatalf("receiver window %d slots, sender hot ring %d", rc.ReorderSlots, sc.RingSlots)
+	}
+}

@@ -1,0 +1,704 @@
+package xdp
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
+	"github.com/walcast/walcast/internal/netns"
+	"github.com/walcast/walcast/wal"
+)
+
+// Flow control (docs/protocol.md, issue 11) over AF_XDP on both ends,
+// with loss from the impair program embedded in each end's redirect
+// program: imB drops what arrives at the receiver (data, retransmits,
+// probes), imA what arrives at the sender (Status, NAKs). Unlike castRun
+// (datapath/xdp/cast_linux_test.go) these runs keep the path's and the
+// protocol's defaults (2 048 receive frames of which 256 posted, a 2 048-
+// record reorder window, unpaced senders), so what holds the sender back
+// is the receiver's Status alone.
+
+// flowTag names the namespaces of these tests (walcast-xdp2-flow-ID-a/b).
+const flowTag = "xdp2-flow"
+
+// typData is the record type the tests send.
+const typData = 1
+
+// flowOpts describes one run.
+type flowOpts struct {
+	n         int                               // records the default producer sends
+	rate      float64                           // records/s, 0 = as fast as the window allows
+	sender    func(*protocol.SenderConfig)      // changes to the sender's config
+	receiver  func(*protocol.ReceiverConfig)    // changes to the receiver's config
+	recvRing  int                               // > 0: deliver through a ring of this many slots (the test consumes)
+	rxPath    func(*Config)                     // changes to the receiver's AF_XDP config
+	onPoll    func(l *cast.Loop, now int64)     // replaces the producer (n is then ignored)
+	impairA   bpf.ImpairConfig                  // at the sender's ingress (Port is set)
+	impairB   bpf.ImpairConfig                  // at the receiver's ingress (Port is set)
+	startLoss bool                              // the impairs are on from the start (else: after the first delivery)
+	wrapRx    func(datapath.Path) datapath.Path // wraps the receiver's path
+}
+
+// flowRun is a running sender → receiver pair over AF_XDP.
+type flowRun struct {
+	t        *testing.T
+	pr       *netns.Pair
+	imA, imB *bpf.Impair
+	sp, rp   *Path
+	watch    *leadWatch
+	sloop    *cast.Loop
+	rloop    *cast.Loop
+	rclosed  bool
+	produced atomic.Int64 // records the producer sent (the default producer)
+	got      atomic.Int64 // records delivered in order (OnRecord)
+	bad      atomic.Int64 // out of order or wrong payload
+
+	mu      sync.Mutex
+	sEvents []cast.Event
+	rEvents []cast.Event
+}
+
+// startFlow builds the namespaces, both paths and both loops; everything
+// is removed by t.Cleanup.
+func startFlow(t *testing.T, o flowOpts) *flowRun {
+	t.Helper()
+	nc := netns.DefaultConfig()
+	nc.Tag = flowTag
+	r := &flowRun{t: t, pr: netns.New(t, nc)}
+	var err error
+	if o.impairA.RecordType == 0 && o.impairA.DropFraction == 0 && o.impairA.EveryNth == 0 {
+		o.impairA.RecordType = -1
+	}
+	if o.impairB.RecordType == 0 && o.impairB.DropFraction == 0 && o.impairB.EveryNth == 0 {
+		o.impairB.RecordType = -1
+	}
+	o.impairA.Port, o.impairB.Port = xdpPort, xdpPort
+	first := func(c bpf.ImpairConfig) bpf.ImpairConfig {
+		if o.startLoss {
+			return c
+		}
+		return bpf.ImpairConfig{Port: xdpPort, RecordType: -1}
+	}
+	if r.imA, err = bpf.NewImpair(first(o.impairA)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.imA.Close() })
+	if r.imB, err = bpf.NewImpair(first(o.impairB)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.imB.Close() })
+	r.rp = open(t, r.pr.B, netip.AddrPortFrom(r.pr.A.Addr, xdpPort), func(c *Config) {
+		*c = DefaultConfig()
+		c.Interface, c.Local, c.Peer = r.pr.B.Link, netip.AddrPortFrom(r.pr.B.Addr, xdpPort), netip.AddrPortFrom(r.pr.A.Addr, xdpPort)
+		c.Impair = r.imB
+		if o.rxPath != nil {
+			o.rxPath(c)
+		}
+	})
+	r.sp = open(t, r.pr.A, netip.AddrPortFrom(r.pr.B.Addr, xdpPort), func(c *Config) {
+		*c = DefaultConfig()
+		c.Interface, c.Local, c.Peer = r.pr.A.Link, netip.AddrPortFrom(r.pr.A.Addr, xdpPort), netip.AddrPortFrom(r.pr.B.Addr, xdpPort)
+		c.Impair = r.imA
+	})
+
+	sc := protocol.DefaultSenderConfig()
+	// The sender does not release a receiver that a loaded machine
+	// starved for less than the stall budget (the release itself is
+	// TestFlowXDPReceiverGone's subject, and exact on the virtual clock).
+	sc.ReceiverTimeout = int64(stallBudget)
+	if o.sender != nil {
+		o.sender(&sc)
+	}
+	snd, err := protocol.NewSender(sc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := protocol.DefaultReceiverConfig()
+	// As in castRun: the protocol's own budgets are tested on the virtual
+	// clock; here a repair may take up to stallBudget.
+	rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/rc.NakDebounce))
+	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/rc.HeartbeatInterval))
+	if o.receiver != nil {
+		o.receiver(&rc)
+	}
+	rcv, err := protocol.NewReceiver(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.watch = newLeadWatch(r.sp, uint64(sc.InitialWindow))
+
+	rl := cast.DefaultLoopConfig()
+	rl.Path, rl.Receiver = datapath.Path(r.rp), rcv
+	if o.wrapRx != nil {
+		rl.Path = o.wrapRx(r.rp)
+	}
+	if o.recvRing > 0 {
+		rl.RecvRing = o.recvRing
+	} else {
+		next := uint64(1)
+		rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
+			if wal.Seq(p) != next || binary.LittleEndian.Uint64(p[8:]) != next-1 {
+				r.bad.Add(1)
+			}
+			next++
+			r.got.Add(1)
+		}
+	}
+	rl.OnEvent = func(e cast.Event) { r.mu.Lock(); r.rEvents = append(r.rEvents, e); r.mu.Unlock() }
+	if r.rloop, err = cast.StartLoop(rl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.closeReceiver() })
+
+	sl := cast.DefaultLoopConfig()
+	sl.Path, sl.Sender = r.watch, snd
+	sl.OnEvent = func(e cast.Event) { r.mu.Lock(); r.sEvents = append(r.sEvents, e); r.mu.Unlock() }
+	if o.onPoll != nil {
+		sl.OnPoll = o.onPoll
+	} else {
+		payload := make([]byte, 128)
+		var start int64
+		produced := 0
+		sl.OnPoll = func(l *cast.Loop, now int64) {
+			if start == 0 {
+				start = now
+			}
+			for k := 0; k < 64 && produced < o.n; k++ {
+				if o.rate > 0 && float64(produced) > float64(now-start)/1e9*o.rate {
+					return
+				}
+				binary.LittleEndian.PutUint64(payload[8:], uint64(produced))
+				if _, err := l.Send(typData, payload); err != nil {
+					return // batch full or backpressure: next iteration
+				}
+				produced++
+				r.produced.Store(int64(produced))
+			}
+		}
+	}
+	if r.sloop, err = cast.StartLoop(sl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.sloop.Close() })
+	if !o.startLoss {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			// Loss goes on once the receiver has a stream position (it
+			// expects seq 1 and NAKs what it missed before its first
+			// record, but the figures are of the steady state).
+			for r.rloop.ReceiverStats().Delivered == 0 {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+				}
+			}
+			r.imA.Set(o.impairA)
+			r.imB.Set(o.impairB)
+		}()
+		t.Cleanup(func() { close(stop); <-done })
+	}
+	return r
+}
+
+func (r *flowRun) closeReceiver() {
+	if !r.rclosed {
+		r.rclosed = true
+		if err := r.rloop.Close(); err != nil {
+			r.t.Errorf("receiver loop: %v", err)
+		}
+	}
+}
+
+// waitFor polls cond until it holds, a loop stops, or progress() stayed
+// unchanged for stallBudget: a loaded machine makes a run slow, only a
+// stall makes it fail. It reports whether cond held.
+func (r *flowRun) waitFor(cond func() bool, progress func() int64) bool {
+	last, since := int64(-1), time.Now()
+	for !cond() {
+		if p := progress(); p != last {
+			last, since = p, time.Now()
+		}
+		if time.Since(since) > stallBudget || r.sloop.Err() != nil || (!r.rclosed && r.rloop.Err() != nil) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return true
+}
+
+func (r *flowRun) events() (s, rc []cast.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]cast.Event(nil), r.sEvents...), append([]cast.Event(nil), r.rEvents...)
+}
+
+// stop closes both loops and returns their final stats.
+func (r *flowRun) stop() (protocol.SenderStats, protocol.ReceiverStats) {
+	if err := r.sloop.Close(); err != nil {
+		r.t.Errorf("sender loop: %v", err)
+	}
+	r.closeReceiver()
+	return r.sloop.SenderStats(), r.rloop.ReceiverStats()
+}
+
+// checkClean fails the test on any receiver event (Faulted, Reconnect,
+// silence) and any sender event but the receiver's one join.
+func (r *flowRun) checkClean() {
+	r.t.Helper()
+	sev, rev := r.events()
+	if len(rev) != 0 {
+		r.t.Errorf("receiver events %v", rev)
+	}
+	if len(sev) != 1 || sev[0].Kind != cast.EventReceiverJoined {
+		r.t.Errorf("sender events %v (want one receiver_joined)", sev)
+	}
+}
+
+// checkLead fails the test if the sender ever sent a record past the edge
+// the receiver had granted (Delivered + Window of the newest Status the
+// sender could have heard; before any, the initial window).
+func (r *flowRun) checkLead() {
+	r.t.Helper()
+	w := r.watch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.overruns != 0 {
+		r.t.Errorf("the sender overran the receiver's window %d times (first: seq %d past edge %d)", w.overruns, w.firstSeq, w.firstEdge)
+	}
+	if w.statuses == 0 {
+		r.t.Errorf("no Status reached the sender: flow control was not exercised")
+	}
+}
+
+// leadWatch wraps the sender's path and checks flow control on the wire:
+// every data record it sends for the first time must be within the edge
+// (Delivered + Window) of the newest Status it has received, or within
+// the initial window before the first. It sees a Status before the
+// Sender does, so it is never stricter than the Sender may be.
+type leadWatch struct {
+	datapath.Path
+	initEdge uint64
+
+	mu        sync.Mutex
+	edge      uint64 // highest edge heard
+	delivered uint64 // highest Delivered heard
+	statuses  uint64
+	highest   uint64 // highest data seq sent
+	maxLead   uint64 // largest seq − delivered at the time it was sent
+	overruns  uint64
+	firstSeq  uint64
+	firstEdge uint64
+}
+
+func newLeadWatch(p datapath.Path, initEdge uint64) *leadWatch {
+	return &leadWatch{Path: p, initEdge: initEdge}
+}
+
+func (w *leadWatch) Send(v *batch.Vec) (int, error) {
+	w.mu.Lock()
+	for i := range v.Len() {
+		b, _ := v.Msg(i)
+		frames(b, func(h wal.Header, p []byte) {
+			if h.Type != typData {
+				return
+			}
+			seq := wal.Seq(p)
+			if seq <= w.highest {
+				return // a retransmit
+			}
+			w.highest = seq
+			edge := w.initEdge
+			if w.statuses > 0 {
+				edge = w.edge
+			}
+			if seq > edge {
+				w.overruns++
+				if w.overruns == 1 {
+					w.firstSeq, w.firstEdge = seq, edge
+				}
+			}
+			w.maxLead = max(w.maxLead, seq-min(seq, w.delivered))
+		})
+	}
+	w.mu.Unlock()
+	return w.Path.Send(v)
+}
+
+func (w *leadWatch) Recv(v *batch.Vec) (int, error) {
+	n, err := w.Path.Recv(v)
+	if n == 0 {
+		return n, err
+	}
+	w.mu.Lock()
+	for i := range n {
+		b, _ := v.Msg(i)
+		frames(b, func(h wal.Header, p []byte) {
+			if h.Type != protocol.TypeStatus {
+				return
+			}
+			st, err := protocol.ParseStatus(p)
+			if err != nil {
+				return
+			}
+			w.statuses++
+			w.edge = max(w.edge, st.Edge())
+			w.delivered = max(w.delivered, st.Delivered)
+		})
+	}
+	w.mu.Unlock()
+	return n, err
+}
+
+func (w *leadWatch) lead() (maxLead, delivered, edge uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.maxLead, w.delivered, w.edge
+}
+
+// frames calls f for each whole frame of datagram b.
+func frames(b []byte, f func(wal.Header, []byte)) {
+	for len(b) >= wal.HeaderSize {
+		h, p, size, err := wal.DecodeFrame(b)
+		if err != nil || size <= 0 {
+			return
+		}
+		f(h, p)
+		b = b[size:]
+	}
+}
+
+// TestFlowXDPLoss: 20 000 records over AF_XDP, unpaced, with 1 % and 10 %
+// of the datagrams arriving at each end dropped by the BPF injector (data,
+// retransmits and probes one way; Status and NAKs the other): every record
+// once and in order, no Faulted, no Reconnect, and the sender never sent a
+// record past the edge its receiver had granted.
+func TestFlowXDPLoss(t *testing.T) {
+	for _, loss := range []float64{0.01, 0.10} {
+		t.Run(lossName(loss), func(t *testing.T) {
+			const n = 20_000
+			lc := bpf.ImpairConfig{DropFraction: loss, RecordType: -1}
+			r := startFlow(t, flowOpts{n: n, impairA: lc, impairB: lc})
+			t0 := time.Now()
+			ok := r.waitFor(func() bool { return r.got.Load() >= n }, r.got.Load)
+			el := time.Since(t0)
+			ss, rs := r.stop()
+			rx := r.rp.Stats() // after the loops (and paths) closed
+			ia, _ := r.imA.Counters()
+			ib, _ := r.imB.Counters()
+			lead, _, _ := r.watch.lead()
+			t.Logf("%d of %d in %v; sender max lead %d; dropped at A %d of %d, at B %d of %d; sender %+v; receiver %+v; rx path %+v",
+				r.got.Load(), n, el.Round(time.Millisecond), lead, ia.Dropped, ia.Matched, ib.Dropped, ib.Matched, ss, rs, rx)
+			if !ok || r.got.Load() != n || r.bad.Load() != 0 {
+				t.Fatalf("delivered %d of %d, %d out of order or corrupt; %s", r.got.Load(), n, r.bad.Load(),
+					castCause(0, r.sloop.Err(), r.rloop.Err(), rs, ss, rx, r.sp.Stats()))
+			}
+			r.checkClean()
+			r.checkLead()
+			if ia.Dropped == 0 || ib.Dropped == 0 || rs.NaksSent == 0 || ss.RetxHot == 0 {
+				t.Errorf("loss not exercised: dropped at A %d, at B %d, NAKs %d, retransmits %d", ia.Dropped, ib.Dropped, rs.NaksSent, ss.RetxHot)
+			}
+			if ss.Backpressured == 0 {
+				t.Errorf("an unpaced sender was never held back: %+v", ss)
+			}
+		})
+	}
+}
+
+// TestFlowXDPSlowConsumer: a consumer that takes records at 2 000/s
+// through the receive ring, from an unpaced sender over AF_XDP: the
+// sender is held back by the receiver's window (backpressure), nothing
+// is lost to Reconnect, and what is in flight never exceeds the window
+// (the receiver's memory is its fixed reorder ring and receive ring).
+func TestFlowXDPSlowConsumer(t *testing.T) {
+	const n, rate = 6_000, 2_000.0
+	const ring = 1024
+	r := startFlow(t, flowOpts{n: n, recvRing: ring})
+	var consumed atomic.Int64
+	var bad atomic.Int64
+	done := make(chan struct{})
+	stop := make(chan struct{})
+	go func() {
+		defer close(done)
+		q := r.rloop.Received()
+		t0 := time.Now()
+		for consumed.Load() < n {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if float64(consumed.Load()) > time.Since(t0).Seconds()*rate {
+				time.Sleep(200 * time.Microsecond)
+				continue
+			}
+			_, seq, p, ok := q.Peek()
+			if !ok {
+				time.Sleep(200 * time.Microsecond)
+				continue
+			}
+			if c := consumed.Load(); seq != uint64(c+1) || binary.LittleEndian.Uint64(p[8:]) != uint64(c) {
+				bad.Add(1)
+			}
+			q.Pop()
+			consumed.Add(1)
+		}
+	}()
+	ok := r.waitFor(func() bool { return consumed.Load() >= n }, consumed.Load)
+	close(stop)
+	<-done
+	ss, rs := r.stop()
+	lead, _, _ := r.watch.lead()
+	sl := r.sloop.Stats()
+	t.Logf("consumed %d of %d; sender max lead %d; sender %+v; receiver %+v; sender loop %+v", consumed.Load(), n, lead, ss, rs, sl)
+	if !ok || consumed.Load() != n || bad.Load() != 0 {
+		t.Fatalf("consumed %d of %d, %d out of order or corrupt; events %v %v", consumed.Load(), n, bad.Load(), r.sEvents, r.rEvents)
+	}
+	r.checkClean()
+	r.checkLead()
+	if ss.Backpressured == 0 {
+		t.Errorf("the sender was never held back by a consumer at 2 000 records/s: %+v", ss)
+	}
+	// In flight (sent, not yet delivered as the sender last heard) stays
+	// within what the receiver buffers: its reorder window plus its ring.
+	if limit := uint64(protocol.DefaultReorderSlots + ring); lead > limit {
+		t.Errorf("the sender ran %d records ahead of delivery, more than the receiver holds (%d)", lead, limit)
+	}
+}
+
+// TestFlowXDPTailProbe: bursts over AF_XDP whose last record the injector
+// drops, the sender then idle. The sender's idle heartbeat and periodic
+// RTT probe are an hour apart, so only the tail-loss probe can tell the
+// receiver that the tail exists: each lost tail is delivered, and the
+// sender counted a tail probe for each. (How soon is for the latency
+// bench; the log has each tail's send-to-delivery time.)
+func TestFlowXDPTailProbe(t *testing.T) {
+	const rounds, every = 8, 16
+	var (
+		mu      sync.Mutex
+		want    int // records the producer is asked to have sent
+		sentAt  time.Time
+		payload = make([]byte, 128)
+	)
+	produced := 0
+	far := int64(time.Hour)
+	r := startFlow(t, flowOpts{
+		sender:    func(c *protocol.SenderConfig) { c.HeartbeatInterval, c.RTTProbeInterval = far, far },
+		startLoss: true, // and no loss until the warm-up below is delivered
+		onPoll: func(l *cast.Loop, now int64) {
+			mu.Lock()
+			defer mu.Unlock()
+			for produced < want {
+				binary.LittleEndian.PutUint64(payload[8:], uint64(produced))
+				if _, err := l.Send(typData, payload); err != nil {
+					return
+				}
+				produced++
+				if produced == want {
+					sentAt = time.Now()
+				}
+			}
+		},
+	})
+	// Warm-up, without loss: the receiver joins (the sender's first
+	// Status) and the RTT is measured.
+	mu.Lock()
+	want = 100
+	mu.Unlock()
+	if !r.waitFor(func() bool { return r.got.Load() >= 100 && r.sloop.SenderStats().Statuses > 0 }, r.got.Load) {
+		t.Fatalf("warm-up: delivered %d of 100; sender %+v", r.got.Load(), r.sloop.SenderStats())
+	}
+	// From now on candidates every, 2·every, … (data records only) are
+	// dropped; each burst is sized to end on one (retransmits count as
+	// candidates too).
+	if err := r.imB.Set(bpf.ImpairConfig{Port: xdpPort, EveryNth: every, RecordType: typData}); err != nil {
+		t.Fatal(err)
+	}
+	s0 := r.sloop.SenderStats()
+	var took []time.Duration
+	tails := 0 // rounds whose last record was the one dropped
+	for round := range rounds {
+		c, err := r.imB.Counters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		burst := every - int(c.Candidates%every) // the last one is dropped
+		mu.Lock()
+		want += burst
+		target := int64(want)
+		mu.Unlock()
+		if !r.waitFor(func() bool { return r.got.Load() >= target }, r.got.Load) {
+			ss, rs := r.sloop.SenderStats(), r.rloop.ReceiverStats()
+			t.Fatalf("round %d: delivered %d of %d; sender %+v; receiver %+v", round, r.got.Load(), target, ss, rs)
+		}
+		mu.Lock()
+		took = append(took, time.Since(sentAt))
+		mu.Unlock()
+		// The burst and one retransmit, nothing else: the drop was the
+		// tail (a late duplicate retransmit would have shifted it).
+		if c1, _ := r.imB.Counters(); c1.Candidates == c.Candidates+uint64(burst)+1 && c1.Dropped == c.Dropped+1 {
+			tails++
+		}
+		// Let a duplicate retransmit (a re-NAK that crossed the first
+		// repair) land before the next burst is sized.
+		time.Sleep(20 * time.Millisecond)
+	}
+	rinfo := r.sloop.Receivers()
+	ss, rs := r.stop()
+	ic, _ := r.imB.Counters()
+	t.Logf("receivers %+v", rinfo)
+	t.Logf("tail delivered after its send: %v; sender %+v; receiver %+v; injector %+v", took, ss, rs, ic)
+	if r.bad.Load() != 0 {
+		t.Fatalf("%d records out of order or corrupt", r.bad.Load())
+	}
+	r.checkClean()
+	if tails < rounds/2 {
+		t.Fatalf("only %d of %d rounds lost their tail (injector %+v)", tails, rounds, ic)
+	}
+	// The idle heartbeat and the periodic RTT probe are an hour away, so
+	// each lost tail was announced by a tail probe.
+	tp, hb := ss.TailProbes-s0.TailProbes, ss.Heartbeats-s0.Heartbeats
+	if tp < uint64(tails) || ss.RTTProbes != 0 {
+		t.Errorf("%d lost tails: %d tail probes (%d heartbeats), %d RTT probes", tails, tp, hb, ss.RTTProbes)
+	}
+	if rs.NaksSent < uint64(tails) {
+		t.Errorf("%d NAKs for %d lost tails", rs.NaksSent, tails)
+	}
+}
+
+// TestFlowXDPReceiverGone: a receiver over AF_XDP vanishes mid-stream
+// (everything it sends is dropped from then on, its goodbye included,
+// and its loop and socket close): the sender is held back by the last
+// window it granted, then released after ReceiverTimeout with
+// EventReceiverLost, and sends on unthrottled.
+func TestFlowXDPReceiverGone(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	payload := make([]byte, 128)
+	var produced atomic.Int64
+	var refused atomic.Int64
+	r := startFlow(t, flowOpts{
+		sender: func(c *protocol.SenderConfig) { c.ReceiverTimeout = int64(timeout) },
+		onPoll: func(l *cast.Loop, now int64) {
+			for range 64 {
+				binary.LittleEndian.PutUint64(payload[8:], uint64(produced.Load()))
+				if _, err := l.Send(typData, payload); err != nil {
+					refused.Add(1)
+					return
+				}
+				produced.Add(1)
+			}
+		},
+	})
+	if !r.waitFor(func() bool { return r.got.Load() >= 5000 }, r.got.Load) {
+		t.Fatalf("delivered %d before the receiver was to vanish", r.got.Load())
+	}
+	// A loaded machine may have starved the receiver for the timeout
+	// already (lost, then joined again); what counts is what follows
+	// the cut.
+	cut := r.sloop.Now()
+	if err := r.imA.Set(bpf.ImpairConfig{Port: xdpPort, DropFraction: 1, RecordType: -1}); err != nil {
+		t.Fatal(err)
+	}
+	r.closeReceiver()
+	got := r.got.Load()
+	after := func() []cast.Event {
+		sev, _ := r.events()
+		var out []cast.Event
+		for _, e := range sev {
+			if e.At >= cut {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	if !r.waitFor(func() bool { return len(after()) > 0 }, func() int64 { return 0 }) {
+		t.Fatalf("no event within %v of the receiver vanishing; sender %+v", stallBudget, r.sloop.SenderStats())
+	}
+	ev := after()[0]
+	_, _, edge := r.watch.lead()
+	atEvent := produced.Load()
+	// Released: the sender sends far past the last edge it was granted.
+	released := r.waitFor(func() bool { return uint64(produced.Load()) > edge+4096 }, produced.Load)
+	ss, _ := r.stop()
+	sev, _ := r.events()
+	t.Logf("delivered %d; %v after %v of silence; produced %d at the event, %d at the end; last edge %d; refused %d; events %v; sender %+v",
+		got, ev.Kind, time.Duration(ev.At-ev.Receiver.LastHeard), atEvent, produced.Load(), edge, refused.Load(), sev, ss)
+	if ev.Kind != cast.EventReceiverLost || ev.Receiver.Addr != netip.AddrPortFrom(r.pr.B.Addr, xdpPort) {
+		t.Fatalf("first event after the receiver vanished: %v of %v, want receiver_lost of %v", ev.Kind, ev.Receiver.Addr, r.pr.B.Addr)
+	}
+	if silent := time.Duration(ev.At - ev.Receiver.LastHeard); silent < timeout {
+		t.Errorf("released after %v of silence, before ReceiverTimeout %v", silent, timeout)
+	}
+	if !released {
+		t.Errorf("the sender was not released: produced %d, last edge granted %d", produced.Load(), edge)
+	}
+	if n := len(r.sloop.Receivers()); n != 0 {
+		t.Errorf("%d receivers still in the flow-control table", n)
+	}
+	if ss.Backpressured == 0 {
+		t.Errorf("the sender was never held back by the vanished receiver's last window: %+v", ss)
+	}
+}
+
+// pausePath blocks its loop's thread in Recv once for pause when armed,
+// as a descheduled receiver loop would be: the AF_XDP frames posted
+// meanwhile fill and the kernel drops the rest.
+type pausePath struct {
+	datapath.Path
+	armed atomic.Bool
+	pause time.Duration
+}
+
+func (p *pausePath) Recv(v *batch.Vec) (int, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		time.Sleep(p.pause)
+	}
+	return p.Path.Recv(v)
+}
+
+// TestFlowXDPReceiverPaused: the receiver's loop thread is stopped for
+// 300 ms mid-stream (as a loaded machine deschedules it) while the sender
+// goes on at 20 000 records/s. Its AF_XDP socket has 512 receive frames
+// (at most 256 posted at first, the hot set) for a 2 048-record window, so
+// the kernel drops what the posted frames cannot hold (fill ring empty).
+// Flow control keeps the sender within the window, which is within its
+// hot ring (4 096), so every drop is repaired by NAK: all delivered in
+// order, no Faulted. (A window wider than a WAL-less sender's hot ring
+// is what stalled the loss rows of cast bench paths: docs/xdp.md.)
+func TestFlowXDPReceiverPaused(t *testing.T) {
+	const n = 12_000
+	var pp *pausePath
+	r := startFlow(t, flowOpts{n: n, rate: 20_000,
+		rxPath: func(c *Config) { c.RxFrames = 512 },
+		wrapRx: func(p datapath.Path) datapath.Path {
+			pp = &pausePath{Path: p, pause: 300 * time.Millisecond}
+			return pp
+		},
+	})
+	if !r.waitFor(func() bool { return r.got.Load() >= 2000 }, r.got.Load) {
+		t.Fatalf("delivered %d before the pause", r.got.Load())
+	}
+	pp.armed.Store(true)
+	ok := r.waitFor(func() bool { return r.got.Load() >= n }, r.got.Load)
+	ss, rs := r.stop()
+	rx := r.rp.Stats() // after the loops (and paths) closed
+	t.Logf("%d of %d; sender %+v; receiver %+v; rx path %+v", r.got.Load(), n, ss, rs, rx)
+	if !ok || r.got.Load() != n || r.bad.Load() != 0 {
+		t.Fatalf("delivered %d of %d, %d out of order or corrupt; %s", r.got.Load(), n, r.bad.Load(),
+			castCause(0, r.sloop.Err(), r.rloop.Err(), rs, ss, rx, r.sp.Stats()))
+	}
+	r.checkClean()
+	r.checkLead()
+	if rx.KernelRxFillRingEmpty == 0 || ss.RetxHot == 0 {
+		t.Errorf("the pause overflowed nothing: fill ring empty %d, retransmits %d", rx.KernelRxFillRingEmpty, ss.RetxHot)
+	}
+}
