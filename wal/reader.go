@@ -25,8 +25,16 @@ type Reader struct {
 	sc     *frameScanner
 	active bool
 	seeked bool // positioned by an index entry not yet confirmed
-	buf    []byte
+	// unverified: the active file was empty when opened, so nothing showed
+	// it is the segment that holds next. A writer may have sealed that one
+	// and started the next between the directory listing and the open.
+	unverified bool
+	buf        []byte
 }
+
+// testHookListed runs in open between listing the directory and opening
+// the file picked, so a test can rotate the writer in that window.
+var testHookListed func()
 
 // OpenReader opens a sequential reader of stream under the WAL root dir
 // (the Config.Dir of the Writer) at seq from; from = 0 starts at the oldest
@@ -77,13 +85,32 @@ func (r *Reader) NextSeq() uint64 { return r.next }
 
 // open positions the reader on the file holding r.next. It returns false
 // when no such file exists yet.
+//
+// The listing and the open race the writer's rotation (active → sealed,
+// then a new active): the file opened as "active" may be a later segment
+// than the one listed. An active file that starts after r.next is
+// therefore listed again, twice at most, before it counts as a gap.
 func (r *Reader) open() (bool, error) {
+	for try := 0; ; try++ {
+		ok, stale, err := r.openOnce(try == 2)
+		if !stale {
+			return ok, err
+		}
+	}
+}
+
+// openOnce is one listing and open; stale reports an active file that
+// starts after r.next (closed again) when last is false.
+func (r *Reader) openOnce(last bool) (ok, stale bool, err error) {
 	if r.buf == nil {
-		return false, ErrClosed
+		return false, false, ErrClosed
 	}
 	files, err := ListSegments(r.dir, r.stream)
 	if err != nil {
-		return false, fmt.Errorf("wal: reader: %w", err)
+		return false, false, fmt.Errorf("wal: reader: %w", err)
+	}
+	if testHookListed != nil {
+		testHookListed()
 	}
 	var pick *SegmentFile
 	for i := range files {
@@ -108,20 +135,20 @@ func (r *Reader) open() (bool, error) {
 				break
 			}
 			if i == 0 {
-				return false, fmt.Errorf("wal: reader: seq %d: %w (oldest on disk is %d)", r.next, ErrNotFound, sf.First)
+				return false, false, fmt.Errorf("wal: reader: seq %d: %w (oldest on disk is %d)", r.next, ErrNotFound, sf.First)
 			}
-			return false, missing(files[i-1].Last+1, sf.First-1, sf.Path)
+			return false, false, missing(files[i-1].Last+1, sf.First-1, sf.Path)
 		}
 	}
 	if pick == nil {
-		return false, nil
+		return false, false, nil
 	}
 	f, err := os.Open(pick.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return false, nil // rotated away meanwhile; list again next time
+			return false, false, nil // rotated away meanwhile; list again next time
 		}
-		return false, fmt.Errorf("wal: reader: %w", err)
+		return false, false, fmt.Errorf("wal: reader: %w", err)
 	}
 	r.f = f
 	r.active = pick.Active
@@ -132,28 +159,34 @@ func (r *Reader) open() (bool, error) {
 	}
 	r.sc.seek(off)
 	r.seeked = off != 0
+	r.unverified = false
 	if pick.Active && r.next != 0 {
 		// The active segment must not start after the seq we need.
 		// r.sc has read nothing yet (seek reset it): s0 may borrow its buffer.
 		s0 := &frameScanner{f: f, name: pick.Path, buf: r.buf}
-		if fr, _, err := s0.next(); err == nil {
+		fr, _, err := s0.next()
+		r.unverified = err != nil
+		if err == nil {
 			if first := Seq(fr[HeaderSize:]); first > r.next {
 				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && le.Uint16(fr[2:]) == TypeSkip && sk.From <= r.next {
 					r.next = first // the Skip marker at the start explains the seqs before it
 					r.sc.seek(0)
 					r.seeked = false
-					return true, nil
+					return true, false, nil
 				}
 				r.f.Close()
 				r.f, r.sc = nil, nil
-				if len(files) > 1 {
-					return false, missing(files[len(files)-2].Last+1, first-1, pick.Path)
+				if !last {
+					return false, true, nil // perhaps rotated since the listing: list again
 				}
-				return false, fmt.Errorf("wal: reader: seq %d: %w (active segment starts at %d)", r.next, ErrNotFound, first)
+				if len(files) > 1 {
+					return false, false, missing(files[len(files)-2].Last+1, first-1, pick.Path)
+				}
+				return false, false, fmt.Errorf("wal: reader: seq %d: %w (active segment starts at %d)", r.next, ErrNotFound, first)
 			}
 		}
 	}
-	return true, nil
+	return true, false, nil
 }
 
 // seekIndex returns the byte offset of seq (or of the last indexed record
@@ -213,10 +246,19 @@ func (r *Reader) Next() (frame []byte, err error) {
 			}
 			if r.next != 0 && seq > r.next && le.Uint16(fr[2:]) == TypeSkip {
 				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && sk.From <= r.next {
-					r.seeked = false
+					r.seeked, r.unverified = false, false
 					r.next = seq + 1 // the marker stands for the seqs up to it
 					return fr, nil
 				}
+			}
+			if r.next != 0 && seq > r.next && r.unverified {
+				// The active file was empty when opened: it may be a
+				// segment started after the listing. Open again; open
+				// now sees its first record and lists again if needed.
+				r.unverified = false
+				r.f.Close()
+				r.f, r.sc = nil, nil
+				continue
 			}
 			if r.next != 0 && seq > r.next {
 				if r.seeked {
@@ -227,7 +269,7 @@ func (r *Reader) Next() (frame []byte, err error) {
 				}
 				return nil, r.damaged(off, &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrSeq})
 			}
-			r.seeked = false
+			r.seeked, r.unverified = false, false
 			r.next = seq + 1
 			return fr, nil
 		}
