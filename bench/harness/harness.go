@@ -70,12 +70,18 @@ type Point struct {
 // Result is one row with what the plots and report need besides it.
 type Result struct {
 	benchkit.Row
-	Size          int                  `json:"size,omitempty"` // message bytes
-	Drop          float64              `json:"drop,omitempty"` // injected loss per direction, 0..1
-	Sent          int64                `json:"sent,omitempty"`
-	Delivered     int64                `json:"delivered,omitempty"` // delivered in order
-	DeliveredPct  float64              `json:"delivered_pct,omitempty"`
-	Lost          int64                `json:"lost,omitempty"` // round trips that timed out
+	Size         int     `json:"size,omitempty"` // message bytes
+	Drop         float64 `json:"drop,omitempty"` // injected loss per direction, 0..1
+	Sent         int64   `json:"sent,omitempty"`
+	Delivered    int64   `json:"delivered,omitempty"` // delivered in order
+	DeliveredPct float64 `json:"delivered_pct,omitempty"`
+	Lost         int64   `json:"lost,omitempty"` // round trips that timed out
+	// OverUDPPct is the share (0..100) of the delivered records that
+	// arrived over UDP (loss-degradation): casting's Consumer counts
+	// records delivered live over UDP against those fetched by TCP
+	// catch-up; a peer with no TCP path has 100 by construction, a TCP
+	// peer 0. Nil: not measured (nothing delivered, or an older run).
+	OverUDPPct    *float64             `json:"over_udp_pct,omitempty"`
 	RetransPerRec float64              `json:"retrans_per_rec,omitempty"`
 	Perf          []benchkit.PerfCount `json:"perf,omitempty"`
 	Curve         []Point              `json:"curve,omitempty"`

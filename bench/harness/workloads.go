@@ -283,11 +283,17 @@ func OneWay(p peers.Peer, cfg Config) Result {
 // the first send to the last delivery. drop > 0 injects loss both ways
 // (the loss-degradation workload). After the last send the run waits up
 // to cfg.DrainTime for a reliable peer to finish repairing.
+//
+// In loss-degradation (drop > 0 or n < 0) each message also carries its
+// send time, and the row's Latency is send → in-order delivery (one
+// clock: both ends are in this process), queueing behind earlier
+// messages included; OverUDPPct is 100 for a UDP peer, 0 for a TCP one.
 func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result {
 	wl := "throughput"
 	if drop > 0 || n < 0 {
 		wl = "loss-degradation"
 	}
+	oneway := wl == "loss-degradation"
 	if n < 0 {
 		n = 1 << 30
 	}
@@ -312,6 +318,11 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 	var res Result
 	var wg sync.WaitGroup
 	var pinA, pinB atomic.Bool
+	base := time.Now()
+	var h *Hist
+	if oneway {
+		h = NewHist()
+	}
 	thread(&wg, cfg.ServerCPU, &pinB, func() {
 		buf := make([]byte, pc.MsgSize)
 		next := uint64(0)
@@ -330,9 +341,12 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 			// In order: beyond everything delivered before. For a reliable
 			// peer that is the next seq; an unreliable one may skip seqs.
 			if k >= 16 {
-				if seq, _ := unstamp(buf); seq+1 > next {
+				if seq, ts := unstamp(buf); seq+1 > next {
 					inOrder++
 					next = seq + 1
+					if h != nil {
+						h.Record(time.Since(base).Nanoseconds() - ts)
+					}
 				}
 			}
 			last = time.Now()
@@ -359,7 +373,11 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 			if (slow || i&63 == 0) && time.Since(first) > cfg.Budget {
 				break
 			}
-			stamp(msg, uint64(i), 0)
+			var ts int64
+			if oneway {
+				ts = time.Since(base).Nanoseconds()
+			}
+			stamp(msg, uint64(i), ts)
 			if err := s.pair.A.Send(msg); err != nil {
 				res.Note = fmt.Sprintf("send stopped after %d: %v", i, err)
 				break
@@ -406,5 +424,13 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 	}
 	res.Retransmits(rt)
 	res.Pinned = pinA.Load() && pinB.Load()
+	if oneway && inOrder > 0 {
+		res.Latency, res.Curve = h.Summary(), h.Curve()
+		udp := 100.0
+		if p.TCP {
+			udp = 0
+		}
+		res.OverUDPPct = &udp
+	}
 	return res
 }

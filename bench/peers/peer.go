@@ -120,6 +120,9 @@ type Peer struct {
 	Reliable bool
 	// Lossy peers honour Config.DropA/DropB.
 	Lossy bool
+	// TCP peers carry their messages over TCP: nothing they deliver
+	// arrives over UDP, and a loss injector that matches UDP misses them.
+	TCP bool
 	// Open connects a pair on loopback.
 	Open func(Config) (*Pair, error)
 	// Skip, when non-empty, says why this peer cannot run here.

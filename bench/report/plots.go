@@ -52,6 +52,7 @@ func plots(r *Report, dir string) ([]string, error) {
 	names = append(names, scatterPlots(r.Workload("classic-rtt"), dir, stamp, &errs)...)
 	add(throughputPlot(r.Workload("throughput"), dir, stamp))
 	add(lossPlot(r.Workload("loss-degradation"), dir, stamp))
+	add(lossP99Plot(r.Workload("loss-degradation"), dir, stamp))
 	return names, errors.Join(errs...)
 }
 
@@ -269,5 +270,42 @@ func lossPlot(rs []harness.Result, dir, stamp string) (string, error) {
 	p.Legend.Top = false
 	p.Legend.Left = true
 	name := "loss_degradation.png"
+	return name, p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, name))
+}
+
+// lossP99Plot: one-way send → in-order delivery p99 (ms, log) against
+// sustained loss, per protocol; rows without a latency are left out.
+func lossP99Plot(rs []harness.Result, dir, stamp string) (string, error) {
+	by := map[string]plotter.XYs{}
+	var order []string
+	for _, x := range measured(rs) {
+		if x.Latency.P99 <= 0 {
+			continue
+		}
+		if _, ok := by[x.Name]; !ok {
+			order = append(order, x.Name)
+		}
+		by[x.Name] = append(by[x.Name], plotter.XY{X: x.Drop * 100, Y: float64(x.Latency.P99) / 1e6})
+	}
+	if len(order) == 0 {
+		return "", nil
+	}
+	p := plot.New()
+	p.Title.Text = "loss degradation: one-way p99, send to in-order delivery" + stamp
+	p.X.Label.Text = "loss each way %"
+	p.Y.Label.Text = "one-way p99 ms (log)"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Add(plotter.NewGrid())
+	var vs []any
+	for _, n := range order {
+		vs = append(vs, n, by[n])
+	}
+	if err := plotutil.AddLinePoints(p, vs...); err != nil {
+		return "", err
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	name := "loss_oneway_p99.png"
 	return name, p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, name))
 }

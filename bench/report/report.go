@@ -152,6 +152,42 @@ func tputRows(rs []harness.Result) [][]string {
 
 var tputHead = []string{"protocol", "mode", "bytes", "drop %", "rec/s", "Gbit/s", "×floor", "in order %", "retx/rec", "sent", "note"}
 
+// lossRows are tputRows with two more columns before the note: the share
+// delivered over UDP and the one-way (send → in-order delivery) p99.
+func lossRows(rs []harness.Result) [][]string {
+	rows := tputRows(rs)
+	for i, r := range rs {
+		udp, p99 := "-", "-"
+		if r.Skipped == "" {
+			udp, p99 = overUDP(r), us(r.Latency.P99)
+		}
+		n := len(rows[i])
+		rows[i] = append(rows[i][:n-1:n-1], udp, p99, rows[i][n-1])
+	}
+	return rows
+}
+
+var lossHead = []string{"protocol", "mode", "bytes", "drop %", "rec/s", "Gbit/s", "×floor", "in order %", "retx/rec", "sent", "over UDP %", "one-way p99 µs", "note"}
+
+// overUDP is a row's share delivered over UDP, "n/a" when not measured.
+func overUDP(r harness.Result) string {
+	if r.OverUDPPct == nil {
+		return "n/a"
+	}
+	return pct(*r.OverUDPPct)
+}
+
+// ms is ns in milliseconds, "-" for 0.
+func ms(ns int64) string {
+	switch {
+	case ns == 0:
+		return "-"
+	case ns < 10_000_000:
+		return fmt.Sprintf("%.2f", float64(ns)/1e6)
+	}
+	return fmt.Sprintf("%.0f", float64(ns)/1e6)
+}
+
 // Sections writes every workload's table (Markdown or text).
 func (r *Report) Sections(w io.Writer, md bool) {
 	h := func(s string) {
@@ -175,11 +211,15 @@ func (r *Report) Sections(w io.Writer, md bool) {
 			table(w, md, latencyHead, latencyRows(rs))
 		}
 	}
-	for _, wl := range []string{"throughput", "classic-bw", "loss-degradation"} {
+	for _, wl := range []string{"throughput", "classic-bw"} {
 		if rs := r.Workload(wl); len(rs) > 0 {
 			h(titles[wl])
 			table(w, md, tputHead, tputRows(rs))
 		}
+	}
+	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
+		h(titles["loss-degradation"])
+		table(w, md, lossHead, lossRows(rs))
 	}
 	known := map[string]bool{"rtt": true, "oneway": true, "classic-rtt": true, "throughput": true, "classic-bw": true, "loss-degradation": true}
 	var other []string
@@ -412,34 +452,15 @@ func (r *Report) Figures() string {
 	}
 	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
 		b.WriteString("Loss both ways (144 B, no application window): delivered in order % / records per s:\n\n")
-		var drops []float64
-		var names []string
-		cell := map[string]map[float64]string{}
-		for _, x := range rs {
-			if !containsF(drops, x.Drop) {
-				drops = append(drops, x.Drop)
-			}
-			if !contains(names, x.Name) {
-				names = append(names, x.Name)
-				cell[x.Name] = map[float64]string{}
-			}
-			if x.Skipped == "" {
-				cell[x.Name][x.Drop] = fmt.Sprintf("%.1f / %s", x.DeliveredPct, rate(x.RecPerS))
-			}
+		lossPivot(&b, rs, func(x harness.Result) string { return fmt.Sprintf("%.1f / %s", x.DeliveredPct, rate(x.RecPerS)) })
+		b.WriteString("The same rows: % of the delivered records that arrived over UDP (the rest came by TCP catch-up; 100 by construction for a peer with no TCP path, 0 for a TCP peer) / one-way p99 ms, send → in-order delivery on one clock:\n\n")
+		why := lossPivot(&b, rs, func(x harness.Result) string { return overUDP(x) + " / " + ms(x.Latency.P99) })
+		for _, y := range why {
+			fmt.Fprintf(&b, "- n/a: %s\n", y)
 		}
-		head := []string{"protocol"}
-		for _, d := range drops {
-			head = append(head, dropStr(d)+" %")
+		if len(why) > 0 {
+			b.WriteString("\n")
 		}
-		var rows [][]string
-		for _, n := range names {
-			row := []string{n}
-			for _, d := range drops {
-				row = append(row, cell[n][d])
-			}
-			rows = append(rows, row)
-		}
-		table(&b, true, head, rows)
 	}
 	if rs := r.Workload("classic-rtt"); len(rs) > 0 {
 		b.WriteString("Classic sender RTT under receiver-side drop, p50 / p99 µs (n):\n\n")
@@ -464,6 +485,46 @@ func (r *Report) Figures() string {
 		fmt.Fprintf(&b, "- %s: not available: %s\n", u.Workload, u.Why)
 	}
 	return b.String()
+}
+
+// lossPivot writes the loss rows as one line per protocol and one column
+// per drop, each cell cell(row); a skipped row's cell is n/a, and the
+// skipped rows' reasons are returned ("name: why", once each).
+func lossPivot(w io.Writer, rs []harness.Result, cell func(harness.Result) string) (why []string) {
+	var drops []float64
+	var names []string
+	cells := map[string]map[float64]string{}
+	for _, x := range rs {
+		if !containsF(drops, x.Drop) {
+			drops = append(drops, x.Drop)
+		}
+		if !contains(names, x.Name) {
+			names = append(names, x.Name)
+			cells[x.Name] = map[float64]string{}
+		}
+		if x.Skipped == "" {
+			cells[x.Name][x.Drop] = cell(x)
+		} else {
+			cells[x.Name][x.Drop] = "n/a"
+			if !contains(why, x.Name+": "+x.Skipped) {
+				why = append(why, x.Name+": "+x.Skipped)
+			}
+		}
+	}
+	head := []string{"protocol"}
+	for _, d := range drops {
+		head = append(head, dropStr(d)+" %")
+	}
+	var rows [][]string
+	for _, n := range names {
+		row := []string{n}
+		for _, d := range drops {
+			row = append(row, cells[n][d])
+		}
+		rows = append(rows, row)
+	}
+	table(w, true, head, rows)
+	return why
 }
 
 // Stamp names the run: when, where and the command, as the README block

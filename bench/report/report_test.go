@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/walcast/walcast/bench/harness"
+	"github.com/walcast/walcast/internal/benchkit"
 )
 
 func TestReplaceBlock(t *testing.T) {
@@ -94,5 +97,47 @@ func TestPublishedTogether(t *testing.T) {
 		if !listed[filepath.Base(h)] {
 			t.Errorf("%s is not from the run of %s", h, RunFile)
 		}
+	}
+}
+
+// The loss table carries the share delivered over UDP and the one-way
+// p99, in report.md and in the README block; unmeasured is n/a.
+func TestLossColumns(t *testing.T) {
+	udp, tcp := 37.5, 0.0
+	r := &Report{Date: "d", Machine: "m", Command: "c", Results: []harness.Result{
+		{Row: benchkit.Row{Workload: "loss-degradation", Name: "casting", Latency: benchkit.Summary{N: 10, P99: 1_250_000}}, Size: 144, Drop: 0.1, DeliveredPct: 100, OverUDPPct: &udp},
+		{Row: benchkit.Row{Workload: "loss-degradation", Name: "tcp-nodelay", Latency: benchkit.Summary{N: 10, P99: 40_000}}, Size: 144, OverUDPPct: &tcp},
+		{Row: benchkit.Row{Workload: "loss-degradation", Name: "tcp-nodelay", Note: "skipped: no loss"}, Size: 144, Drop: 0.1, Skipped: "no loss"},
+		{Row: benchkit.Row{Workload: "loss-degradation", Name: "old"}, Size: 144},
+	}}
+	md := string(r.Markdown())
+	for _, want := range []string{"| over UDP % | one-way p99 µs | note |", "| 37.5 | 1250.0 |", "| 0.0 | 40.0 |", "| n/a | - |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	fig := r.Figures()
+	for _, want := range []string{"| casting | 37.5 / 1.25 |  |", "| tcp-nodelay | n/a | 0.0 / 0.04 |", "- n/a: tcp-nodelay: no loss"} {
+		if !strings.Contains(fig, want) {
+			t.Errorf("README block lacks %q:\n%s", want, fig)
+		}
+	}
+}
+
+// The loss rows' one-way p99 is drawn beside delivered-in-order.
+func TestLossPlots(t *testing.T) {
+	r := &Report{Date: "d", Command: "c"}
+	for i, d := range []float64{0, 0.1, 0.5} {
+		for _, n := range []string{"casting", "raw-udp"} {
+			r.Results = append(r.Results, harness.Result{Row: benchkit.Row{Workload: "loss-degradation", Name: n,
+				Latency: benchkit.Summary{N: 5, P50: 1000, P99: int64(1000 * (i + 1))}}, Drop: d, DeliveredPct: 100})
+		}
+	}
+	names, err := Plots(r, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(names, " ") != "loss_degradation.png loss_oneway_p99.png" {
+		t.Fatalf("plots %v", names)
 	}
 }

@@ -55,6 +55,10 @@ type castStream struct {
 	Consumer   bool
 	Dir        string // where the WAL lives
 	CPUA, CPUB int
+	// OneWay stamps each record with its send time (the producer's loop
+	// iteration that sent it) and records send → delivery at the consumer
+	// (one clock: both are in this process), TCP catch-up included.
+	OneWay bool
 }
 
 type castOutcome struct {
@@ -66,6 +70,7 @@ type castOutcome struct {
 	events              []string
 	udp, tcp            uint64 // consumer: records delivered over UDP and by TCP catch-up
 	escalations         uint64
+	oneway              *harness.Hist // send → delivery, with castStream.OneWay
 }
 
 // run streams with a cast.Producer (WAL, sender, pinned loop producing
@@ -110,16 +115,20 @@ func (o castStream) run() (castOutcome, error) {
 		cc.ReplayClient.RetryBudget = 100
 	}
 
-	payload := make([]byte, max(o.Payload, 16))
+	payload := make([]byte, max(o.Payload, 24))
 	var produced atomic.Int64
 	var sending atomic.Bool
 	var startNS int64
+	base := time.Now()
 	pc.OnPoll = func(l *cast.Loop, now int64) {
 		if !sending.Load() {
 			return
 		}
 		if startNS == 0 {
 			startNS = now
+		}
+		if o.OneWay {
+			binary.LittleEndian.PutUint64(payload[16:], uint64(time.Since(base)))
 		}
 		n := produced.Load()
 		for k := 0; k < 64; k++ {
@@ -145,7 +154,9 @@ func (o castStream) run() (castOutcome, error) {
 
 	var delivered atomic.Int64
 	var lastNS atomic.Int64
-	base := time.Now()
+	if o.OneWay {
+		out.oneway = harness.NewHist()
+	}
 	inOrder := true
 	var prev uint64
 	var evMu sync.Mutex
@@ -176,7 +187,11 @@ func (o castStream) run() (castOutcome, error) {
 			}
 			prev = r.Seq
 			delivered.Add(1)
-			lastNS.Store(int64(time.Since(base)))
+			now := int64(time.Since(base))
+			lastNS.Store(now)
+			if out.oneway != nil && len(r.Payload) >= 24 {
+				out.oneway.Record(now - int64(binary.LittleEndian.Uint64(r.Payload[16:])))
+			}
 			return nil
 		})
 	}()
@@ -252,12 +267,19 @@ func (out castOutcome) fill(res *harness.Result, size int) {
 		res.Gbps = res.RecPerS * float64(size) * 8 / 1e9
 	}
 	res.Retransmits(int64(out.s.RetxHot + out.s.RetxCold))
+	if out.oneway != nil && out.delivered > 0 {
+		res.Latency, res.Curve = out.oneway.Summary(), out.oneway.Curve()
+	}
+	if n := out.udp + out.tcp; n > 0 {
+		udp := 100 * float64(out.udp) / float64(n)
+		res.OverUDPPct = &udp
+	}
 }
 
 // castingLossRow runs casting (WAL on, udp path) at drop% both ways.
 func castingLossRow(o Options, name string, drop float64, rate float64) harness.Result {
 	cs := castStream{Path: "udp", Payload: 128, Rate: rate, DropPct: drop * 100, SendFor: o.LossTime, DrainFor: lossDrain(o),
-		WAL: true, Consumer: true, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU}
+		WAL: true, Consumer: true, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU, OneWay: true}
 	res := harness.Result{Row: benchkit.Row{Workload: "loss-degradation", Name: name, Path: "udp", Mode: "spin"}, Size: 144, Drop: drop, Pinned: true}
 	out, err := cs.run()
 	if err != nil {

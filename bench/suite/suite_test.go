@@ -140,6 +140,11 @@ func TestLossDegradation(t *testing.T) {
 				t.Errorf("%s at %v: %d of %d in order", x.Name, x.Drop, x.Delivered, x.Sent)
 			}
 		}
+		// Every delivered row says how much came over UDP and how long
+		// send → delivery took at p99.
+		if x.OverUDPPct == nil || *x.OverUDPPct < 0 || *x.OverUDPPct > 100 || x.Latency.N == 0 || x.Latency.P99 <= 0 {
+			t.Errorf("%s at %v: over UDP %v, one-way %+v", x.Name, x.Drop, x.OverUDPPct, x.Latency)
+		}
 		if x.Drop > 0 && x.Name == "stop-and-wait" && x.RetransPerRec == 0 && x.Sent > 20 {
 			t.Errorf("stop-and-wait at %v: no retransmission", x.Drop)
 		}

@@ -23,7 +23,7 @@ const (
 // Peer is SoupBinTCP: A is the server streaming sequenced data, B the
 // logged-in client answering with unsequenced data.
 func Peer() peers.Peer {
-	return peers.Peer{Name: "soupbintcp", Mode: "spin", Reliable: true, Open: open}
+	return peers.Peer{Name: "soupbintcp", Mode: "spin", Reliable: true, TCP: true, Open: open}
 }
 
 // end is one side of a session: a stream, its read buffer and its

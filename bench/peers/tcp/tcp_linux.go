@@ -14,7 +14,7 @@ import (
 
 // Peer is TCP with Nagle off.
 func Peer() peers.Peer {
-	return peers.Peer{Name: "tcp-nodelay", Mode: "spin", Reliable: true, Open: open}
+	return peers.Peer{Name: "tcp-nodelay", Mode: "spin", Reliable: true, TCP: true, Open: open}
 }
 
 type conn struct {
