@@ -32,7 +32,12 @@ type Config struct {
 	Drain time.Duration
 	// Progress receives a one-line status for runs longer than 2 s;
 	// nil prints nothing.
-	Progress io.Writer
+	Progress io.Writer `json:"-"`
+	// Net, when set, is where Throughput opens its pairs (peers.Config.Net):
+	// a link whose kernel loss injector the caller has set to the row's
+	// drop, so the peers get no user-space drop. The injector matches
+	// UDP only: a TCP peer's row at drop > 0 is skipped and says so.
+	Net *peers.Net `json:"-"`
 }
 
 // DefaultConfig is the suite's default shape.

@@ -3,6 +3,7 @@ package peers
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 )
 
@@ -79,6 +80,36 @@ type Config struct {
 	Timeout time.Duration
 	// Seed seeds the drop generators, so a loss pattern repeats.
 	Seed uint64
+	// Net, when set, puts A and B on two hosts (network namespaces
+	// joined by a veth pair, where a kernel loss injector can sit)
+	// instead of both on 127.0.0.1. Peers that cannot place their ends
+	// refuse it (ErrNoNet).
+	Net *Net
+}
+
+// Net is where a pair's two ends live: A's sockets are created by InA
+// (in A's namespace) bound to A, B's by InB bound to B.
+type Net struct {
+	A, B     netip.Addr
+	InA, InB func(func() error) error
+}
+
+// ErrNoNet is returned by Open for a Config.Net the peer cannot use.
+var ErrNoNet = errors.New("peers: this peer runs on loopback only")
+
+var loopback = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+
+// Side is where end A (b false) or B (b true) lives: its address and
+// the function that creates its sockets (127.0.0.1 and a plain call
+// without Net).
+func (c Config) Side(b bool) (netip.Addr, func(func() error) error) {
+	switch {
+	case c.Net == nil:
+		return loopback, func(f func() error) error { return f() }
+	case b:
+		return c.Net.B, c.Net.InB
+	}
+	return c.Net.A, c.Net.InA
 }
 
 // DefaultConfig is 1500-byte messages, no loss, 2 s receive timeout.

@@ -137,13 +137,6 @@ func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 // loss-degradation workload, records/s.
 const CastingLossRate = 20_000
 
-func castingLoss(o Options, r *report.Report, drop float64) []harness.Result {
-	return []harness.Result{
-		castingLossRow(o, "casting", drop, CastingLossRate),
-		castingLossRow(o, "casting-unpaced", drop, 0),
-	}
-}
-
 func castingClassic(o Options, r *report.Report, drop float64) []harness.Result {
 	c := o.cfg()
 	c.Warmup, c.N = min(c.Warmup, 20), min(c.N, 500)

@@ -55,6 +55,10 @@ type castStream struct {
 	Consumer   bool
 	Dir        string // where the WAL lives
 	CPUA, CPUB int
+	// Net, when set, carries the stream (Path "udp" only) across the loss
+	// link, whose BPF injector does the dropping: DropPct is then only
+	// the figure the row reports and no datapath/drop is stacked on top.
+	Net *lossNet
 	// OneWay stamps each record with its send time (the producer's loop
 	// iteration that sent it) and records send → delivery at the consumer
 	// (one clock: both are in this process), TCP catch-up included.
@@ -81,12 +85,21 @@ func (o castStream) run() (castOutcome, error) {
 	if o.Consumer && !o.WAL {
 		return out, fmt.Errorf("suite: the consumer needs the WAL")
 	}
-	pa, pb, err := castPaths(o.Path)
+	var pa, pb datapath.Path
+	var err error
+	if o.Net != nil {
+		if o.Path != "udp" {
+			return out, fmt.Errorf("suite: the loss link carries udp paths only, not %q", o.Path)
+		}
+		pa, pb, err = o.Net.udpPaths()
+	} else {
+		pa, pb, err = castPaths(o.Path)
+	}
 	if err != nil {
 		return out, err
 	}
 	var sp, rp = pa, pb
-	if o.DropPct > 0 {
+	if o.DropPct > 0 && o.Net == nil {
 		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, protocol.DefaultMaxFrame)
 		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
@@ -276,10 +289,12 @@ func (out castOutcome) fill(res *harness.Result, size int) {
 	}
 }
 
-// castingLossRow runs casting (WAL on, udp path) at drop% both ways.
-func castingLossRow(o Options, name string, drop float64, rate float64) harness.Result {
+// castingLossRow runs casting (WAL on, udp path) at drop% both ways:
+// across ln (its BPF injector already set to drop) or, without it, with
+// datapath/drop at each receiving socket.
+func castingLossRow(o Options, ln *lossNet, name string, drop float64, rate float64) harness.Result {
 	cs := castStream{Path: "udp", Payload: 128, Rate: rate, DropPct: drop * 100, SendFor: o.LossTime, DrainFor: lossDrain(o),
-		WAL: true, Consumer: true, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU, OneWay: true}
+		WAL: true, Consumer: true, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU, OneWay: true, Net: ln}
 	res := harness.Result{Row: benchkit.Row{Workload: "loss-degradation", Name: name, Path: "udp", Mode: "spin"}, Size: 144, Drop: drop, Pinned: true}
 	out, err := cs.run()
 	if err != nil {

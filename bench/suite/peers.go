@@ -28,7 +28,9 @@ func ThroughputPeers() []peers.Peer {
 	}
 }
 
-// LossPeers are the peers that take injected loss, floor first.
+// LossPeers are the rows of loss-degradation, floor first. TCP runs
+// there too: at 0 % beside the others, above it only where the suite can
+// drop its segments (the row says when it cannot).
 func LossPeers() []peers.Peer {
-	return []peers.Peer{rawudp.Peer(), moldudp64.Peer(), kcp.Peer(), quic.StreamPeer(), saw.Peer()}
+	return []peers.Peer{rawudp.Peer(), tcp.Peer(), moldudp64.Peer(), kcp.Peer(), quic.StreamPeer(), saw.Peer()}
 }

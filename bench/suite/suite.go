@@ -267,17 +267,60 @@ func runLoss(o Options, r *report.Report) {
 	}
 	c := o.cfg()
 	c.Budget, c.Drain = o.LossTime, lossDrain(o)
+	// Every row runs across one veth link whose BPF injector drops the
+	// same fraction of every peer's datagrams; without it (not root, no
+	// tc BPF), each peer drops at its own receiving sockets.
+	ln, err := newLossNet()
+	if err != nil {
+		r.Notes = append(r.Notes, "loss-degradation: loss injected in user space at each receiving socket, not by the kernel: no veth link with the BPF injector here: "+err.Error())
+		ln = nil
+	} else {
+		defer ln.close()
+		c.Net = ln.peersNet()
+		r.Notes = append(r.Notes, fmt.Sprintf("loss-degradation: every row crosses one veth pair between two network namespaces; a BPF tc program (%v) on the egress of each end drops the row's fraction of every IPv4/UDP datagram, whichever peer sent it; TCP crosses unharmed", ln.mode))
+	}
 	for _, d := range drops {
+		if ln != nil {
+			if err := ln.set(d); err != nil {
+				r.Notes = append(r.Notes, fmt.Sprintf("loss-degradation: %g %% not run: injector: %v", d*100, err))
+				continue
+			}
+		}
 		var rows []harness.Result
 		for _, p := range LossPeers() {
+			note := lossCount(ln)
 			res := harness.Throughput(p, c, 144, -1, d)
 			res.Workload = "loss-degradation"
+			if res.Skipped == "" {
+				res.Note = strings.TrimSpace(res.Note + " " + note())
+			}
 			rows = append(rows, res)
-			o.logf("loss %4.0f%% %-16s %5.1f %% in order %9.0f rec/s %.2f retx/rec\n", d*100, p.Name, res.DeliveredPct, res.RecPerS, res.RetransPerRec)
+			o.logf("loss %4.0f%% %-16s %5.1f %% in order %9.0f rec/s %.2f retx/rec p99 %.2f ms\n", d*100, p.Name, res.DeliveredPct, res.RecPerS, res.RetransPerRec, float64(res.Latency.P99)/1e6)
 		}
-		rows = append(rows, castingLoss(o, r, d)...)
+		for _, row := range []struct {
+			name string
+			rate float64
+		}{{"casting", CastingLossRate}, {"casting-unpaced", 0}} {
+			note := lossCount(ln)
+			res := castingLossRow(o, ln, row.name, d, row.rate)
+			if res.Skipped == "" {
+				res.Note = strings.TrimSpace(res.Note + "; " + note())
+			}
+			rows = append(rows, res)
+			o.logf("loss %4.0f%% %-16s %5.1f %% in order %9.0f rec/s %.2f retx/rec p99 %.2f ms\n", d*100, row.name, res.DeliveredPct, res.RecPerS, res.RetransPerRec, float64(res.Latency.P99)/1e6)
+		}
 		r.Results = append(r.Results, rows...)
 	}
+}
+
+// lossCount starts counting a row's injected loss; the function it
+// returns says what the link's injectors dropped since ("" without one).
+func lossCount(ln *lossNet) func() string {
+	if ln == nil {
+		return func() string { return "" }
+	}
+	ab, ba := ln.counters()
+	return func() string { return ln.injected(ab, ba) }
 }
 
 // runClassic reruns the classic tools' experiments: `sender` RTT with

@@ -8,6 +8,7 @@ package kcp
 import (
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/walcast/walcast/bench/peers"
 	"github.com/walcast/walcast/bench/peers/internal/lossy"
@@ -58,15 +59,26 @@ func (s stats) Retransmits() int64 {
 	return int64(kcpgo.DefaultSnmp.Copy().RetransSegs - s.base)
 }
 
+// listen opens side b's UDP socket where cfg places it.
+func listen(cfg peers.Config, b bool) (pc net.PacketConn, err error) {
+	addr, in := cfg.Side(b)
+	err = in(func() (err error) {
+		pc, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, 0).String())
+		return err
+	})
+	return pc, err
+}
+
 func open(cfg peers.Config) (*peers.Pair, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	lpc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	// lpc is B's socket (the listener), dpc A's (the dialer).
+	lpc, err := listen(cfg, true)
 	if err != nil {
 		return nil, err
 	}
-	dpc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	dpc, err := listen(cfg, false)
 	if err != nil {
 		lpc.Close()
 		return nil, err

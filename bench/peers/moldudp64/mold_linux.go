@@ -283,7 +283,8 @@ func open(cfg peers.Config) (*peers.Pair, error) {
 	if err != nil {
 		return nil, err
 	}
-	rr, err := sock.ListenUDP()
+	addrA, inA := cfg.Side(false)
+	rr, err := sock.ListenUDPOn(inA, addrA.As4())
 	if err != nil {
 		a.Release()
 		b.Release()

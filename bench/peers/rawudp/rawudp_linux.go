@@ -44,10 +44,12 @@ func Sockets(cfg peers.Config) (a, b *sock.UDP, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
-	if a, err = sock.ListenUDP(); err != nil {
+	addrA, inA := cfg.Side(false)
+	addrB, inB := cfg.Side(true)
+	if a, err = sock.ListenUDPOn(inA, addrA.As4()); err != nil {
 		return nil, nil, err
 	}
-	if b, err = sock.ListenUDP(); err != nil {
+	if b, err = sock.ListenUDPOn(inB, addrB.As4()); err != nil {
 		a.Release()
 		return nil, nil, err
 	}

@@ -185,7 +185,10 @@ func open(cfg peers.Config) (*peers.Pair, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cs, ss, err := sock.TCPPair()
+	// A is the server (sequenced data server → client), B the client.
+	addrA, inA := cfg.Side(false)
+	addrB, inB := cfg.Side(true)
+	cs, ss, err := sock.TCPPairOn(inB, addrB.As4(), inA, addrA.As4())
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,9 @@ func open(cfg peers.Config) (*peers.Pair, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a, b, err := sock.TCPPair()
+	addrA, inA := cfg.Side(false)
+	addrB, inB := cfg.Side(true)
+	a, b, err := sock.TCPPairOn(inA, addrA.As4(), inB, addrB.As4())
 	if err != nil {
 		return nil, err
 	}

@@ -70,12 +70,22 @@ type UDP struct {
 // ListenUDP binds a non-blocking UDP socket on 127.0.0.1:0 with 8 MiB
 // buffers (forced where CAP_NET_ADMIN allows).
 func ListenUDP() (*UDP, error) {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	return ListenUDPOn(func(f func() error) error { return f() }, [4]byte{127, 0, 0, 1})
+}
+
+// ListenUDPOn is ListenUDP bound to addr, the socket created by in (which
+// runs it in a network namespace).
+func ListenUDPOn(in func(func() error) error, addr [4]byte) (*UDP, error) {
+	var fd int
+	err := in(func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	bufs(fd)
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr}); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
@@ -195,12 +205,23 @@ type Stream struct {
 // TCPPair returns the two ends of a TCP connection on 127.0.0.1 with
 // TCP_NODELAY set on both, non-blocking after the handshake.
 func TCPPair() (client, server *Stream, err error) {
-	lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	in := func(f func() error) error { return f() }
+	lo := [4]byte{127, 0, 0, 1}
+	return TCPPairOn(in, lo, in, lo)
+}
+
+// TCPPairOn is TCPPair with the client's socket created by inC and bound
+// to c, the server's by inS on s (in and the address as ListenUDPOn's).
+func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) error, s [4]byte) (client, server *Stream, err error) {
+	var lfd, cfd int
+	if err := inS(func() (err error) {
+		lfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
 		return nil, nil, err
 	}
 	defer unix.Close(lfd)
-	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+	if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: s}); err != nil {
 		return nil, nil, err
 	}
 	if err := unix.Listen(lfd, 1); err != nil {
@@ -210,8 +231,14 @@ func TCPPair() (client, server *Stream, err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+	if err := inC(func() (err error) {
+		cfd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	if err := unix.Bind(cfd, &unix.SockaddrInet4{Addr: c}); err != nil {
+		unix.Close(cfd)
 		return nil, nil, err
 	}
 	if err := unix.Connect(cfd, sa); err != nil {
