@@ -104,9 +104,9 @@ type SenderConfig struct {
 	Coalesce bool
 
 	// NoFlowControl ignores the Status frames of receivers altogether:
-	// the reference's behaviour. By default the Sender honours them
-	// (negotiated per receiver: nothing changes on the wire until one is
-	// heard).
+	// the reference's behaviour (no InitialWindow either). By default the
+	// Sender honours them (negotiated per receiver: nothing changes on
+	// the wire until one is heard).
 	NoFlowControl bool
 	// ReceiverTimeout is how long, in ns, a receiver may stay silent
 	// before it is dropped from flow control (event ReceiverLost).

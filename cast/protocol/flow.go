@@ -318,9 +318,12 @@ func (s *Sender) foldLimit() {
 
 // initialHold reports whether the initial window holds the next seq back
 // (no Status heard yet, InitialWindow records sent, InitialWait not over).
+// A Sender with NoFlowControl ignores every Status, so nothing could end
+// the hold before InitialWait: it has no initial window (the reference's
+// behaviour).
 func (s *Sender) initialHold(now int64) bool {
 	fc := &s.fc
-	if fc.negotiated || s.cfg.InitialWindow == 0 {
+	if fc.negotiated || s.cfg.InitialWindow == 0 || s.cfg.NoFlowControl {
 		return false
 	}
 	if fc.initUntil == 0 {
@@ -417,18 +420,28 @@ func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
 	if s.health != nil && s.health.Err() != nil {
 		return false // no heartbeat of any form while the log fails (see Tick)
 	}
+	var tail, rtt bool
 	switch {
 	case fc.probeNow:
 	case s.uncovered() && now-fc.lastData >= s.pto() && now >= fc.probeAt:
-		s.stats.TailProbes++
-		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.hbEvery)
-		fc.backoff++
+		tail = true
 	case fc.lastData > fc.lastProbe && now-fc.lastProbe >= s.cfg.RTTProbeInterval:
-		s.stats.RTTProbes++
+		rtt = true
 	default:
 		return false
 	}
-	return s.heartbeat(now, out)
+	if !s.heartbeat(now, out) {
+		return false // out is full: due again on the next Tick
+	}
+	switch {
+	case tail:
+		s.stats.TailProbes++
+		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.hbEvery)
+		fc.backoff++
+	case rtt:
+		s.stats.RTTProbes++
+	}
+	return true
 }
 
 // Deadline is the loop-clock time (ns) at which Tick next has work: the
