@@ -158,6 +158,8 @@ type Loop struct {
 	// under statsMu with the cores' stats, every tick and at Close.
 	ls, lsPub LoopStats
 	sendErr   atomic.Pointer[error] // see SendErr
+
+	vclock func() int64 // tests: a virtual clock (datapath/mem) instead of time.Since(epoch)
 }
 
 // NewLoop builds a Loop without starting it (see [Loop.Start]).
@@ -307,7 +309,12 @@ func (l *Loop) Close() error {
 	return l.closeErr
 }
 
-func (l *Loop) clock() int64 { return int64(time.Since(l.epoch)) + 1 }
+func (l *Loop) clock() int64 {
+	if l.vclock != nil {
+		return l.vclock()
+	}
+	return int64(time.Since(l.epoch)) + 1
+}
 
 // Now is the loop's clock (monotonic ns), as passed to the cores.
 func (l *Loop) Now() int64 { return l.clock() }
@@ -405,11 +412,8 @@ func (l *Loop) iterate() bool {
 		if l.now < l.next {
 			l.ls.EarlyTicks++
 		}
-		if l.snd != nil {
-			l.snd.Tick(l.now, l.out)
-		}
-		if l.rcv != nil {
-			l.rcv.Tick(l.now, l.out)
+		if err := l.tickCores(); err != nil {
+			return l.fail(err)
 		}
 		l.checkEvents()
 		if l.now >= l.next {
@@ -442,6 +446,32 @@ func (l *Loop) iterate() bool {
 	}
 	l.backpressured = false
 	return true
+}
+
+// tickCores runs the cores' timers. What they owe the peer (a Status, a
+// probe, a heartbeat) needs room in the batch, and the records that
+// OnRecord or OnPoll sent this iteration may have filled it (a Batch of 1
+// holds one datagram): left to an iteration without traffic, it never goes
+// out on a busy two-way stream (a ping-pong where each loop finds the
+// peer's next record every time it looks), and the peer's window closes on
+// stale news. So while the batch is full after a Tick, flush and tick
+// again (at most 3 more times: a probe, a Status, and what NAKs continue).
+func (l *Loop) tickCores() error {
+	for k := 0; ; k++ {
+		if l.snd != nil {
+			l.snd.Tick(l.now, l.out)
+		}
+		if l.rcv != nil {
+			l.rcv.Tick(l.now, l.out)
+		}
+		if k == 3 || !l.out.Full() {
+			return nil
+		}
+		l.ls.FullTicks++
+		if err := l.flush(); err != nil {
+			return err
+		}
+	}
 }
 
 // yieldIO gives the core to the WAL's I/O goroutine when this idle

@@ -22,6 +22,10 @@ type LoopStats struct {
 	// EarlyTicks counts core ticks run at a core's Deadline, before the
 	// next TickInterval.
 	EarlyTicks uint64
+	// FullTicks counts ticks that found the batch full after the cores'
+	// Tick (records sent this iteration took it) and flushed to tick
+	// again, so their Status, probes and heartbeats still went out.
+	FullTicks uint64
 }
 
 func (l *Loop) snapshot() {
