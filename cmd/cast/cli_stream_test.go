@@ -363,15 +363,17 @@ func TestCLIDemoFaulted(t *testing.T) {
 }
 
 // A long benchmark prints each row as it finishes and, on Ctrl-C, what
-// it measured (rows and the spread over them) before exiting 130.
+// it measured (rows and the spread over them) before exiting 130. The
+// casting row's 5,100 pings run well past the 2048-record window (the
+// parked ping-pong once stalled there: cast.TestLoopPingPongBeyondWindow).
 func TestCLIBenchRTTInterrupted(t *testing.T) {
-	b := startCast(t, "", "bench", "rtt", "-n", "500", "-warmup", "100", "-runs", "50", "-mode", "park", "-pin", "none")
+	b := startCast(t, "", "bench", "rtt", "-n", "5000", "-warmup", "100", "-runs", "50", "-mode", "park", "-pin", "none")
 	b.waitOutput(`(?m)^  1 (casting-udp) `, hangBudget)
 	b.signal(syscall.SIGINT)
 	b.wait(hangBudget)
 	b.expect(130, "stderr", `^cast bench: interrupted: \d+ of \d+ rows measured$`)
 	out := b.Stdout.String()
-	if !strings.HasPrefix(out, "rtt: 500 round trips") || !strings.Contains(out, "spread over runs") || !strings.Contains(out, "  1 floor-loop ") {
+	if !strings.HasPrefix(out, "rtt: 5000 round trips") || !strings.Contains(out, "spread over runs") || !strings.Contains(out, "  1 floor-loop ") {
 		t.Fatalf("stdout:\n%s", out)
 	}
 	if strings.Contains(b.Stderr.String(), "\r") {

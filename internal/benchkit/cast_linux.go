@@ -108,6 +108,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	var i int
 	var t0 int64
 	var outstanding bool
+	var pingRefused int // read after the loop stopped
 	done := make(chan struct{})
 	var sendErr error
 	var l *cast.Loop
@@ -125,6 +126,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 				close(done)
 				i = total
 			}
+			pingRefused++
 			return
 		}
 		outstanding = true
@@ -187,7 +189,12 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 		return Row{}, cerr
 	}
 	if timedOut {
-		return Row{}, fmt.Errorf("benchkit: casting rtt timed out after %d of %d pings", i, total)
+		es, er := echo.SenderStats(), echo.ReceiverStats()
+		return Row{}, fmt.Errorf("benchkit: casting rtt timed out after %d of %d pings (client refused %d pings; echo refused %d replies, lost %d, sent %d, delivered %d, backpressured %d, initial-held %d)",
+			i, total, pingRefused, echo.refused.Load(), echo.lost.Load(), es.Sent, er.Delivered, es.Backpressured, es.InitialHeld)
+	}
+	if lost := echo.lost.Load(); lost > 0 {
+		return Row{}, fmt.Errorf("benchkit: casting rtt: the echo lost %d replies", lost)
 	}
 	st := l.ReceiverStats()
 	row := Row{Workload: "rtt", Name: "casting-" + kind, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
@@ -208,6 +215,10 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 		float64(recvCalls)/per, float64(sendCalls)/per, float64(l.Stats().Iterations)/per)
 	if st.NaksSent > 0 {
 		row.Note += fmt.Sprintf("; naks=%d", st.NaksSent)
+	}
+	if r := echo.refused.Load(); r > 0 || pingRefused > 0 {
+		// A Send refused (full batch or shut window) and sent again later.
+		row.Note += fmt.Sprintf("; refused: %d pings, %d replies", pingRefused, r)
 	}
 	return row, nil
 }
@@ -234,20 +245,70 @@ func loopConfig(p datapath.Path, pin affinity.Config, mode affinity.Strategy, se
 	return cfg, nil
 }
 
-// newEchoLoop starts a loop that sends every record it receives back on
-// its own stream.
-func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int) (*cast.Loop, error) {
+// castEcho is a loop that sends every record it receives back on its
+// own stream. A reply its Sender refuses (a full batch, or flow control:
+// the client's window is shut until its next Status) waits in a small
+// queue and is sent again on the next iterations, never dropped: a
+// dropped reply is a ping lost for good. Refused counts those refusals.
+type castEcho struct {
+	*cast.Loop
+	q       [][]byte // queued replies (payload copies), oldest first
+	types   []uint16
+	head, n int
+	refused atomic.Uint64
+	lost    atomic.Uint64 // replies beyond the queue (never in a ping-pong)
+}
+
+// echoQueue bounds the replies an echo holds back: a ping-pong has one
+// in flight.
+const echoQueue = 64
+
+func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int) (*castEcho, error) {
 	cfg, err := loopConfig(p, pin, mode, true, true)
 	if err != nil {
 		return nil, err
 	}
+	e := &castEcho{q: make([][]byte, echoQueue), types: make([]uint16, echoQueue)}
+	for i := range e.q {
+		e.q[i] = make([]byte, 0, cfg.Slot)
+	}
 	cfg.Batch = batch
-	cfg.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) { _, _ = l.Send(h.Type, payload) }
-	l, err := cast.NewLoop(cfg)
-	if err != nil {
+	cfg.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) {
+		if e.n == 0 && e.send(l, h.Type, payload) {
+			return
+		}
+		if e.n == len(e.q) {
+			e.lost.Add(1)
+			return
+		}
+		i := (e.head + e.n) % len(e.q)
+		e.q[i], e.types[i] = append(e.q[i][:0], payload...), h.Type
+		e.n++
+	}
+	cfg.OnPoll = func(l *cast.Loop, _ int64) {
+		for e.n > 0 && e.send(l, e.types[e.head], e.q[e.head]) {
+			e.head = (e.head + 1) % len(e.q)
+			e.n--
+		}
+	}
+	if e.Loop, err = cast.NewLoop(cfg); err != nil {
 		return nil, err
 	}
-	return l, l.Start()
+	return e, e.Start()
+}
+
+// send sends one reply; false: refused for now (counted), try again later.
+func (e *castEcho) send(l *cast.Loop, typ uint16, payload []byte) bool {
+	_, err := l.Send(typ, payload)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, protocol.ErrBatchFull) || errors.Is(err, protocol.ErrBackpressure) {
+		e.refused.Add(1)
+		return false
+	}
+	e.lost.Add(1) // a record the Sender can never take
+	return true
 }
 
 // ThroughputCasting blasts Size-byte frames through the casting protocol
