@@ -353,6 +353,11 @@ func (l *Loop) iterate() bool {
 		if err != nil {
 			return l.fail(err)
 		}
+		if l.rcv != nil {
+			// A full batch: more input waits; a group receiver defers its
+			// NAKs until it has read it.
+			l.rcv.SetBacklog(n == l.in.Cap(), l.now)
+		}
 		if n > 0 {
 			work = true
 			l.ls.Datagrams += uint64(n)

@@ -286,6 +286,10 @@ func (s *Sender) foldLimit() {
 	fc.limited, fc.limit = false, math.MaxUint64
 	fc.covered = math.MaxUint64
 	s.dedup = s.cfg.RetxDedupWindow
+	group := s.groupDedup()
+	if group {
+		s.dedup = math.MaxInt64
+	}
 	sent := s.next - 1
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
@@ -310,6 +314,9 @@ func (s *Sender) foldLimit() {
 		if in.ReNak > 0 && in.ReNak/2 < s.dedup {
 			s.dedup = in.ReNak / 2 // below every receiver's re-NAK delay
 		}
+	}
+	if group && s.dedup == math.MaxInt64 {
+		s.dedup = s.cfg.RetxDedupWindow // no receiver said its re-NAK delay
 	}
 	if !fc.limited || !wasLimited || fc.limit > was {
 		fc.blockedAt = 0 // the window moved: nobody is holding the sender

@@ -77,3 +77,18 @@ func (s *Sender) fold(first bool, limit, edge uint64) uint64 {
 	}
 	return min(limit, edge)
 }
+
+// groupDedup reports whether the dedup window follows the group's re-NAK
+// delays rather than RetxDedupWindow: the stream goes to a multicast
+// group and more than one receiver is in the table. A seq is then
+// retransmitted once per half the shortest re-NAK delay any receiver
+// reported, however long that is, not once per RetxDedupWindow (1 ms):
+// the repair went to every member, so a NAK for it arriving sooner was
+// sent before the repair could reach its sender (another receiver that
+// lost the same record, or a NAK delayed by a loaded host) and repeating
+// the repair would only load every member again. A receiver whose repair
+// was lost asks again after its re-NAK delay, beyond the window. With one
+// receiver the window is unicast's.
+func (s *Sender) groupDedup() bool {
+	return s.cfg.Dest.Addr().IsMulticast() && s.fc.active > 1 && s.cfg.RetxDedupWindow > 0
+}

@@ -36,6 +36,7 @@ type groupHarness struct {
 	sent   map[uint64]bool   // seqs already transmitted once on the upstream link
 	lat    [][]int64         // per receiver: send → deliver, ns
 	sentAt map[uint64]int64
+	stall  func(i int, now int64) bool // receiver i is not run now (groupOpt.stall)
 }
 
 type groupDelivery struct {
@@ -56,12 +57,15 @@ type groupOpt struct {
 	// seq on the way to receiver i when it returns true.
 	dropFirst func(i int, seq uint64) bool
 	debounce  int64
+	// stall, when set, says receiver i is not run at now (a loaded host
+	// descheduled its loop): its datagrams queue until it runs again.
+	stall func(i int, now int64) bool
 }
 
 func newGroupHarness(t testing.TB, o groupOpt) *groupHarness {
 	t.Helper()
 	h := &groupHarness{t: t, f: mem.NewFanout(1_000_000_000, o.n), log: newFakeLog(1),
-		shared: map[uint64]bool{}, sent: map[uint64]bool{}, sentAt: map[uint64]int64{}}
+		shared: map[uint64]bool{}, sent: map[uint64]bool{}, sentAt: map[uint64]int64{}, stall: o.stall}
 	sc := DefaultSenderConfig()
 	sc.Dest, sc.AcceptAnyNakSource, sc.MaxReceivers = h.f.Group, true, max(8, o.n)
 	if o.unicast {
@@ -216,8 +220,12 @@ func (h *groupHarness) step() {
 			d.last = seq
 			h.lat[i] = append(h.lat[i], now-h.sentAt[seq])
 		}
+		if h.stall != nil && h.stall(i, now) {
+			continue // descheduled: its input waits in its socket
+		}
 		for {
 			n, _ := h.f.R[i].Recv(h.in)
+			r.SetBacklog(n == h.in.Cap(), now) // as the loop does
 			for j := range n {
 				b, _ := h.in.Msg(j)
 				if h.rOut.Full() {

@@ -153,7 +153,13 @@ type ReceiverStats struct {
 	GroupStatus uint64 // Status frames heard from other receivers
 	OwnNaks     uint64 // this receiver's own NAKs looped back by the host
 	Suppressed  uint64 // missing seqs whose own NAK a heard NAK held back
-	SessionEnds uint64 // session end markers heard
+	// BacklogHolds counts NAK passes a group receiver deferred because
+	// datagrams waited unread (SetBacklog).
+	BacklogHolds uint64
+	// GroupRTTSamples counts RTT samples a group receiver took from a
+	// re-NAKed run, from its first NAK (groupRTTSample).
+	GroupRTTSamples uint64
+	SessionEnds     uint64 // session end markers heard
 }
 
 // SkipNotice is the last Skip marker a Receiver applied and what it meant
@@ -552,7 +558,9 @@ func (r *Receiver) rttSample(i uint64, now int64) {
 		r.sampleAt = r.nakAt[i]
 		r.rtt.Sample(now - r.nakAt[i])
 		r.stats.RTTSamples++
+		return
 	}
+	r.groupRTTSample(i, now)
 }
 
 func (r *Receiver) clear(i uint64) {
@@ -673,6 +681,9 @@ func (r *Receiver) gapOpen() bool { return r.expected != 0 && r.highest >= r.exp
 // retry count and debounce, and newly missing seqs next to it get their
 // own first NAK.
 func (r *Receiver) pump(now int64, out *batch.Vec) {
+	if r.heldByBacklog(now) {
+		return // nextDue stays due: the pump runs once the input is read
+	}
 	r.nextDue = noDue
 	if !r.gapOpen() {
 		return
@@ -748,12 +759,16 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 	if count {
 		sp++
 	}
+	first := rt == 1 && r.grp.on
 	for seq := from; seq <= to; seq++ {
 		i := seq & r.mask
 		r.retries[i] = rt
 		r.spent[i] = sp
 		r.nakAt[i] = now
 		r.grp.notBefore[i] = 0
+		if first {
+			r.grp.firstAt[i] = now
+		}
 	}
 	r.stats.NaksSent++
 	r.stats.NakSeqs += to - from + 1

@@ -109,11 +109,14 @@ const sharedOne = 1 << 16
 // receivers it hears, and per seq the time before which a NAK heard from
 // another receiver keeps its own NAK back.
 type groupState struct {
-	peers     peerSet
-	notBefore []int64 // per reorder slot: own NAK not before this (0: free)
-	heard     []bool  // per reorder slot: another receiver NAKed this missing seq
-	pct       int64   // NakBackoff in percent of SRTT (0: no back-off)
-	on        bool    // NAKs go to a multicast address: a group's control group
+	peers        peerSet
+	notBefore    []int64 // per reorder slot: own NAK not before this (0: free)
+	heard        []bool  // per reorder slot: another receiver NAKed this missing seq
+	pct          int64   // NakBackoff in percent of SRTT (0: no back-off)
+	on           bool    // NAKs go to a multicast address: a group's control group
+	firstAt      []int64 // per reorder slot: when the run's first NAK went out (groupRTTSample)
+	backlogSince int64   // SetBacklog: input waits unread since (0: none)
+	size         int     // the group size at the last NAK decision (renakCap)
 	// shared is an EWMA (weight 1/8, sharedOne = 1; it starts at ½) of whether a seq this
 	// receiver missed was NAKed by another receiver too: how correlated
 	// the group's losses are, as seen from here.
@@ -123,10 +126,42 @@ type groupState struct {
 func (g *groupState) init(cfg ReceiverConfig) {
 	g.notBefore = make([]int64, cfg.ReorderSlots)
 	g.heard = make([]bool, cfg.ReorderSlots)
+	if g.on = cfg.Sender.Addr().IsMulticast(); g.on {
+		g.firstAt = make([]int64, cfg.ReorderSlots)
+	}
 	g.shared = sharedOne / 2
 	g.peers.ttl = cfg.HeartbeatInterval * int64(cfg.SilenceIntervals)
-	g.on = cfg.Sender.Addr().IsMulticast()
 	g.pct = int64(max(cfg.NakBackoff, 0)) // cfg has its defaults: 0 is off
+}
+
+// SetBacklog tells the Receiver whether more datagrams wait to be handled
+// than the caller is about to hand it (its last receive filled the
+// batch): a loop calls it before each batch. In a group (NAKs to a
+// multicast address) the Receiver then makes no NAK decision until it has
+// caught up with its input, for at most NakDebounce: the repair it would
+// re-NAK, or another receiver's NAK that would suppress its own, may be
+// among the datagrams not read yet. A receiver a loaded machine did not
+// run for a while would otherwise NAK, on waking, everything whose timer
+// expired meanwhile, repairs already queued for it included, and every
+// such NAK goes to the whole group. Unicast receivers ignore it: their
+// NAK timing is the reference's.
+func (r *Receiver) SetBacklog(pending bool, now int64) {
+	switch {
+	case !pending:
+		r.grp.backlogSince = 0
+	case r.grp.backlogSince == 0:
+		r.grp.backlogSince = max(now, 1)
+	}
+}
+
+// heldByBacklog reports whether a group receiver defers its NAK decisions
+// now because input waits unread (SetBacklog), counting the deferral.
+func (r *Receiver) heldByBacklog(now int64) bool {
+	if !r.grp.on || r.grp.backlogSince == 0 || now-r.grp.backlogSince >= r.debounce {
+		return false
+	}
+	r.stats.BacklogHolds++
+	return true
 }
 
 // GroupSize is the receiver's estimate of its group: itself plus the
@@ -167,6 +202,29 @@ func (r *Receiver) groupSample(i uint64) {
 	r.grp.shared += (v - r.grp.shared) / 8
 }
 
+// groupRTTSample takes, in a group, an RTT sample when a record arrives
+// whose run was NAKed more than once: from the run's first NAK, once per
+// first-NAK batch. Karn's rule (no sample from an ambiguous run) keeps
+// the unicast estimate clean, but in a group on a loaded host it biases
+// the estimate low: the repairs that come before the first re-NAK give
+// samples, the slower ones do not, so the re-NAK delay never grows to
+// the repair latency and every slow repair is asked for again, by
+// multicast, to the whole group. Measured from the first NAK the sample
+// is the true round trip when the first repair was merely slow and an
+// overestimate when it was lost (rare: the loss rate), which errs on the
+// side of fewer NAKs.
+func (r *Receiver) groupRTTSample(i uint64, now int64) {
+	if !r.grp.on || r.grp.size <= 1 || r.retries[i] < 2 {
+		return
+	}
+	if at := r.grp.firstAt[i]; at != 0 && at != r.sampleAt && now > at {
+		r.sampleAt = at
+		r.rtt.Sample(now - at)
+		r.stats.RTTSamples++
+		r.stats.GroupRTTSamples++
+	}
+}
+
 // SharedLoss is the receiver's estimate (0..1) of how often a seq it
 // misses is missed by another receiver of its group too.
 func (r *Receiver) SharedLoss() float64 { return float64(r.grp.shared) / sharedOne }
@@ -177,6 +235,7 @@ func (r *Receiver) SharedLoss() float64 { return float64(r.grp.shared) / sharedO
 // first). Their NAK history starts now.
 func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
 	g := r.grp.peers.group(now)
+	r.grp.size = g
 	if g <= 1 {
 		r.sendNak(from, to, 0, true, now, out)
 		return
@@ -197,13 +256,15 @@ func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
 // run and round, and never before a NAK heard from another receiver has
 // had time to bring the repair.
 func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
+	g := r.grp.peers.group(now)
+	r.grp.size = g
 	due := at
 	if rt != 0 {
 		// Never twice at one instant, whatever the delay: frames of one
 		// datagram cannot spend a run's budget.
 		due = at + max(r.renakDelay(rt), 1)
 	}
-	if g := r.grp.peers.group(now); g > 1 {
+	if g > 1 {
 		due += backoff(r.id, start, rt, g, r.backoffLimit())
 	}
 	return max(due, r.grp.notBefore[i])

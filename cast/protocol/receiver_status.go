@@ -45,11 +45,29 @@ func (r *Receiver) renakDelay(rt uint16) int64 {
 	if !r.fcPeer {
 		return r.debounce
 	}
-	d := r.RTT().Timeout(r.cfg.NakFloor, r.debounce)
+	c := r.renakCap()
+	d := r.RTT().Timeout(r.cfg.NakFloor, c)
 	if rt > 1 {
 		d <<= min(rt-1, 30)
 	}
-	return min(d, r.debounce)
+	return min(d, c)
+}
+
+// renakCap is the longest re-NAK delay: NakDebounce; in a group (other
+// receivers heard) a quarter of the silence time instead, at least
+// NakDebounce. A repair that has not come within a few RTTs in a group is
+// late because some host is behind (the sender, or this receiver
+// draining its backlog) far more often than because it was lost; each
+// re-NAK goes to every member and each repair to every member, so a
+// group's re-NAKs keep doubling rather than settle at NakDebounce: a run
+// is asked for about log2(its repair latency / RTT) times, not latency /
+// NakDebounce times, and an overloaded group sheds NAK traffic instead of
+// adding to it.
+func (r *Receiver) renakCap() int64 {
+	if r.grp.size <= 1 {
+		return r.debounce
+	}
+	return max(r.debounce, r.silence/4)
 }
 
 // advWindow is the number of records the receiver accepts beyond the
