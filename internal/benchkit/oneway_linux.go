@@ -83,6 +83,9 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 	var delivered atomic.Uint64 // highest seq delivered
 	var outcome atomic.Value    // the receiver's sticky outcome, if any
 	var lastAt int64            // stamp of the last delivery (receiver thread)
+	// The longest time each loop thread went without an iteration (it
+	// was not run): what the machine, not the protocol, adds.
+	var rcvPoll, rcvStall, sndPoll, sndStall int64
 
 	// The consumer, inside the receiver's loop.
 	rcfg, err := loopConfig(rp, affinity.OnCPU(c.CPUs[1]), affinity.Spin, false, true)
@@ -110,6 +113,13 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 		}
 		lastAt = now
 		delivered.Store(seq)
+	}
+	rcfg.OnPoll = func(*cast.Loop, int64) {
+		t := stamp()
+		if rcvPoll != 0 {
+			rcvStall = max(rcvStall, t-rcvPoll)
+		}
+		rcvPoll = t
 	}
 	rcfg.OnEvent = func(e cast.Event) {
 		switch e.Kind {
@@ -163,6 +173,12 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 	}
 	scfg.Batch = c.Batch
 	scfg.OnPoll = func(l *cast.Loop, _ int64) {
+		if t := stamp(); sndPoll != 0 {
+			sndStall = max(sndStall, t-sndPoll)
+			sndPoll = t
+		} else {
+			sndPoll = t
+		}
 		if k >= total {
 			return
 		}
@@ -280,6 +296,8 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 	}
 	row.Note = fmt.Sprintf("delivered=%d dropped=%d naks=%d retx=%d tail_probes=%d status_sent=%d status_heard=%d held=%d (window %d, initial %d)",
 		delivered.Load(), dropped, rs.NaksSent, ss.RetxHot+ss.RetxCold, ss.TailProbes, rs.StatusSent, ss.Statuses, held, ss.Backpressured, ss.InitialHeld)
+	row.Note += fmt.Sprintf(" longest_unrun: sender %v receiver %v", time.Duration(sndStall).Round(time.Microsecond),
+		time.Duration(rcvStall).Round(time.Microsecond))
 	if mode == LossRandom {
 		row.Note += fmt.Sprintf(" sent_late_100us=%d max_lag=%v", late, time.Duration(maxLag).Round(time.Microsecond))
 	}
