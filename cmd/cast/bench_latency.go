@@ -223,14 +223,14 @@ func printLatencyTargets(w io.Writer, rows []benchkit.Row) int {
 				return "", false, false
 			}
 			d := rr.lossy.Latency.P99 - rr.clean.Latency.P99
-			return fmt.Sprintf("+%.1f µs", us(d)), d <= ms, true
+			return fmt.Sprintf("%+.1f µs", us(d)), d <= ms, true
 		}},
 		{"lossy p99.9 ≤ lossless p99.9 + 5 ms", func(rr *runRows) (string, bool, bool) {
 			if rr.clean == nil || rr.lossy == nil {
 				return "", false, false
 			}
 			d := rr.lossy.Latency.P999 - rr.clean.Latency.P999
-			return fmt.Sprintf("+%.1f µs", us(d)), d <= 5*ms, true
+			return fmt.Sprintf("%+.1f µs", us(d)), d <= 5*ms, true
 		}},
 		{"lost tail p99 ≤ 1 ms", func(rr *runRows) (string, bool, bool) {
 			if rr.tail == nil {
