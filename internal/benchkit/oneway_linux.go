@@ -172,6 +172,9 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 		return Row{}, err
 	}
 	scfg.Batch = c.Batch
+	snd := scfg.Sender
+	srtts := NewSamples(c.Bursts)
+	inBurst := 0 // bursts: 1 once the burst's first record is due
 	scfg.OnPoll = func(l *cast.Loop, _ int64) {
 		if t := stamp(); sndPoll != 0 {
 			sndStall = max(sndStall, t-sndPoll)
@@ -214,13 +217,17 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 			if t < readyAt {
 				return
 			}
+			if inBurst == 0 {
+				srtts.Record(snd.RTT().SRTT()) // the tail-loss probe waits 2·srtt
+			}
+			inBurst = 1
 		}
 		for {
 			if !send(l, stamp()) {
 				return
 			}
 			if k%c.Burst == 0 || k >= total {
-				readyAt = 0
+				readyAt, inBurst = 0, 0
 				return
 			}
 		}
@@ -298,6 +305,11 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 		delivered.Load(), dropped, rs.NaksSent, ss.RetxHot+ss.RetxCold, ss.TailProbes, rs.StatusSent, ss.Statuses, held, ss.Backpressured, ss.InitialHeld)
 	row.Note += fmt.Sprintf(" longest_unrun: sender %v receiver %v", time.Duration(sndStall).Round(time.Microsecond),
 		time.Duration(rcvStall).Round(time.Microsecond))
+	if mode != LossRandom {
+		sr := srtts.Summarize()
+		row.Note += fmt.Sprintf(" sender_srtt_at_burst: p50 %v max %v", time.Duration(sr.P50).Round(time.Microsecond),
+			time.Duration(sr.Max).Round(time.Microsecond))
+	}
 	if mode == LossRandom {
 		row.Note += fmt.Sprintf(" sent_late_100us=%d max_lag=%v", late, time.Duration(maxLag).Round(time.Microsecond))
 	}
