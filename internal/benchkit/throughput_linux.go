@@ -107,7 +107,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 		return Row{}, err
 	}
 	send.Wait()
-	time.Sleep(50 * time.Millisecond) // let the receiver drain what is in flight
+	drainRaw(func() bool { return got.Load() >= sent }, got.Load, func() uint64 { return rx.Stats().RecvCalls }, rawDrainCap)
 	stop.Store(true)
 	recv.Wait()
 	if txErr != nil {
@@ -135,4 +135,32 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 		row.Note += fmt.Sprintf(" wrong_size=%d", b)
 	}
 	return row, nil
+}
+
+// Budgets of drainRaw: what is still missing counts as lost once the
+// receiver has polled rawStallPolls times in a row without receiving
+// anything (it ran and found the socket empty), and the wait ends after
+// rawDrainCap whatever the receiver did.
+const (
+	rawStallPolls = 20_000
+	rawDrainCap   = 10 * time.Second
+)
+
+// drainRaw waits after the last send until done() holds (the receiver
+// has everything in flight), or until the receiver polls rawStallPolls
+// times without got() moving (polls() counts its receive calls), or
+// limit. Progress, not a fixed time: on a loaded machine the pinned
+// receiver may not have run at all yet when a short row stops sending,
+// and a fixed sleep would count that as 100 % loss.
+func drainRaw(done func() bool, got func() int64, polls func() uint64, limit time.Duration) {
+	end := time.Now().Add(limit)
+	last, from := got(), polls()
+	for !done() && time.Now().Before(end) {
+		time.Sleep(time.Millisecond)
+		if g := got(); g != last {
+			last, from = g, polls()
+		} else if polls()-from >= rawStallPolls {
+			return
+		}
+	}
 }
