@@ -471,7 +471,10 @@ func TestFlowLoss(t *testing.T) {
 			}
 			r.checkClean()
 			r.checkLead()
-			if ia.Dropped == 0 || ib.Dropped == 0 || rs.NaksSent == 0 || ss.RetxHot == 0 {
+			// The reverse direction carries a few hundred datagrams: at 1 %
+			// none may be dropped (0.99^237 ≈ 9 %), so it must only when 20
+			// were expected.
+			if ia.Dropped == 0 && float64(ia.Matched)*loss >= 20 || ib.Dropped == 0 || rs.NaksSent == 0 || ss.RetxHot == 0 {
 				t.Errorf("loss not exercised: dropped at A %d, at B %d, NAKs %d, retransmits %d", ia.Dropped, ib.Dropped, rs.NaksSent, ss.RetxHot)
 			}
 		})
