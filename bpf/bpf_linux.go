@@ -104,11 +104,12 @@ func (a *attacher) run(frame []byte) (uint32, error) {
 // reads and updates, in XDP ([Impair]) and tc ([TCImpair]) alike.
 type impairMaps struct {
 	cfg, ctr *ebpf.Map
+	tcp      bool // the loaded program matches TCP (ImpairConfig.TCP)
 }
 
 // newImpairMaps validates c and creates both maps holding it.
 func newImpairMaps(c ImpairConfig) (impairMaps, error) {
-	var m impairMaps
+	m := impairMaps{tcp: c.TCP}
 	if err := c.Validate(); err != nil {
 		return m, err
 	}
@@ -133,7 +134,7 @@ func newImpairMaps(c ImpairConfig) (impairMaps, error) {
 }
 
 func (m *impairMaps) spec() progSpec {
-	return progSpec{impairCfgFD: m.cfg.FD(), impairCtrFD: m.ctr.FD()}
+	return progSpec{impairCfgFD: m.cfg.FD(), impairCtrFD: m.ctr.FD(), tcp: m.tcp}
 }
 
 func (m *impairMaps) close() error {
@@ -152,6 +153,9 @@ func (m *impairMaps) close() error {
 func (m *impairMaps) Set(c ImpairConfig) error {
 	if err := c.Validate(); err != nil {
 		return err
+	}
+	if c.TCP != m.tcp {
+		return fmt.Errorf("bpf: impair TCP is fixed when the program is loaded (%v), not %v", m.tcp, c.TCP)
 	}
 	if err := m.cfg.Put(uint32(0), c.value()); err != nil {
 		return fmt.Errorf("bpf: update impair config: %w", err)
@@ -177,6 +181,9 @@ type Impair struct {
 // NewImpair loads the impair program configured with c. It is not attached;
 // see [Impair.Attach], or embed it with [RedirectConfig.Impair].
 func NewImpair(c ImpairConfig) (*Impair, error) {
+	if c.TCP {
+		return nil, fmt.Errorf("bpf: impair TCP is for the tc program (NewTCImpair) only")
+	}
 	m, err := newImpairMaps(c)
 	if err != nil {
 		return nil, err

@@ -468,3 +468,42 @@ func TestRedirectByPort(t *testing.T) {
 		t.Fatal("queue-keyed redirect without a port accepted")
 	}
 }
+
+// The tc program loaded with TCP impairs IPv4/TCP segments to the port
+// and lets UDP through; TCP is fixed at load and tc only.
+func TestTCImpairTCP(t *testing.T) {
+	requireXDP(t)
+	im, err := NewTCImpair(ImpairConfig{Port: port, DropFraction: 1, RecordType: -1, TCP: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer im.Close()
+	pass, drop := uint32(1<<32+TCActUnspec), uint32(TCActShot)
+	for _, tc := range []struct {
+		name string
+		f    frame
+		want uint32
+	}{
+		{"tcp to the port", frame{proto: 6, dport: port, payload: make([]byte, 32)}, drop},
+		{"tcp elsewhere", frame{proto: 6, dport: port + 1, payload: make([]byte, 32)}, pass},
+		{"udp to the port", frame{dport: port, payload: record(0x11, 64)}, pass},
+	} {
+		got, err := im.Run(tc.f.bytes())
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got != tc.want {
+			t.Errorf("%s: verdict %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if c := counters(t, im); c != (ImpairCounters{1, 1, 1}) {
+		t.Errorf("counters %+v, want 1 matched and dropped", c)
+	}
+	if err := im.Set(ImpairConfig{RecordType: -1}); err == nil {
+		t.Error("Set turned TCP off on a loaded program")
+	}
+	if xi, err := NewImpair(ImpairConfig{RecordType: -1, TCP: true}); err == nil {
+		xi.Close()
+		t.Error("the XDP program took TCP")
+	}
+}

@@ -133,6 +133,11 @@ type ImpairConfig struct {
 	// record has this type (for example wal.TypeNak). -1 impairs every
 	// record type. Datagrams too short to hold a type are never candidates.
 	RecordType int
+	// TCP makes the program impair IPv4/TCP segments instead of UDP
+	// datagrams (Port is then the TCP destination port). It is fixed when
+	// the program is loaded, for the tc program only ([NewTCImpair]): Set
+	// cannot change it, and it needs RecordType -1.
+	TCP bool
 }
 
 // DefaultImpairConfig drops nothing and matches every record type.
@@ -145,6 +150,9 @@ func (c ImpairConfig) Validate() error {
 	}
 	if c.RecordType < -1 || c.RecordType > math.MaxUint16 {
 		return fmt.Errorf("bpf: impair RecordType %d outside -1..65535", c.RecordType)
+	}
+	if c.TCP && c.RecordType != -1 {
+		return fmt.Errorf("bpf: impair TCP needs RecordType -1 (a TCP segment has no record type), not %d", c.RecordType)
 	}
 	return nil
 }
@@ -238,6 +246,9 @@ type progSpec struct {
 	// and a frame whose headers are not in the linear part is pulled in
 	// first. Only the impair section exists for tc.
 	tc bool
+	// tcp (tc only) matches IPv4/TCP instead of IPv4/UDP; the destination
+	// port sits at the same offset.
+	tcp bool
 }
 
 // instructions assembles the program. Register use: R6 = ctx (until the
@@ -288,7 +299,7 @@ func (s progSpec) instructions() asm.Instructions {
 		asm.LoadMem(asm.R5, asm.R2, offIPVerIHL, asm.Byte),
 		asm.JNE.Imm(asm.R5, 0x45, pass), // no IP options: the UDP header is at 34
 		asm.LoadMem(asm.R5, asm.R2, offIPProto, asm.Byte),
-		asm.JNE.Imm(asm.R5, 17, pass),
+		asm.JNE.Imm(asm.R5, s.ipProto(), pass),
 		// Fragments (MF set or offset != 0) go to the kernel to reassemble;
 		// a non-first fragment has no UDP header at 34.
 		asm.LoadMem(asm.R5, asm.R2, offIPFrag, asm.Half),
@@ -381,6 +392,14 @@ func (s progSpec) instructions() asm.Instructions {
 	}
 	in = append(in, asm.Mov.Imm(asm.R0, passV).WithSymbol(pass), asm.Return())
 	return in
+}
+
+// ipProto is the IPv4 protocol the program matches: UDP, or TCP.
+func (s progSpec) ipProto() int32 {
+	if s.tcp && s.tc {
+		return 6
+	}
+	return 17
 }
 
 // lookup is `R0 = bpf_map_lookup_elem(map, RFP+key); if R0 == 0 goto miss`.

@@ -19,6 +19,8 @@ func TestImpairConfigValidate(t *testing.T) {
 		{"nan", ImpairConfig{DropFraction: math.NaN(), RecordType: -1}, false},
 		{"type too big", ImpairConfig{RecordType: 1 << 16}, false},
 		{"type -2", ImpairConfig{RecordType: -2}, false},
+		{"tcp", ImpairConfig{RecordType: -1, TCP: true}, true},
+		{"tcp with a record type", ImpairConfig{RecordType: 0x11, TCP: true}, false},
 	} {
 		if err := tc.c.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)

@@ -314,7 +314,7 @@ func Throughput(p peers.Peer, cfg Config, size int, n int, drop float64) Result 
 	switch {
 	case cfg.Net != nil:
 		pc.Net, pc.DropA, pc.DropB = cfg.Net, 0, 0
-		if drop > 0 && p.TCP {
+		if drop > 0 && p.TCP && !cfg.Net.TCPLoss {
 			return skip(ErrNoTCPLoss)
 		}
 	case drop > 0 && !p.Lossy:

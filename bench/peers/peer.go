@@ -92,6 +92,9 @@ type Config struct {
 type Net struct {
 	A, B     netip.Addr
 	InA, InB func(func() error) error
+	// TCPLoss says the link's loss injector drops TCP segments too, not
+	// only UDP datagrams.
+	TCPLoss bool
 }
 
 // ErrNoNet is returned by Open for a Config.Net the peer cannot use.

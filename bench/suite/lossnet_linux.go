@@ -17,10 +17,13 @@ import (
 // dropped with the same probability in each direction: the same loss for
 // every peer, in the kernel, instead of each peer's own receive path
 // discarding what it read. The injector matches UDP only, so TCP crosses
-// the link unharmed.
+// the link unharmed; a second injector loaded for TCP
+// (bpf.ImpairConfig.TCP) sits beside it and drops TCP segments alike, with
+// TSO/GSO off on the link so a drop loses one segment, as on a wire.
 type lossNet struct {
 	pair *netns.Pair
-	im   [2]*bpf.TCImpair // im[0] on A's end (A→B), im[1] on B's (B→A)
+	im   [2]*bpf.TCImpair // UDP: im[0] on A's end (A→B), im[1] on B's (B→A)
+	tcp  [2]*bpf.TCImpair // TCP, the same (ImpairConfig.TCP)
 	mode bpf.TCMode
 }
 
@@ -47,25 +50,46 @@ func newLossNet() (*lossNet, error) {
 			return nil, fmt.Errorf("tc loss injector on %s: %w", h.Link, err)
 		}
 		n.im[i], n.mode = im, mode
+		if _, err := h.Exec("ethtool", "-K", h.Link, "tso", "off", "gso", "off"); err != nil {
+			continue // TCP keeps super-segments: no TCP injector
+		}
+		if tcp, _, err := h.AttachTCImpair(bpf.ImpairConfig{RecordType: -1, TCP: true}, bpf.Egress, mode); err == nil {
+			n.tcp[i] = tcp
+		}
 	}
 	return n, nil
 }
 
+// tcpLoss says both directions drop TCP too.
+func (n *lossNet) tcpLoss() bool { return n.tcp[0] != nil && n.tcp[1] != nil }
+
 // set makes each direction drop the fraction drop of its datagrams.
 func (n *lossNet) set(drop float64) error {
-	for _, im := range n.im {
-		if err := im.Set(bpf.ImpairConfig{DropFraction: drop, RecordType: -1}); err != nil {
+	for i := range n.im {
+		if err := n.im[i].Set(bpf.ImpairConfig{DropFraction: drop, RecordType: -1}); err != nil {
 			return err
+		}
+		if n.tcp[i] != nil {
+			if err := n.tcp[i].Set(bpf.ImpairConfig{DropFraction: drop, RecordType: -1, TCP: true}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
 
-// counters are the injectors' counts so far: A→B and B→A.
+// counters are the injectors' counts so far, UDP and TCP together: A→B
+// and B→A.
 func (n *lossNet) counters() (ab, ba bpf.ImpairCounters) {
-	ab, _ = n.im[0].Counters()
-	ba, _ = n.im[1].Counters()
-	return ab, ba
+	sum := func(i int) bpf.ImpairCounters {
+		c, _ := n.im[i].Counters()
+		if n.tcp[i] != nil {
+			t, _ := n.tcp[i].Counters()
+			c.Matched, c.Candidates, c.Dropped = c.Matched+t.Matched, c.Candidates+t.Candidates, c.Dropped+t.Dropped
+		}
+		return c
+	}
+	return sum(0), sum(1)
 }
 
 // injected says what the injectors did between two counts, per direction.
@@ -74,16 +98,20 @@ func (n *lossNet) injected(ab0, ba0 bpf.ImpairCounters) string {
 	f := func(a, b bpf.ImpairCounters) string {
 		m, d := a.Matched-b.Matched, a.Dropped-b.Dropped
 		if m == 0 {
-			return "0 datagrams"
+			return "0 packets"
 		}
 		return fmt.Sprintf("%.1f %% of %d", 100*float64(d)/float64(m), m)
 	}
-	return fmt.Sprintf("BPF tc injector on the veth (%v): dropped A→B %s, B→A %s", n.mode, f(ab, ab0), f(ba, ba0))
+	what := "UDP"
+	if n.tcpLoss() {
+		what = "UDP+TCP"
+	}
+	return fmt.Sprintf("BPF tc injector (%s) on the veth (%v): dropped A→B %s, B→A %s", what, n.mode, f(ab, ab0), f(ba, ba0))
 }
 
 // peersNet places a peer's ends on the link.
 func (n *lossNet) peersNet() *peers.Net {
-	return &peers.Net{A: n.pair.A.Addr, B: n.pair.B.Addr, InA: n.pair.A.Do, InB: n.pair.B.Do}
+	return &peers.Net{A: n.pair.A.Addr, B: n.pair.B.Addr, InA: n.pair.A.Do, InB: n.pair.B.Do, TCPLoss: n.tcpLoss()}
 }
 
 // udpPaths opens two datapath/udp paths connected across the link, A's
@@ -118,7 +146,7 @@ func (n *lossNet) udpPaths() (a, b *udp.Path, err error) {
 }
 
 func (n *lossNet) close() error {
-	for _, im := range n.im {
+	for _, im := range append(n.im[:], n.tcp[:]...) {
 		if im != nil {
 			im.Close()
 		}

@@ -277,7 +277,11 @@ func runLoss(o Options, r *report.Report) {
 	} else {
 		defer ln.close()
 		c.Net = ln.peersNet()
-		r.Notes = append(r.Notes, fmt.Sprintf("loss-degradation: every row crosses one veth pair between two network namespaces; a BPF tc program (%v) on the egress of each end drops the row's fraction of every IPv4/UDP datagram, whichever peer sent it; TCP crosses unharmed", ln.mode))
+		tcp := "a second one, loaded for TCP, drops the same fraction of TCP segments (TSO/GSO off on the link: one segment per drop)"
+		if !ln.tcpLoss() {
+			tcp = "TCP crosses unharmed (no TCP injector here), so TCP runs at 0 % only"
+		}
+		r.Notes = append(r.Notes, fmt.Sprintf("loss-degradation: every row crosses one veth pair between two network namespaces; a BPF tc program (%v) on the egress of each end drops the row's fraction of every IPv4/UDP datagram, whichever peer sent it; %s", ln.mode, tcp))
 	}
 	for _, d := range drops {
 		if ln != nil {

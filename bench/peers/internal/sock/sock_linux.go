@@ -259,14 +259,21 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 
 // WriteAll writes every byte of p, spinning on EAGAIN.
 func (s *Stream) WriteAll(p []byte) error {
+	var w Wait
 	for len(p) > 0 {
 		if s.closed.Load() {
 			return ErrClosed
 		}
 		n, err := unix.Write(s.FD, p)
 		if err == unix.EAGAIN {
+			// A full send buffer for Timeout on end (a lossy link's
+			// retransmission backoff) is a timeout, not a hang.
+			if err := w.Idle(s.Closed, s.Timeout); err != nil {
+				return err
+			}
 			continue
 		}
+		w = Wait{}
 		if err != nil {
 			return err
 		}
