@@ -3,6 +3,7 @@ package peers
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"time"
 )
@@ -161,4 +162,16 @@ type Peer struct {
 	Open func(Config) (*Pair, error)
 	// Skip, when non-empty, says why this peer cannot run here.
 	Skip string
+}
+
+// ListenPacket opens end A's (b false) or B's (b true) UDP socket on a
+// kernel-chosen port where the config places it, for the peers whose
+// library takes a net.PacketConn (KCP, QUIC).
+func (c Config) ListenPacket(b bool) (pc net.PacketConn, err error) {
+	addr, in := c.Side(b)
+	err = in(func() (err error) {
+		pc, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, 0).String())
+		return err
+	})
+	return pc, err
 }

@@ -241,61 +241,44 @@ func throughputPlot(rs []harness.Result, dir, stamp string) (string, error) {
 
 // lossPlot: delivered-in-order % against sustained loss, per protocol.
 func lossPlot(rs []harness.Result, dir, stamp string) (string, error) {
-	by := map[string]plotter.XYs{}
-	var order []string
-	for _, x := range rs {
-		if x.Skipped != "" {
-			continue
-		}
-		if _, ok := by[x.Name]; !ok {
-			order = append(order, x.Name)
-		}
-		by[x.Name] = append(by[x.Name], plotter.XY{X: x.Drop * 100, Y: x.DeliveredPct})
-	}
-	if len(order) == 0 {
-		return "", nil
-	}
-	p := plot.New()
-	p.Title.Text = "loss degradation: delivered in order" + stamp
-	p.X.Label.Text = "loss each way %"
-	p.Y.Label.Text = "delivered in order %"
-	p.Add(plotter.NewGrid())
-	var vs []any
-	for _, n := range order {
-		vs = append(vs, n, by[n])
-	}
-	if err := plotutil.AddLinePoints(p, vs...); err != nil {
-		return "", err
-	}
-	p.Legend.Top = false
-	p.Legend.Left = true
-	name := "loss_degradation.png"
-	return name, p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, name))
+	return lossCurves(rs, dir, "loss_degradation.png", "loss degradation: delivered in order"+stamp, "delivered in order %", false,
+		func(x harness.Result) (float64, bool) { return x.DeliveredPct, true })
 }
 
 // lossP99Plot: one-way send → in-order delivery p99 (ms, log) against
 // sustained loss, per protocol; rows without a latency are left out.
 func lossP99Plot(rs []harness.Result, dir, stamp string) (string, error) {
+	return lossCurves(rs, dir, "loss_oneway_p99.png", "loss degradation: one-way p99, send to in-order delivery"+stamp, "one-way p99 ms (log)", true,
+		func(x harness.Result) (float64, bool) {
+			return float64(x.Latency.P99) / 1e6, x.Latency.N > 0 && x.Latency.P99 > 0
+		})
+}
+
+// lossCurves draws y(row) against the loss each way, one line per
+// protocol, skipping the rows y refuses and the skipped ones.
+func lossCurves(rs []harness.Result, dir, name, title, ylabel string, logY bool, y func(harness.Result) (float64, bool)) (string, error) {
 	by := map[string]plotter.XYs{}
 	var order []string
-	for _, x := range measured(rs) {
-		if x.Latency.P99 <= 0 {
+	for _, x := range rs {
+		v, ok := y(x)
+		if x.Skipped != "" || !ok {
 			continue
 		}
 		if _, ok := by[x.Name]; !ok {
 			order = append(order, x.Name)
 		}
-		by[x.Name] = append(by[x.Name], plotter.XY{X: x.Drop * 100, Y: float64(x.Latency.P99) / 1e6})
+		by[x.Name] = append(by[x.Name], plotter.XY{X: x.Drop * 100, Y: v})
 	}
 	if len(order) == 0 {
 		return "", nil
 	}
 	p := plot.New()
-	p.Title.Text = "loss degradation: one-way p99, send to in-order delivery" + stamp
+	p.Title.Text = title
 	p.X.Label.Text = "loss each way %"
-	p.Y.Label.Text = "one-way p99 ms (log)"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Label.Text = ylabel
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
 	p.Add(plotter.NewGrid())
 	var vs []any
 	for _, n := range order {
@@ -304,8 +287,7 @@ func lossP99Plot(rs []harness.Result, dir, stamp string) (string, error) {
 	if err := plotutil.AddLinePoints(p, vs...); err != nil {
 		return "", err
 	}
-	p.Legend.Top = true
+	p.Legend.Top = logY
 	p.Legend.Left = true
-	name := "loss_oneway_p99.png"
 	return name, p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(dir, name))
 }

@@ -8,7 +8,6 @@ package kcp
 import (
 	"fmt"
 	"net"
-	"net/netip"
 
 	"github.com/walcast/walcast/bench/peers"
 	"github.com/walcast/walcast/bench/peers/internal/lossy"
@@ -59,26 +58,16 @@ func (s stats) Retransmits() int64 {
 	return int64(kcpgo.DefaultSnmp.Copy().RetransSegs - s.base)
 }
 
-// listen opens side b's UDP socket where cfg places it.
-func listen(cfg peers.Config, b bool) (pc net.PacketConn, err error) {
-	addr, in := cfg.Side(b)
-	err = in(func() (err error) {
-		pc, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, 0).String())
-		return err
-	})
-	return pc, err
-}
-
 func open(cfg peers.Config) (*peers.Pair, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	// lpc is B's socket (the listener), dpc A's (the dialer).
-	lpc, err := listen(cfg, true)
+	lpc, err := cfg.ListenPacket(true)
 	if err != nil {
 		return nil, err
 	}
-	dpc, err := listen(cfg, false)
+	dpc, err := cfg.ListenPacket(false)
 	if err != nil {
 		lpc.Close()
 		return nil, err

@@ -18,7 +18,6 @@ import (
 	"io"
 	"math/big"
 	"net"
-	"net/netip"
 	"time"
 
 	quicgo "github.com/quic-go/quic-go"
@@ -122,16 +121,6 @@ func (s stats) Retransmits() int64 {
 	return int64(s.a.ConnectionStats().PacketsLost + s.b.ConnectionStats().PacketsLost)
 }
 
-// listen opens side b's UDP socket where cfg places it.
-func listen(cfg peers.Config, b bool) (pc net.PacketConn, err error) {
-	addr, in := cfg.Side(b)
-	err = in(func() (err error) {
-		pc, err = net.ListenPacket("udp4", netip.AddrPortFrom(addr, 0).String())
-		return err
-	})
-	return pc, err
-}
-
 func open(cfg peers.Config, dgram bool) (*peers.Pair, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -142,11 +131,11 @@ func open(cfg peers.Config, dgram bool) (*peers.Pair, error) {
 	}
 	qc := &quicgo.Config{EnableDatagrams: true, MaxIdleTimeout: 30 * time.Second, KeepAlivePeriod: 5 * time.Second}
 	// spc is B's socket (the server), cpc A's (the client).
-	spc, err := listen(cfg, true)
+	spc, err := cfg.ListenPacket(true)
 	if err != nil {
 		return nil, err
 	}
-	cpc, err := listen(cfg, false)
+	cpc, err := cfg.ListenPacket(false)
 	if err != nil {
 		spc.Close()
 		return nil, err
