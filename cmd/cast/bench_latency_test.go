@@ -17,7 +17,7 @@ func TestCLIBenchLatency(t *testing.T) {
 	b.expect(0, "stdout", `^load at the end `)
 	out := b.Stdout.String()
 	field := func(mode, name string) int {
-		m := regexp.MustCompile(`(?m)^  1 casting-udp +udp +` + regexp.QuoteMeta(mode) + ` .*\b` + name + `=(\d+)`).FindStringSubmatch(out)
+		m := regexp.MustCompile(`(?m)^  1 casting-mmsg +mmsg +` + regexp.QuoteMeta(mode) + ` .*\b` + name + `=(\d+)`).FindStringSubmatch(out)
 		if m == nil {
 			t.Fatalf("no %s in the %q row:\n%s", name, mode, out)
 		}

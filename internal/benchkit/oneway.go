@@ -17,7 +17,7 @@ type OneWayConfig struct {
 	N      int    // paced rows: measured records (default 200 000)
 	Warmup int    // paced rows: records before measuring (default 20 000)
 	CPUs   [2]int // CPUs of the sender's and the receiver's loop; -1 = unpinned (default 0, 1)
-	Path   string // datapath: "udp" (default) or "mmsg"
+	Path   string // datapath: "mmsg" (default: recvmmsg/sendmmsg, no GSO/GRO) or "udp" (one syscall per datagram)
 	Batch  int    // datagrams per receive and flush of both loops (default 64)
 	Seed   uint64 // seed of the random receive loss (0: a fixed one)
 	// Burst is the records per burst of the lost-tail and single-gap
@@ -35,7 +35,7 @@ type OneWayConfig struct {
 
 // DefaultOneWayConfig is 100 000 rec/s of 128 bytes, pinned to CPUs 0 and 1.
 func DefaultOneWayConfig() OneWayConfig {
-	return OneWayConfig{Size: 128, Rate: 100_000, N: 200_000, Warmup: 20_000, CPUs: [2]int{0, 1}, Path: "udp", Batch: 64,
+	return OneWayConfig{Size: 128, Rate: 100_000, N: 200_000, Warmup: 20_000, CPUs: [2]int{0, 1}, Path: "mmsg", Batch: 64,
 		Burst: 16, Bursts: 1000, Pause: time.Millisecond, Stall: 10 * time.Second}
 }
 
