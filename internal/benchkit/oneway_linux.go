@@ -303,6 +303,11 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 	}
 	row.Note = fmt.Sprintf("delivered=%d dropped=%d naks=%d retx=%d tail_probes=%d status_sent=%d status_heard=%d held=%d (window %d, initial %d)",
 		delivered.Load(), dropped, rs.NaksSent, ss.RetxHot+ss.RetxCold, ss.TailProbes, rs.StatusSent, ss.Statuses, held, ss.Backpressured, ss.InitialHeld)
+	var renaks uint64
+	for _, n := range rs.NakRounds[2:] {
+		renaks += n
+	}
+	row.Note += fmt.Sprintf(" renaks=%d renak_delay_at_end=%v", renaks, time.Duration(rcfg.Receiver.NakDelay()).Round(time.Microsecond))
 	row.Note += fmt.Sprintf(" longest_unrun: sender %v receiver %v", time.Duration(sndStall).Round(time.Microsecond),
 		time.Duration(rcvStall).Round(time.Microsecond))
 	if mode != LossRandom {
