@@ -2,11 +2,13 @@ package pathbench
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/walcast/walcast/bpf"
 	"github.com/walcast/walcast/cast"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
 	"github.com/walcast/walcast/wal"
@@ -181,6 +183,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	pB.end(max(total, 1))
 	ab1, ba1 := ll.counters()
 	note := pathNote(pa) + " → " + pathNote(pb)
+	rcvs := sl.Receivers() // the sender's flow-control table, before the loops close
 	lerr := closeAll(sl, rl)
 	if sendErr != nil {
 		return failed(row, sendErr)
@@ -199,10 +202,28 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 	row.Note = fmt.Sprintf("%s; injected A→B %d of %d datagrams, B→A %d of %d (tc %v egress on the switch ports)",
 		note, ab1.Dropped-ab0.Dropped, ab1.Matched-ab0.Matched, ba1.Dropped-ba0.Dropped, ba1.Matched-ba0.Matched, ll.mode)
 	if row.Delivered < total {
-		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order, then none for %v or a loop stopped (loops: %v; receiver: %d faults, %d reconnects, %d peer silences, up to %d NAKs of one gap); %s",
-			row.Delivered, total, c.stall(), lerr, rs.Faults, rs.Reconnects, rs.PeerSilences, rs.MaxRetries, row.Note)
+		row.Note = fmt.Sprintf("INCOMPLETE: delivered %d of %d records in order, then none for %v or a loop stopped (loops: %v; receiver: %d faults, %d reconnects, %d peer silences, up to %d NAKs of one gap, %d stored out of order, %d Status sent; sender: %d sent, %d Status heard, %d sends refused by flow control, %d receivers lost, %d NAKs, %d retransmits, %d refused (no WAL), flow-control table %s); %s",
+			row.Delivered, total, c.stall(), lerr, rs.Faults, rs.Reconnects, rs.PeerSilences, rs.MaxRetries, rs.Buffered, rs.StatusSent,
+			row.Sent, st.Statuses, st.Backpressured, st.ReceiversLost, st.Naks, st.RetxHot+st.RetxCold, st.ColdRejected, flowTable(rcvs), row.Note)
 	}
 	return row
+}
+
+// flowTable is the sender's view of its receivers, for a row that ended
+// short: what each last reported and whether it still held the sender.
+func flowTable(rs []protocol.ReceiverInfo) string {
+	if len(rs) == 0 {
+		return "empty"
+	}
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "[delivered %d, highest %d, edge %d, state %v, throttles %v, stalled %v, srtt %v]",
+			r.Delivered, r.Highest, r.Edge, r.State, r.Throttles, r.Stalled, time.Duration(r.SRTT))
+	}
+	return b.String()
 }
 
 func frac(a, b uint64) float64 {
