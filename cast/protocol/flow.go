@@ -305,7 +305,7 @@ func (s *Sender) foldLimit() {
 		// TCP's job, and the producer is not held for it.
 		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(s.cfg.RingSlots) >= sent && s.counts(in.ID)
 		if in.Throttles {
-			fc.limit = s.fold(!fc.limited, fc.limit, in.Edge)
+			fc.limit = s.fold(!fc.limited, fc.limit, s.repairableEdge(in))
 			fc.limited = true
 		}
 		if live && in.Highest < fc.covered {
@@ -323,6 +323,20 @@ func (s *Sender) foldLimit() {
 	}
 }
 
+// repairableEdge is the highest seq the sender may assign for receiver
+// in: its edge, and for a sender without a log at most RingSlots past
+// what it delivered. Retransmits then come from the hot ring only, so a
+// receiver granting a wider window (ReorderSlots > RingSlots) would let
+// the sender run more than RingSlots past a gap it can no longer repair
+// (ColdRejected: the receiver faults). Delivered never moves back within
+// one receiver id, so neither does this edge.
+func (s *Sender) repairableEdge(in *ReceiverInfo) uint64 {
+	if s.log != nil {
+		return in.Edge
+	}
+	return min(in.Edge, in.Delivered+uint64(s.cfg.RingSlots))
+}
+
 // initialHold reports whether the initial window holds the next seq back
 // (no Status heard yet, InitialWindow records sent, InitialWait not over).
 // A Sender with NoFlowControl ignores every Status, so nothing could end
@@ -334,7 +348,11 @@ func (s *Sender) initialHold(now int64) bool {
 		return false
 	}
 	if fc.initUntil == 0 {
-		fc.initEdge = s.next - 1 + uint64(s.cfg.InitialWindow)
+		w := uint64(s.cfg.InitialWindow)
+		if s.log == nil {
+			w = min(w, uint64(s.cfg.RingSlots)) // all of it repairable from the hot ring
+		}
+		fc.initEdge = s.next - 1 + w
 		fc.initUntil = max(now, 1) + s.cfg.InitialWait
 	}
 	if s.next <= fc.initEdge || now >= fc.initUntil {

@@ -559,3 +559,78 @@ func isWalBackpressure(err error) bool { return errors.Is(err, wal.ErrBackpressu
 func netipPort(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr("10.1.0.1"), uint16(5000+i))
 }
+
+// TestWALLessWindowWithinRing: a sender without a log repairs only from
+// its hot ring, so whatever window the receiver grants (here 8× the
+// ring), it never has more than RingSlots records past the receiver's
+// delivered seq in flight, and a burst loss at the start of the stream
+// is repaired (before the cap it ran 512 past the gap: ColdRejected, the
+// receiver faulted). Both before the first Status (the initial window)
+// and after it.
+func TestWALLessWindowWithinRing(t *testing.T) {
+	const ring, total = 64, 3000
+	for _, tc := range []struct {
+		name   string
+		warmup bool // seq 1 delivered and its Status heard before the loss
+	}{
+		{"initial window", false},
+		{"negotiated window", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := defaultOpt()
+			o.noLog = true
+			o.s.RingSlots = ring
+			o.r.ReorderSlots = 8 * ring
+			h := newHarness(t, o)
+			sent := 0
+			if tc.warmup {
+				h.send(1)
+				h.run(2*ms, 100*us)
+				if edge, limited := h.s.Limit(); !limited || edge != 1+ring {
+					t.Fatalf("limit %d %v after the first Status, want %d (delivered 1 + RingSlots)", edge, limited, 1+ring)
+				}
+				sent = 1
+			}
+			first := uint64(sent + 2)
+			var burst []uint64
+			for s := first; s < first+ring/2; s++ {
+				burst = append(burst, s)
+			}
+			h.impairData(mem.Impairment{Script: dropSeqs(1, burst...)})
+			maxAhead := uint64(0)
+			for waited := 0; sent < total; {
+				_, err := h.s.Send(100, h.payload, h.now(), h.sOut)
+				switch {
+				case errors.Is(err, ErrBatchFull):
+					h.flushSender()
+					continue
+				case err == ErrBackpressure:
+					if waited++; waited > 100_000 {
+						t.Fatalf("held 10 s at %d sent, delivered %d, limit %s, send %+v, recv %+v",
+							sent, h.delivered, fmtLimit(h.s), h.s.Stats(), h.r.Stats())
+					}
+					h.flushSender()
+					h.step()
+					h.p.Clock.Advance(100 * us)
+					continue
+				case err != nil:
+					t.Fatal(err)
+				}
+				sent++
+				h.checkWindow()
+				if ahead := uint64(sent) - h.delivered; ahead > maxAhead {
+					maxAhead = ahead
+				}
+			}
+			h.flushSender()
+			h.run(50*ms, 100*us)
+			h.expectDelivered(1, total)
+			if maxAhead > ring {
+				t.Errorf("up to %d records past the receiver's delivered seq, want ≤ RingSlots %d", maxAhead, ring)
+			}
+			if st := h.s.Stats(); st.ColdRejected != 0 || st.RetxHot == 0 {
+				t.Errorf("sender %+v: want the burst repaired from the hot ring", st)
+			}
+		})
+	}
+}
