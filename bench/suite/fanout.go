@@ -129,8 +129,8 @@ func fanoutResult(row *fanoutRow) harness.Result {
 	res.Seconds, res.RecPerS = m.Elapsed.Seconds(), m.Throughput
 	res.RetransPerRec = float64(m.Repairs) / float64(c.Records)
 	lo, hi := ok[0], ok[len(ok)-1]
-	res.Note = fmt.Sprintf("%d receivers, %.1f %% loss each: %.3f datagrams/record, %.2f NAK frames/lost-record event, %.2f repairs/lost seq; worst-receiver p99 %.0f–%.0f µs over %d runs; load %.1f",
-		len(m.Receivers), 100*c.Loss, m.DatagramsPerRecord(), m.NaksPerEvent(), m.RepairsPerLost(),
+	res.Note = fmt.Sprintf("%d records offered at %d rec/s to %d receivers, %.1f %% loss each: %.3f datagrams/record, %.2f NAK frames/lost-record event, %.2f repairs/lost seq; worst-receiver p99 %.0f–%.0f µs over %d runs; load %.1f",
+		c.Records, c.Rate, len(m.Receivers), 100*c.Loss, m.DatagramsPerRecord(), m.NaksPerEvent(), m.RepairsPerLost(),
 		float64(lo.WorstP99())/1e3, float64(hi.WorstP99())/1e3, len(ok), m.Load[1][0])
 	if len(failed) > 0 {
 		res.Note += fmt.Sprintf("; %d runs failed (%s)", len(failed), failed[0])

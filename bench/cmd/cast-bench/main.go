@@ -70,6 +70,8 @@ func run(args []string) error {
 	cpuA := fs.Int("cpu-a", o.Harness.ClientCPU, "core of the sending/measuring thread (-1: unpinned)")
 	cpuB := fs.Int("cpu-b", o.Harness.ServerCPU, "core of the receiving/echo thread (-1: unpinned)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	fanN := fs.Int("fanout-records", suite.FanoutRecords, "records per fan-out run (each of 5 rows × -repeat runs; at the offered rate a run takes records/rate s or more)")
+	fanRate := fs.Int("fanout-rate", suite.FanoutRate, "offered records/s of the fan-out runs")
 	from := fs.String("from", "", "measure nothing: load a run's results.json and write its report, plots and (with -readme) README block again")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -77,6 +79,10 @@ func run(args []string) error {
 		}
 		return err
 	}
+	if *fanN < 1 || *fanRate < 1 {
+		return fmt.Errorf("-fanout-records and -fanout-rate must be at least 1 (got %d, %d)", *fanN, *fanRate)
+	}
+	suite.FanoutRecords, suite.FanoutRate = *fanN, *fanRate
 	if *quick {
 		o = suite.QuickOptions()
 	} else {
