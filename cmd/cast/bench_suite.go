@@ -28,7 +28,7 @@ func init() {
 	registerBench("suite", "cast-bench with its own flags and workload list: `cast bench suite -h`", suiteRunner())
 	registerBench("peers", "rtt, oneway and throughput of every peer protocol next to raw UDP (runs cast-bench)", suiteRunner("rtt", "oneway", "throughput"))
 	registerBench("oneway", "send-to-deliver latency, clock shared in-process, every peer (runs cast-bench)", suiteRunner("oneway"))
-	registerBench("loss-degradation", "0–50 % sustained loss both ways: delivered in order, rate, retransmits (runs cast-bench)", suiteRunner("loss-degradation"))
+	registerBench("loss-degradation", "0–50 % sustained loss both ways (BPF injector on a veth pair, every peer alike): delivered in order, over UDP %, one-way p99, rate, retransmits (runs cast-bench)", suiteRunner("loss-degradation"))
 	registerBench("classic", "the classic sender/receiver/bandwidth experiments, stop-and-wait next to casting (runs cast-bench)", suiteRunner("classic"))
 }
 
