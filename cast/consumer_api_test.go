@@ -97,6 +97,59 @@ func TestConsumerLearnsSender(t *testing.T) {
 	}
 }
 
+// TestConsumerKeepsFirstBatch: a consumer told nothing about its producer
+// keeps every datagram of the read that taught it the producer, not only
+// the first: records the producer sent before Run are all delivered
+// without a NAK (records 2..16 of every stream were lost and repaired).
+func TestConsumerKeepsFirstBatch(t *testing.T) {
+	n := mem.NewNetwork(monoClock{time.Now()})
+	endB, _ := n.Listen(mem.AddrB, netip.AddrPort{})
+	endA, _ := n.Listen(mem.AddrA, mem.AddrB)
+	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: endA, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publishN(t, p, 40)
+	p.Flush(ctx)
+	for deadline := time.Now().Add(10 * time.Second); p.Stats().Sender.Sent < 40; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("producer %+v", p.Stats())
+		}
+	}
+	c, err := NewConsumer(ConsumerConfig{Path: endB, NoCatchUp: true, Idle: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, func(r Record) error {
+			got = append(got, r.Seq)
+			if r.Seq == 40 {
+				return ErrStop
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run did not end: %+v", c.Stats())
+	}
+	if len(got) != 40 || got[0] != 1 || got[39] != 40 {
+		t.Fatalf("delivered %v", got)
+	}
+	if st := c.Stats().Receiver; st.NaksSent != 0 {
+		t.Fatalf("%d NAKs for %d seqs: records sent before Run were dropped", st.NaksSent, st.NakSeqs)
+	}
+}
+
 // TestConsumerStopsOnCancel: cancelling Run's context stops it promptly
 // with ctx's error, the socket is closed, and the stats are exact: what
 // the receiver delivered is what the callback got.
