@@ -722,8 +722,13 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			// retry budget only when the sender was heard since the run's
 			// last NAK: a sender that a loaded machine did not run does
 			// not use up the budget of a run it can still repair (the
-			// silence rule ends a stream whose sender is gone).
-			count = !r.fcPeer || r.lastHeard > at
+			// silence rule ends a stream whose sender is gone). Nor does
+			// one made while input waits unread (SetBacklog): the repair
+			// may be queued in it, behind up to a window of records that a
+			// receiver the machine did not run has yet to read; it still
+			// goes out, but draining a deep socket buffer must not spend
+			// a whole budget (flow control bounds that backlog).
+			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
 		}
 		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
 			r.nextDue = now // more to do on the next Tick

@@ -143,8 +143,9 @@ func (g *groupState) init(cfg ReceiverConfig) {
 // among the datagrams not read yet. A receiver a loaded machine did not
 // run for a while would otherwise NAK, on waking, everything whose timer
 // expired meanwhile, repairs already queued for it included, and every
-// such NAK goes to the whole group. Unicast receivers ignore it: their
-// NAK timing is the reference's.
+// such NAK goes to the whole group. Unicast receivers keep the
+// reference's NAK timing; while their sender speaks probes, a re-NAK made
+// with input unread does not spend the run's retry budget (see pump).
 func (r *Receiver) SetBacklog(pending bool, now int64) {
 	switch {
 	case !pending:
