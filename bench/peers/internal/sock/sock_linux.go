@@ -5,6 +5,7 @@
 package sock
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -210,6 +211,9 @@ func TCPPair() (client, server *Stream, err error) {
 	return TCPPairOn(in, lo, in, lo)
 }
 
+// handshakeTimeout bounds TCPPairOn's connect and accept.
+const handshakeTimeout = 20 * time.Second
+
 // TCPPairOn is TCPPair with the client's socket created by inC and bound
 // to c, the server's by inS on s (in and the address as ListenUDPOn's).
 func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) error, s [4]byte) (client, server *Stream, err error) {
@@ -227,6 +231,14 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 	if err := unix.Listen(lfd, 1); err != nil {
 		return nil, nil, err
 	}
+	// Over a lossy link the handshake can fail for good: a lost final ACK
+	// leaves connect done and accept waiting, and once the server gives up
+	// its SYN-ACK retries accept waits forever. Both wait at most
+	// handshakeTimeout (accept and a blocking connect honour these).
+	tv := unix.NsecToTimeval(handshakeTimeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(lfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return nil, nil, err
+	}
 	sa, err := unix.Getsockname(lfd)
 	if err != nil {
 		return nil, nil, err
@@ -241,14 +253,18 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 		unix.Close(cfd)
 		return nil, nil, err
 	}
-	if err := unix.Connect(cfd, sa); err != nil {
+	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
 		unix.Close(cfd)
 		return nil, nil, err
+	}
+	if err := unix.Connect(cfd, sa); err != nil {
+		unix.Close(cfd)
+		return nil, nil, fmt.Errorf("tcp connect (handshake, at most %v): %w", handshakeTimeout, err)
 	}
 	sfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
 	if err != nil {
 		unix.Close(cfd)
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("tcp accept (handshake not completed in %v: lost ACKs on a lossy link): %w", handshakeTimeout, err)
 	}
 	for _, fd := range []int{cfd, sfd} {
 		unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
