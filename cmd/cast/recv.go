@@ -36,7 +36,6 @@ func runRecv(args []string) error {
 	fromS := fs.String("from", "1", "first seq to deliver, or now: the first record (or heartbeat) heard; a start after seq 1 is reported (late_start). Records missing from -from on are NAKed; a stream a -reorder window ahead ends in reconnect")
 	var rf recvFlags
 	rf.add(fs)
-	rf.reorderDefault(fs, recvReorder)
 	fs.Float64Var(&rf.consumeRate, "consume-rate", 0, "take at most this many records per second from the receive ring (a slow consumer, for testing flow control; 0: as fast as they come)")
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
@@ -411,22 +410,6 @@ func (rf *recvFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
 	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
 	fs.Uint64Var(&rf.id, "id", 0, "receiver id carried in Status (0: random); a sender's -flow tagged -tagged list names it")
-}
-
-// recvReorder is `cast recv`'s default -reorder: 8× the library's
-// default, so that at 10 % loss a gap does not hold the sender at 2048
-// records until its repair lands (docs/protocol.md, "Measured: issue 11
-// acceptance runs"). Memory: 16384 × -maxframe (24 MiB at 1472 bytes), a
-// bound fixed at start; cast send's -ring matches it so that repairs stay
-// in the hot ring.
-const recvReorder = 16384
-
-// reorderDefault makes n the -reorder default of this command.
-func (rf *recvFlags) reorderDefault(fs *flag.FlagSet, n int) {
-	f := fs.Lookup("reorder")
-	f.DefValue = strconv.Itoa(n)
-	rf.reorder = n
-	f.Usage += fmt.Sprintf(" (%d × -maxframe bytes)", n)
 }
 
 func (rf *recvFlags) check() error {

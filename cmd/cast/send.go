@@ -241,7 +241,7 @@ func runSend(args []string) error {
 	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them)")
 	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
 	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
-	ring := fs.Int("ring", recvReorder, "records kept hot for retransmission (power of two; RAM: this many × 1472 bytes): at least the receiver's -reorder, so that its repairs come from memory, not the WAL")
+	ring := fs.Int("ring", protocol.DefaultSenderConfig().RingSlots, "records kept hot for retransmission (power of two; RAM: this many × 1472 bytes): at least the receiver's -reorder, so that its repairs come from memory, not the WAL")
 	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
