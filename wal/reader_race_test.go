@@ -25,6 +25,29 @@ func readAll(t *testing.T, r *Reader, from uint64) uint64 {
 	}
 }
 
+// openRacing opens a reader of c's stream at from with hook run once
+// between its directory listing and its open of the file picked.
+func openRacing(t *testing.T, c Config, from uint64, hook func()) *Reader {
+	t.Helper()
+	fired := false
+	testHookListed = func() {
+		if !fired {
+			fired = true
+			hook()
+		}
+	}
+	t.Cleanup(func() { testHookListed = nil })
+	r, err := OpenReader(c.Dir, c.Stream, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if !fired {
+		t.Fatal("the hook did not run")
+	}
+	return r
+}
+
 // The writer seals the active segment and starts the next one between the
 // reader's directory listing and its open of "the active file": the file
 // opened starts after the seq the reader wants. The reader lists again and
@@ -36,26 +59,12 @@ func TestReaderActiveRotatedAfterListing(t *testing.T) {
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	fired := false
-	testHookListed = func() {
-		if fired {
-			return
-		}
-		fired = true
+	r := openRacing(t, c, 5, func() {
 		appendN(t, w, 2000) // several 64 KiB segments
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	t.Cleanup(func() { testHookListed = nil })
-	r, err := OpenReader(c.Dir, c.Stream, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	if !fired {
-		t.Fatal("the hook did not run")
-	}
+	})
 	if got := readAll(t, r, 5); got != 2011 {
 		t.Fatalf("read through %d, want 2010", got-1)
 	}
@@ -78,8 +87,7 @@ func TestReaderEmptyActiveRotatedAfterListing(t *testing.T) {
 	}
 	dir := StreamDir(c.Dir, c.Stream)
 	act := filepath.Join(dir, ActiveName(c.Stream))
-	testHookListed = func() {
-		testHookListed = nil
+	r := openRacing(t, c, 5, func() {
 		// What rotate does: truncate the active file to its records and
 		// seal it, then put an empty active file in its place.
 		f, err := os.OpenFile(act, os.O_RDWR, 0)
@@ -101,13 +109,7 @@ func TestReaderEmptyActiveRotatedAfterListing(t *testing.T) {
 		if err := os.WriteFile(act, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	t.Cleanup(func() { testHookListed = nil })
-	r, err := OpenReader(c.Dir, c.Stream, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	})
 	if r.f == nil || !r.unverified {
 		t.Fatal("the reader did not open the empty active file")
 	}
