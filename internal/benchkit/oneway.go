@@ -20,8 +20,8 @@ type OneWayConfig struct {
 	Path   string // datapath: "mmsg" (default: recvmmsg/sendmmsg, no GSO/GRO) or "udp" (one syscall per datagram)
 	Batch  int    // datagrams per receive and flush of both loops (default 64)
 	Seed   uint64 // seed of the random receive loss (0: a fixed one)
-	// Burst is the records per burst of the lost-tail and single-gap
-	// rows (default 16); Bursts how many bursts, one measured record each
+	// Burst is the records per burst of the lost-tail, burst-lossless
+	// and single-gap rows (default 16); Bursts how many bursts, one measured record each
 	// (default 1000); Pause the wait after a burst is delivered before
 	// the next is sent (default 1 ms), so each lost tail is found by the
 	// tail-loss probe, not by the next burst's data.
@@ -73,6 +73,11 @@ const (
 	// LossGap loses the first transmission of the middle record of every
 	// burst: a single gap the next record reveals.
 	LossGap
+	// LossNone runs the LossGap workload and times the same middle
+	// record, losing nothing: what the burst's own transmission costs
+	// that record, the baseline a single gap's repair is measured
+	// against.
+	LossNone
 )
 
 func (m LossMode) String() string {
@@ -81,6 +86,8 @@ func (m LossMode) String() string {
 		return "lost-tail"
 	case LossGap:
 		return "single-gap"
+	case LossNone:
+		return "burst-lossless"
 	}
 	return "random"
 }

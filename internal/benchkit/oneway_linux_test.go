@@ -70,3 +70,21 @@ func TestSeqDropperFirstTransmissionOnly(t *testing.T) {
 		t.Fatalf("dropped %d, want 2", p.dropped)
 	}
 }
+
+// The burst-lossless baseline's dropper (none set) keeps every datagram,
+// the seqs the single-gap dropper would lose included.
+func TestSeqDropperNoneKeepsAll(t *testing.T) {
+	in := &queuePath{q: [][][]byte{{dataFrame(1, 1), dataFrame(1, 2), dataFrame(1, 3), dataFrame(1, 4)}}}
+	p := &seqDropper{Path: in, every: 4, at: 2, none: true}
+	v := batch.New(8, 64)
+	n, err := p.Recv(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 4 || p.dropped != 0 {
+		t.Fatalf("kept %d of 4, dropped %d; want all kept", n, p.dropped)
+	}
+	if _, err := OneWayBursts(DefaultOneWayConfig(), LossRandom); err == nil {
+		t.Fatal("OneWayBursts accepted LossRandom")
+	}
+}
