@@ -7,10 +7,13 @@ import (
 	"testing"
 )
 
-// cast bench latency measures its five rows and exits 0; the lossy row
+// cast bench latency measures its six rows and exits 0; the lossy row
 // lost datagrams and repaired them, the lost-tail and single-gap rows
-// lost exactly one first transmission per burst, and the targets are
-// judged (not asserted: timings are the bench's business, not a test's).
+// lost exactly one first transmission per burst and the burst-lossless
+// baseline none, the single gap's repair cost (single-gap − burst-lossless
+// over the floor) is reported in its row, the spread and its target with
+// the raw ratio beside it, and the targets are judged (not asserted:
+// timings are the bench's business, not a test's).
 func TestCLIBenchLatency(t *testing.T) {
 	b := runCast(t, "bench", "latency", "-n", "2000", "-warmup", "200", "-rate", "20000", "-loss", "5", "-bursts", "20",
 		"-floor-n", "500", "-runs", "1", "-pin", "none", "-stall", "60s")
@@ -38,7 +41,20 @@ func TestCLIBenchLatency(t *testing.T) {
 			t.Fatalf("%s row: want 20 dropped and 320 delivered:\n%s", mode, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^lost tail p99 ≤ 1 ms +(met|NOT met) +in \d of 1 runs`).MatchString(out) {
-		t.Fatalf("no verdict on the lost-tail target:\n%s", out)
+	if field("burst-lossless", "dropped") != 0 || field("burst-lossless", "naks") != 0 || field("burst-lossless", "delivered") != 320 {
+		t.Fatalf("burst-lossless row: want nothing dropped or NAKed and 320 delivered:\n%s", out)
+	}
+	num := `-?\d+\.\d+`
+	for what, re := range map[string]string{
+		"the single-gap row's repair cost": `(?m)^  1 casting-mmsg +mmsg +single-gap .*  repair \(− burst-lossless\): p50 [+-]\d+\.\d µs = ×` + num + ` floor, p99 [+-]\d+\.\d µs = ×` + num + `; delivered=`,
+		"the spread's gap repair row":      `(?m)^casting-mmsg +gap repair +1 +` + num + ` +` + num + ` +` + num + ` +` + num + `$`,
+		"the lost-tail target":             `(?m)^lost tail p99 ≤ 1 ms +(met|NOT met) +in \d of 1 runs`,
+		"the single-gap target on the repair cost, raw beside it": `(?m)^single gap repair p50, p99 ≤ 3× floor +(met|NOT met) +in \d of 1 runs: ×` +
+			num + `/×` + num + ` \(raw ×` + num + `/×` + num + `\)$`,
+		"what the repair cost is": `(?m)^single gap repair = \(single-gap − burst-lossless of the same run\)`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Fatalf("no %s:\n%s", what, out)
+		}
 	}
 }

@@ -178,10 +178,10 @@ func printSpread(w io.Writer, rows []benchkit.Row) {
 	lat := len(rows) > 0 && rows[0].Latency.N > 0
 	fmt.Fprintln(w, "\nspread over runs (min–max):")
 	if lat {
-		fmt.Fprintf(w, "%-16s %-10s %4s %13s %13s %11s %11s\n", "name", "mode", "runs", "p50 µs", "p99 µs", "×p50", "×p99")
+		fmt.Fprintf(w, "%-16s %-14s %4s %13s %13s %11s %11s\n", "name", "mode", "runs", "p50 µs", "p99 µs", "×p50", "×p99")
 		for _, k := range order {
 			rs := groups[k]
-			fmt.Fprintf(w, "%-16s %-10s %4d %13s %13s %11s %11s\n", k.name, k.mode, len(rs),
+			fmt.Fprintf(w, "%-16s %-14s %4d %13s %13s %11s %11s\n", k.name, k.mode, len(rs),
 				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P50) }, "%.1f"),
 				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P99) }, "%.1f"),
 				span(rs, func(r benchkit.Row) float64 { return r.RatioP50 }, "%.2f"),
@@ -201,7 +201,7 @@ func printSpread(w io.Writer, rows []benchkit.Row) {
 // printHeader prints the column names of a latency or throughput table.
 func printHeader(w io.Writer, lat bool) {
 	if lat {
-		fmt.Fprintf(w, "%3s %-14s %-6s %-10s %9s %9s %9s %9s %9s %7s %7s  %s\n", "run", "name", "path", "mode", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "note")
+		fmt.Fprintf(w, "%3s %-14s %-6s %-14s %9s %9s %9s %9s %9s %7s %7s  %s\n", "run", "name", "path", "mode", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "stddev", "×p50", "×p99", "note")
 		return
 	}
 	fmt.Fprintf(w, "%3s %-26s %-6s %12s %8s %8s  %s\n", "run", "name", "path", "records/s", "Gbit/s", "×floor", "note")
@@ -211,7 +211,7 @@ func printHeader(w io.Writer, lat bool) {
 func printRow(w io.Writer, r benchkit.Row, lat bool) {
 	if lat {
 		l := r.Latency
-		fmt.Fprintf(w, "%3d %-14s %-6s %-10s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Run, r.Name, r.Path, r.Mode,
+		fmt.Fprintf(w, "%3d %-14s %-6s %-14s %9.1f %9.1f %9.1f %9.1f %9.1f %7s %7s  %s\n", r.Run, r.Name, r.Path, r.Mode,
 			us(l.P50), us(l.P99), us(l.P999), us(l.Max), l.StdDev/1e3, ratio(r.RatioP50), ratio(r.RatioP99), r.Note)
 		return
 	}
