@@ -138,9 +138,16 @@ type ReceiverStats struct {
 	StaleHeartbeats uint64
 
 	// Flow control (walcast extension).
-	StatusSent  uint64 // Status frames sent
-	Probes      uint64 // heartbeats heard in the probe form (counted in Heartbeats too)
-	OutOfWindow uint64 // data frames beyond the reorder window, dropped
+	StatusSent uint64 // Status frames sent
+	// OrderReNaks counts re-NAKs sent as soon as data the sender sent
+	// after the repair arrived without it (the repair was lost), rather
+	// than on the re-NAK timer; PinnedReNaks those of the window's
+	// oldest gap sent after NakFloor because the sender was held at the
+	// advertised edge. Both are counted in NakRounds too.
+	OrderReNaks  uint64
+	PinnedReNaks uint64
+	Probes       uint64 // heartbeats heard in the probe form (counted in Heartbeats too)
+	OutOfWindow  uint64 // data frames beyond the reorder window, dropped
 	// Lowered counts heartbeats that announced a highest seq below the
 	// one believed (a forged or stale announcement corrected).
 	Lowered uint64
@@ -186,6 +193,10 @@ type Receiver struct {
 	slotSeq  []uint64 // seq stored in the slot, 0 = empty
 	slotLen  []int32
 	nakAt    []int64  // per missing seq: time of its last NAK
+	nakEdge  []uint64 // per missing seq: maxEdge when it was last NAKed
+	maxEdge  uint64   // highest edge (delivered+window) any Status advertised
+	rackSeen uint64   // highest data seq heard that lay within maxEdge
+	rackMin  uint64   // lowest nakEdge of the runs awaiting a repair (≤)
 	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
 	spent    []uint16 // per missing seq: of those, the NAKs its retry budget counts
 	expected uint64   // next seq to deliver; 0 = not synced (StartNow only)
@@ -215,6 +226,7 @@ type Receiver struct {
 	rtt      RTT
 	sampleAt int64 // nakAt of the last RTT sample (one sample per NAK batch)
 	st       statusState
+	pinSeen  bool // pinned() was seen true since the last Status
 	dgramOOW bool // the datagram being handled already counted as overrun evidence
 
 	overrunN, overrunFar      int
@@ -249,6 +261,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		slotSeq:  make([]uint64, cfg.ReorderSlots),
 		slotLen:  make([]int32, cfg.ReorderSlots),
 		nakAt:    make([]int64, cfg.ReorderSlots),
+		nakEdge:  make([]uint64, cfg.ReorderSlots),
 		retries:  make([]uint16, cfg.ReorderSlots),
 		spent:    make([]uint16, cfg.ReorderSlots),
 		nextDue:  noDue,
@@ -261,6 +274,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		r.id = rand.Uint64()
 	}
 	r.st.lastAt = never
+	r.rackMin = math.MaxUint64
 	r.grp.init(cfg)
 	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
 	r.begin()
@@ -454,6 +468,10 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	if last >= from {
 		r.firstNak(from, last, now, out)
 	}
+	if !r.pinSeen && r.gapOpen() && r.pinned() {
+		r.pinSeen = true // the left edge's re-NAK may now be due sooner
+		r.nextDue = min(r.nextDue, now)
+	}
 }
 
 func (r *Receiver) reconnect(seq uint64) {
@@ -505,6 +523,12 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 			r.pump(now, out)
 		}
 		return
+	}
+	if seq > r.rackSeen && seq <= r.maxEdge && r.rackOn() {
+		r.rackSeen = seq
+		if seq > r.rackMin {
+			r.nextDue = min(r.nextDue, now) // a repair sent before seq is lost
+		}
 	}
 	r.rttSample(seq&r.mask, now)
 	r.groupSample(seq & r.mask)
@@ -567,6 +591,7 @@ func (r *Receiver) clear(i uint64) {
 	r.slotSeq[i] = 0
 	r.slotLen[i] = 0
 	r.nakAt[i] = 0
+	r.nakEdge[i] = 0
 	r.retries[i] = 0
 	r.grp.notBefore[i] = 0
 	r.grp.heard[i] = false
@@ -685,6 +710,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 		return // nextDue stays due: the pump runs once the input is read
 	}
 	r.nextDue = noDue
+	r.rackMin = math.MaxUint64
 	if !r.gapOpen() {
 		return
 	}
@@ -715,6 +741,9 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			if due < r.nextDue {
 				r.nextDue = due
 			}
+			if rt != 0 {
+				r.rackMin = min(r.rackMin, r.nakEdge[i])
+			}
 			continue
 		}
 		if rt != 0 {
@@ -730,9 +759,16 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			// a whole budget (flow control bounds that backlog).
 			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
 		}
+		byOrder, byPin := rt != 0 && r.rackOn() && r.rackSeen > r.nakEdge[i], rt != 0 && start == r.expected && r.pinned()
 		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
 			r.nextDue = now // more to do on the next Tick
+			r.rackMin = 0
 			return
+		}
+		if byOrder {
+			r.stats.OrderReNaks++
+		} else if byPin {
+			r.stats.PinnedReNaks++
 		}
 		runs++
 		if r.out.Kind != Live {
@@ -770,11 +806,13 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 		r.retries[i] = rt
 		r.spent[i] = sp
 		r.nakAt[i] = now
+		r.nakEdge[i] = r.maxEdge
 		r.grp.notBefore[i] = 0
 		if first {
 			r.grp.firstAt[i] = now
 		}
 	}
+	r.rackMin = min(r.rackMin, r.maxEdge)
 	r.stats.NaksSent++
 	r.stats.NakSeqs += to - from + 1
 	r.stats.NakRounds[min(int(rt), len(r.stats.NakRounds)-1)]++
@@ -789,7 +827,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 		r.out = Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}
 		return true
 	}
-	if due := now + r.renakDelay(rt); due < r.nextDue {
+	if due := now + r.retryDelay(from, rt); due < r.nextDue {
 		r.nextDue = due
 	}
 	return true
@@ -867,4 +905,5 @@ func (r *Receiver) clearAll() {
 	r.maxData = 0
 	r.overrunN, r.overrunFar = 0, 0
 	r.suspect = false
+	r.maxEdge, r.rackSeen, r.rackMin, r.pinSeen = 0, 0, math.MaxUint64, false
 }

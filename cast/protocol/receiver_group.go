@@ -263,7 +263,11 @@ func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
 	if rt != 0 {
 		// Never twice at one instant, whatever the delay: frames of one
 		// datagram cannot spend a run's budget.
-		due = at + max(r.renakDelay(rt), 1)
+		d := r.retryDelay(start, rt)
+		if r.rackSeen > r.nakEdge[i] && r.rackOn() {
+			d = 0 // data sent after the repair came, the repair did not
+		}
+		due = at + max(d, 1)
 	}
 	if g > 1 {
 		due += backoff(r.id, start, rt, g, r.backoffLimit())

@@ -53,6 +53,55 @@ func (r *Receiver) renakDelay(rt uint16) int64 {
 	return min(d, c)
 }
 
+// retryDelay is how long the run starting at start waits after its
+// rt-th NAK before the next on the timer: renakDelay, or for the window's
+// oldest gap while pinned the shorter pinnedDelay.
+func (r *Receiver) retryDelay(start uint64, rt uint16) int64 {
+	d := r.renakDelay(rt)
+	if start == r.expected && r.pinned() {
+		d = min(d, r.pinnedDelay(rt))
+	}
+	return d
+}
+
+// pinned reports whether this unicast receiver holds its sender at the
+// edge it last advertised: everything up to delivered+window is known to
+// exist, so nothing but repairs is in flight to it.
+func (r *Receiver) pinned() bool {
+	st := &r.st
+	return r.fcPeer && r.grp.size <= 1 && r.expected != 0 && st.lastAt != never && r.highest >= st.delivered+st.window
+}
+
+// rackOn: lost-repair detection by order applies (unicast, sender
+// honours this receiver's Status).
+func (r *Receiver) rackOn() bool { return r.fcPeer && r.grp.size <= 1 }
+
+// pinnedDelay is the re-NAK delay of the run at the window's left edge
+// while pinned: NakFloor, doubled per retry.
+func (r *Receiver) pinnedDelay(rt uint16) int64 {
+	d := r.cfg.NakFloor
+	if d <= 0 {
+		return math.MaxInt64
+	}
+	if rt > 1 {
+		d <<= min(rt-1, 30)
+	}
+	return d
+}
+
+// shortestRenak is the shortest delay after which this receiver may NAK
+// a run again on a timer (Status renak_ns): a unicast receiver's pinned
+// delay, else its first re-NAK delay. The sender keeps its dedup window
+// below half of it. (An order re-NAK can come sooner; a sender that
+// dedups it is asked again once newer data passes the run again.)
+func (r *Receiver) shortestRenak() int64 {
+	d := r.renakDelay(1)
+	if r.fcPeer && r.grp.size <= 1 {
+		d = min(d, r.pinnedDelay(1))
+	}
+	return d
+}
+
 // renakCap is the longest re-NAK delay: NakDebounce; in a group (other
 // receivers heard) a quarter of the silence time instead, at least
 // NakDebounce. A repair that has not come within a few RTTs in a group is
@@ -152,10 +201,14 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 	st := &r.st
 	st.serial++
 	st.lastAt = now
+	r.pinSeen = false
 	st.delivered = r.deliveredSeq()
 	st.highest = r.highest
 	st.window = r.advWindow()
 	st.state = r.out.Kind
+	if r.expected != 0 && st.delivered+st.window > r.maxEdge {
+		r.maxEdge = st.delivered + st.window
+	}
 	s := Status{
 		Delivered:  st.delivered,
 		Highest:    st.highest,
@@ -169,7 +222,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 		s.Flags |= StatusSynced
 	}
 	if r.fcPeer {
-		s.ReNak = sat32(r.renakDelay(1))
+		s.ReNak = sat32(r.shortestRenak())
 	}
 	if st.echoTS != 0 {
 		s.EchoTS, s.EchoHold = st.echoTS, sat32(now-st.echoAt)
