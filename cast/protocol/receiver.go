@@ -760,6 +760,12 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
 		}
 		byOrder, byPin := rt != 0 && r.rackOn() && r.rackSeen > r.nakEdge[i], rt != 0 && start == r.expected && r.pinned()
+		if byOrder && now-at < r.retryDelay(start, rt) {
+			// Sooner than its timer: the budget keeps the timer's pace,
+			// so a repair the sender serves late (a cold read that newer
+			// data overtook) cannot spend it faster than before.
+			count = false
+		}
 		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
 			r.nextDue = now // more to do on the next Tick
 			r.rackMin = 0

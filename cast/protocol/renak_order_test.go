@@ -89,6 +89,9 @@ func TestOrderReNakOfLostRepair(t *testing.T) {
 	if ns := naks(out); len(ns) != 1 || ns[0].From != 5 || ns[0].Count != 1 {
 		t.Fatalf("after data beyond the NAK's edge: NAKs %v, want exactly 5 again", ns)
 	}
+	if sp := r.spent[5&r.mask]; sp != 1 {
+		t.Fatalf("the order re-NAK, sooner than the timer, spent budget: %d NAKs counted, want 1", sp)
+	}
 	st := r.Stats()
 	if st.OrderReNaks != 1 || st.NakRounds[2] != 1 {
 		t.Fatalf("OrderReNaks %d, second-round NAKs %d, want 1 and 1", st.OrderReNaks, st.NakRounds[2])
