@@ -65,11 +65,12 @@ func (r *Receiver) retryDelay(start uint64, rt uint16) int64 {
 }
 
 // pinned reports whether this unicast receiver holds its sender at the
-// edge it last advertised: everything up to delivered+window is known to
-// exist, so nothing but repairs is in flight to it.
+// highest edge it ever advertised (the sender never lowers an edge, so a
+// later Status with less room does not stop what is already allowed):
+// every seq up to it is known to exist, so nothing but repairs can be in
+// flight to it.
 func (r *Receiver) pinned() bool {
-	st := &r.st
-	return r.fcPeer && r.grp.size <= 1 && r.expected != 0 && st.lastAt != never && r.highest >= st.delivered+st.window
+	return r.fcPeer && r.grp.size <= 1 && r.expected != 0 && r.maxEdge != 0 && r.highest >= r.maxEdge
 }
 
 // rackOn: lost-repair detection by order applies (unicast, sender

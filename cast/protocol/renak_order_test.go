@@ -146,6 +146,16 @@ func TestPinnedReNakOfOldestGap(t *testing.T) {
 	floor := int64(DefaultNakFloor)
 	for _, pinned := range []bool{false, true} {
 		r, out, now := lostRepairReceiver(t, slots)
+		// A consumer that takes nothing more: the next Status advertises
+		// no room, but the sender may still send up to the edge it had,
+		// so the receiver is not pinned before it has seen all of it.
+		r.SetConsumerRoom(0, now, out)
+		now += int64(DefaultStatusInterval)
+		r.Tick(now, out)
+		if r.st.window != 0 || r.maxEdge != 1+slots {
+			t.Fatalf("after SetConsumerRoom(0): advertised window %d, maxEdge %d", r.st.window, r.maxEdge)
+		}
+		naks(out)
 		r.Handle(dataFrame(3), now, out, nop) // 2 is lost
 		if ns := naks(out); !hasNak(ns, 2) {
 			t.Fatalf("first NAK %v", ns)
