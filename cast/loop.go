@@ -381,6 +381,16 @@ func (l *Loop) iterate() bool {
 		}
 	}
 
+	if l.snd != nil && l.snd.RetxPending() && l.now < l.next {
+		// NAKed retransmits that did not fit in an earlier batch continue
+		// now, not at the next tick: under a burst of NAKs they would
+		// otherwise pile up past the Sender's deferral queue and be
+		// dropped (RetxDropped), costing the receiver a retry each. And
+		// before new records: a repair never goes out behind data sent
+		// after its NAK was read (the receiver's order rule counts on it).
+		work = true
+		l.snd.Tick(l.now, l.out)
+	}
 	if l.sendRing != nil && l.drainSendRing() {
 		work = true
 	}
@@ -391,14 +401,6 @@ func (l *Loop) iterate() bool {
 	// (len of a channel is a plain load; the select in serveCold is not).
 	if l.snd != nil && (l.pendOn || len(l.coldDone) > 0 || l.snd.ColdPending()) && l.serveCold() {
 		work = true
-	}
-	if l.snd != nil && l.snd.RetxPending() && l.now < l.next {
-		// NAKed retransmits that did not fit in an earlier batch continue
-		// now, not at the next tick: under a burst of NAKs they would
-		// otherwise pile up past the Sender's deferral queue and be
-		// dropped (RetxDropped), costing the receiver a retry each.
-		work = true
-		l.snd.Tick(l.now, l.out)
 	}
 	if l.recvRing != nil {
 		// The consumer's room is the Receiver's window: a Status goes out
