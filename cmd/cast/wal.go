@@ -116,24 +116,22 @@ func walStreams(dir string, only int64) ([]walStream, error) {
 	return out, nil
 }
 
-func walArgs(name, synopsis, about string, args []string, extra func(*flag.FlagSet)) (string, int64, error) {
+// walArgs parses a wal subcommand's flags (-stream and what extra adds)
+// and resolves its DIR argument to the streams to work on.
+func walArgs(name, synopsis, about string, args []string, extra func(*flag.FlagSet)) ([]walStream, error) {
 	fs := newFlagSet("wal "+name, synopsis, about)
 	stream := fs.Int64("stream", -1, "only this stream id (default: every stream found)")
 	if extra != nil {
 		extra(fs)
 	}
 	if err := parseArgs(fs, args, 1); err != nil {
-		return "", 0, err
+		return nil, err
 	}
-	return fs.Arg(0), *stream, nil
+	return walStreams(fs.Arg(0), *stream)
 }
 
 func walStat(args []string) error {
-	dir, only, err := walArgs("stat", "[flags] DIR", "Prints each stream's segments: seq range, records, bytes and index state.", args, nil)
-	if err != nil {
-		return err
-	}
-	streams, err := walStreams(dir, only)
+	streams, err := walArgs("stat", "[flags] DIR", "Prints each stream's segments: seq range, records, bytes and index state.", args, nil)
 	if err != nil {
 		return err
 	}
@@ -177,12 +175,8 @@ type dumpRecord struct {
 
 func walDump(args []string) error {
 	var asJSON *bool
-	dir, only, err := walArgs("dump", "[flags] DIR", "Prints one line per record in file order: seq, type, payload length, whether the CRC matches.", args,
+	streams, err := walArgs("dump", "[flags] DIR", "Prints one line per record in file order: seq, type, payload length, whether the CRC matches.", args,
 		func(fs *flag.FlagSet) { asJSON = fs.Bool("json", false, "one JSON object per line") })
-	if err != nil {
-		return err
-	}
-	streams, err := walStreams(dir, only)
 	if err != nil {
 		return err
 	}
@@ -223,11 +217,7 @@ func walDump(args []string) error {
 }
 
 func walVerify(args []string) error {
-	dir, only, err := walArgs("verify", "[flags] DIR", "Checks every frame (version, len, CRC, seq), that sealed names tell the truth,\nthat segments continue each other and that the active segment is zero after its\nlast record. Exits 1 naming the first bad file and byte offset.", args, nil)
-	if err != nil {
-		return err
-	}
-	streams, err := walStreams(dir, only)
+	streams, err := walArgs("verify", "[flags] DIR", "Checks every frame (version, len, CRC, seq), that sealed names tell the truth,\nthat segments continue each other and that the active segment is zero after its\nlast record. Exits 1 naming the first bad file and byte offset.", args, nil)
 	if err != nil {
 		return err
 	}
@@ -280,11 +270,7 @@ func printFindings(rep wal.VerifyReport) {
 }
 
 func walRepair(args []string) error {
-	dir, only, err := walArgs("repair", "[flags] DIR", "Moves every damaged record (and every seq range no segment holds) out of the log:\nthe original files, the damaged bytes and a report (report.txt, report.json) go to\nDIR/<sid>/quarantine-<time>/, and a Skip marker takes the place of each damaged\nstretch, so the log verifies and a writer extends it again. Good records are kept\nbyte for byte. The stream's writer must not be running.", args, nil)
-	if err != nil {
-		return err
-	}
-	streams, err := walStreams(dir, only)
+	streams, err := walArgs("repair", "[flags] DIR", "Moves every damaged record (and every seq range no segment holds) out of the log:\nthe original files, the damaged bytes and a report (report.txt, report.json) go to\nDIR/<sid>/quarantine-<time>/, and a Skip marker takes the place of each damaged\nstretch, so the log verifies and a writer extends it again. Good records are kept\nbyte for byte. The stream's writer must not be running.", args, nil)
 	if err != nil {
 		return err
 	}
