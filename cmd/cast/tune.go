@@ -48,7 +48,9 @@ func runTune(args []string) error {
 }
 
 // tuneFlags maps the flags shared by check and apply onto a tune.Config.
-func tuneFlags(fs *flag.FlagSet) func() (tune.Config, error) {
+// The function it returns parses args with fs, builds the Config and runs
+// the checks with it.
+func tuneFlags(fs *flag.FlagSet) func(args []string) (tune.Config, []tune.Result, error) {
 	cfg := tune.DefaultConfig()
 	cpus := fs.String("cpus", "", "CPUs the datapath loops are pinned to, kernel list format (\"2-3\"); default: the isolated CPUs")
 	fs.StringVar(&cfg.Iface, "iface", "", "NIC the loops use (default: the default route's interface)")
@@ -62,18 +64,22 @@ func tuneFlags(fs *flag.FlagSet) func() (tune.Config, error) {
 	fs.DurationVar(&cfg.NapiWait, "napi-wait", cfg.NapiWait, "how long -napi-listen waits")
 	fs.StringVar(&cfg.Proc, "proc", cfg.Proc, "procfs root (for fixture trees)")
 	fs.StringVar(&cfg.Sys, "sys", cfg.Sys, "sysfs root (for fixture trees)")
-	return func() (tune.Config, error) {
+	return func(args []string) (tune.Config, []tune.Result, error) {
+		if err := parseFlags(fs, args); err != nil {
+			return cfg, nil, err
+		}
 		if *cpus != "" {
 			c, err := tune.ParseCPUList(*cpus)
 			if err != nil {
-				return cfg, usagef("-cpus: %v", err)
+				return cfg, nil, usagef("-cpus: %v", err)
 			}
 			cfg.CPUs = c
 		}
 		if err := cfg.Validate(); err != nil {
-			return cfg, usagef("%v", err)
+			return cfg, nil, usagef("%v", err)
 		}
-		return cfg, nil
+		rs, err := tune.Run(cfg)
+		return cfg, rs, err
 	}
 }
 
@@ -81,15 +87,8 @@ func tuneCheck(args []string) error {
 	fs := newFlagSet("tune check", "[flags]", "Reports each host setting that matters for latency on isolated cores:\nwhat it read, the value found, the value wanted, why, and the command that fixes it.\nExits 1 when any check fails.")
 	asJSON := fs.Bool("json", false, "print the results as a JSON array")
 	verbose := fs.Bool("v", false, "also print what each check read, and why, for passing checks")
-	get := tuneFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := get()
-	if err != nil {
-		return err
-	}
-	rs, err := tune.Run(cfg)
+	run := tuneFlags(fs)
+	_, rs, err := run(args)
 	if err != nil {
 		return err
 	}
@@ -155,15 +154,8 @@ func tuneApply(args []string) error {
 	undoPath := fs.String("undo", "", "undo file to write (default: cast-tune-undo-TIME.tsv in the current directory)")
 	only := fs.String("only", "", "comma-separated check ids to apply (default: all)")
 	dry := fs.Bool("n", false, "print what would change; change nothing")
-	get := tuneFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := get()
-	if err != nil {
-		return err
-	}
-	rs, err := tune.Run(cfg)
+	run := tuneFlags(fs)
+	cfg, rs, err := run(args)
 	if err != nil {
 		return err
 	}
