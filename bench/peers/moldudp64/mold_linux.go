@@ -1,7 +1,6 @@
 package moldudp64
 
 import (
-	"errors"
 	"sync/atomic"
 	"time"
 
@@ -59,7 +58,7 @@ func (p *publisher) Send(m []byte) error {
 	p.out = AppendPacket(p.out[:0], p.session, p.next, m)
 	p.next++
 	p.lastSend = time.Now()
-	return mapErr(p.data.Write(p.out))
+	return sock.PeerErr(p.data.Write(p.out))
 }
 
 // serve answers queued re-requests (one downstream packet per message).
@@ -82,7 +81,7 @@ func (p *publisher) serve() error {
 			// From the data socket: B's socket is connected to it and
 			// would filter datagrams from any other port.
 			if err := p.data.Write(p.out); err != nil {
-				return mapErr(err)
+				return sock.PeerErr(err)
 			}
 			p.retransmits.Add(1)
 		}
@@ -97,7 +96,7 @@ func (p *publisher) Poll() error {
 	if time.Since(p.lastSend) >= HeartbeatInterval {
 		p.out = AppendHeartbeat(p.out[:0], p.session, p.next)
 		p.lastSend = time.Now()
-		return mapErr(p.data.Write(p.out))
+		return sock.PeerErr(p.data.Write(p.out))
 	}
 	return nil
 }
@@ -123,7 +122,7 @@ func (p *publisher) Recv(m []byte) (int, error) {
 			return 0, err
 		}
 		if err := w.Idle(p.data.Closed, p.data.Timeout); err != nil {
-			return 0, mapErr(err)
+			return 0, sock.PeerErr(err)
 		}
 	}
 }
@@ -181,7 +180,7 @@ func (s *subscriber) request() error {
 			cnt++
 		}
 		s.out = AppendRequest(s.out[:0], Request{Session: s.session, Seq: seq, Count: uint16(cnt)})
-		if err := mapErr(s.data.WriteTo(s.out, s.rereqTo)); err != nil {
+		if err := sock.PeerErr(s.data.WriteTo(s.out, s.rereqTo)); err != nil {
 			return err
 		}
 		runs++
@@ -206,7 +205,7 @@ func (s *subscriber) Recv(m []byte) (int, error) {
 				return 0, err
 			}
 			if err := w.Idle(s.data.Closed, s.data.Timeout); err != nil {
-				return 0, mapErr(err)
+				return 0, sock.PeerErr(err)
 			}
 			continue
 		}
@@ -259,24 +258,12 @@ func (s *subscriber) pop(m []byte) (int, bool) {
 func (s *subscriber) Send(m []byte) error {
 	s.out = AppendPacket(s.out[:0], s.session, s.echoSeq, m)
 	s.echoSeq++
-	return mapErr(s.data.Write(s.out))
+	return sock.PeerErr(s.data.Write(s.out))
 }
 
 type stats struct{ n *atomic.Int64 }
 
 func (s stats) Retransmits() int64 { return s.n.Load() }
-
-func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case sock.IsTimeout(err):
-		return peers.ErrTimeout
-	case errors.Is(err, sock.ErrClosed):
-		return peers.ErrClosed
-	}
-	return err
-}
 
 func open(cfg peers.Config) (*peers.Pair, error) {
 	a, b, err := rawudp.Sockets(cfg)

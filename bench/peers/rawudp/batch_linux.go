@@ -88,7 +88,7 @@ func (s *mmsgSender) Flush() error {
 	return nil
 }
 
-func (s *mmsgSender) Recv(p []byte) (int, error) { n, err := s.u.Read(p); return n, mapErr(err) }
+func (s *mmsgSender) Recv(p []byte) (int, error) { n, err := s.u.Read(p); return n, sock.PeerErr(err) }
 
 type mmsgReceiver struct {
 	u         *sock.UDP
@@ -96,7 +96,7 @@ type mmsgReceiver struct {
 	next, got int
 }
 
-func (r *mmsgReceiver) Send(p []byte) error { return mapErr(r.u.Write(p)) }
+func (r *mmsgReceiver) Send(p []byte) error { return sock.PeerErr(r.u.Write(p)) }
 
 func (r *mmsgReceiver) Recv(p []byte) (int, error) {
 	var w sock.Wait
@@ -113,7 +113,7 @@ func (r *mmsgReceiver) Recv(p []byte) (int, error) {
 			return 0, e
 		}
 		if err := w.Idle(r.u.Closed, r.u.Timeout); err != nil {
-			return 0, mapErr(err)
+			return 0, sock.PeerErr(err)
 		}
 	}
 	i := r.next
@@ -160,10 +160,10 @@ func (s *gsoSender) Flush() error {
 	}
 	err := s.u.Write(s.buf[:s.n*s.seg])
 	s.n = 0
-	return mapErr(err)
+	return sock.PeerErr(err)
 }
 
-func (s *gsoSender) Recv(p []byte) (int, error) { n, err := s.u.Read(p); return n, mapErr(err) }
+func (s *gsoSender) Recv(p []byte) (int, error) { n, err := s.u.Read(p); return n, sock.PeerErr(err) }
 
 type groReceiver struct {
 	u        *sock.UDP
@@ -172,7 +172,7 @@ type groReceiver struct {
 	seg      int
 }
 
-func (r *groReceiver) Send(p []byte) error { return mapErr(r.u.Write(p)) }
+func (r *groReceiver) Send(p []byte) error { return sock.PeerErr(r.u.Write(p)) }
 
 func (r *groReceiver) Recv(p []byte) (int, error) {
 	var w sock.Wait
@@ -195,7 +195,7 @@ func (r *groReceiver) Recv(p []byte) (int, error) {
 			return 0, err
 		}
 		if err := w.Idle(r.u.Closed, r.u.Timeout); err != nil {
-			return 0, mapErr(err)
+			return 0, sock.PeerErr(err)
 		}
 	}
 	end := min(r.off+r.seg, r.end)

@@ -6,8 +6,6 @@
 package rawudp
 
 import (
-	"errors"
-
 	"github.com/walcast/walcast/bench/peers"
 	"github.com/walcast/walcast/bench/peers/internal/sock"
 )
@@ -19,24 +17,11 @@ func Peer() peers.Peer {
 
 type conn struct{ u *sock.UDP }
 
-func (c conn) Send(p []byte) error { return mapErr(c.u.Write(p)) }
+func (c conn) Send(p []byte) error { return sock.PeerErr(c.u.Write(p)) }
 
 func (c conn) Recv(p []byte) (int, error) {
 	n, err := c.u.Read(p)
-	return n, mapErr(err)
-}
-
-// mapErr turns the socket package's errors into the peers' sentinels.
-func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case sock.IsTimeout(err):
-		return peers.ErrTimeout
-	case errors.Is(err, sock.ErrClosed):
-		return peers.ErrClosed
-	}
-	return err
+	return n, sock.PeerErr(err)
 }
 
 // Sockets opens two connected UDP sockets with cfg's drops and timeout.

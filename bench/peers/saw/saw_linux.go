@@ -38,7 +38,7 @@ func (s *sender) RoundTrip(p []byte) error {
 	frame := s.out[:HeaderLen+len(p)]
 	for {
 		if err := s.u.Write(frame); err != nil {
-			return mapErr(err)
+			return sock.PeerErr(err)
 		}
 		sent := time.Now()
 		for {
@@ -84,7 +84,7 @@ func (r *receiver) Recv(p []byte) (int, error) {
 	for {
 		n, err := r.u.Read(r.in)
 		if err != nil {
-			return 0, mapErr(err)
+			return 0, sock.PeerErr(err)
 		}
 		seq, typ, payload, err := Parse(r.in[:n])
 		if err != nil || typ != TypeData {
@@ -92,7 +92,7 @@ func (r *receiver) Recv(p []byte) (int, error) {
 		}
 		PutHeader(r.ack, seq, TypeAck)
 		if err := r.u.Write(r.ack); err != nil {
-			return 0, mapErr(err)
+			return 0, sock.PeerErr(err)
 		}
 		if seq != r.expected {
 			continue // a retransmission whose ACK was lost: re-ACKed above
@@ -108,18 +108,6 @@ func (r *receiver) Send([]byte) error { return errors.New("saw: the receiving si
 type stats struct{ n *atomic.Int64 }
 
 func (s stats) Retransmits() int64 { return s.n.Load() }
-
-func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case sock.IsTimeout(err):
-		return peers.ErrTimeout
-	case errors.Is(err, sock.ErrClosed):
-		return peers.ErrClosed
-	}
-	return err
-}
 
 func open(cfg peers.Config) (*peers.Pair, error) {
 	a, b, err := rawudp.Sockets(cfg)

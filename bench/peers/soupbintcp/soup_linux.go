@@ -1,7 +1,6 @@
 package soupbintcp
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -43,7 +42,7 @@ type end struct {
 func (e *end) send(typ byte, p []byte) error {
 	e.out = AppendPacket(e.out[:0], typ, p)
 	e.lastSend = time.Now()
-	return mapErr(e.s.WriteAll(e.out))
+	return sock.PeerErr(e.s.WriteAll(e.out))
 }
 
 func (e *end) Send(p []byte) error {
@@ -93,7 +92,7 @@ func (e *end) next() (byte, []byte, error) {
 			}
 		}
 		if err := w.Idle(e.closed, e.s.Timeout); err != nil {
-			return 0, nil, mapErr(err)
+			return 0, nil, sock.PeerErr(err)
 		}
 	}
 }
@@ -124,18 +123,6 @@ func (e *end) Recv(p []byte) (int, error) {
 	}
 }
 
-func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case sock.IsTimeout(err):
-		return peers.ErrTimeout
-	case errors.Is(err, sock.ErrClosed):
-		return peers.ErrClosed
-	}
-	return err
-}
-
 func newEnd(s *sock.Stream, cfg peers.Config, server bool) *end {
 	e := &end{s: s, rbuf: make([]byte, 2*(cfg.MsgSize+3)+4096), out: make([]byte, 0, cfg.MsgSize+3), lastSend: time.Now()}
 	if server {
@@ -150,7 +137,7 @@ func newEnd(s *sock.Stream, cfg peers.Config, server bool) *end {
 // the server checks the credentials and accepts.
 func login(srv, cli *end) error {
 	cli.out = AppendLogin(cli.out[:0], Login{Username: user, Password: pass, Session: "", Seq: 1})
-	if err := mapErr(cli.s.WriteAll(cli.out)); err != nil {
+	if err := sock.PeerErr(cli.s.WriteAll(cli.out)); err != nil {
 		return err
 	}
 	typ, p, err := srv.next()
@@ -163,7 +150,7 @@ func login(srv, cli *end) error {
 		return fmt.Errorf("soupbintcp: login refused (%q, %v)", typ, err)
 	}
 	srv.out = AppendAccepted(srv.out[:0], session, srv.seq)
-	if err := mapErr(srv.s.WriteAll(srv.out)); err != nil {
+	if err := sock.PeerErr(srv.s.WriteAll(srv.out)); err != nil {
 		return err
 	}
 	typ, p, err = cli.next()

@@ -5,7 +5,6 @@ package tcp
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/walcast/walcast/bench/peers"
@@ -28,30 +27,18 @@ func (c *conn) Send(p []byte) error {
 	}
 	binary.BigEndian.PutUint32(c.out, uint32(len(p)))
 	copy(c.out[4:], p)
-	return mapErr(c.s.WriteAll(c.out[:4+len(p)]))
+	return sock.PeerErr(c.s.WriteAll(c.out[:4+len(p)]))
 }
 
 func (c *conn) Recv(p []byte) (int, error) {
 	if err := c.s.ReadFull(c.hdr); err != nil {
-		return 0, mapErr(err)
+		return 0, sock.PeerErr(err)
 	}
 	n := int(binary.BigEndian.Uint32(c.hdr))
 	if n > len(p) {
 		return 0, fmt.Errorf("tcp: %d-byte message into %d: %w", n, len(p), peers.ErrCorrupt)
 	}
-	return n, mapErr(c.s.ReadFull(p[:n]))
-}
-
-func mapErr(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case sock.IsTimeout(err):
-		return peers.ErrTimeout
-	case errors.Is(err, sock.ErrClosed):
-		return peers.ErrClosed
-	}
-	return err
+	return n, sock.PeerErr(c.s.ReadFull(p[:n]))
 }
 
 func open(cfg peers.Config) (*peers.Pair, error) {

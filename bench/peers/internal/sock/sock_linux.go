@@ -5,10 +5,12 @@
 package sock
 
 import (
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
+	"github.com/walcast/walcast/bench/peers"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,6 +33,20 @@ var ErrClosed = closedError{}
 type closedError struct{}
 
 func (closedError) Error() string { return "sock: closed" }
+
+// PeerErr turns this package's errors into the peers' sentinels
+// (peers.ErrTimeout, peers.ErrClosed); any other error is returned as is.
+func PeerErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case IsTimeout(err):
+		return peers.ErrTimeout
+	case errors.Is(err, ErrClosed):
+		return peers.ErrClosed
+	}
+	return err
+}
 
 // Drop is a receiver-side loss generator (xorshift64*), deterministic for
 // a seed. The zero probability never drops.
