@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/walcast/walcast/bench/harness"
 	"github.com/walcast/walcast/internal/benchkit"
@@ -96,28 +95,6 @@ func rate(v float64) string {
 }
 
 func pct(v float64) string { return fmt.Sprintf("%.1f", v) }
-
-// table writes rows as a Markdown table (md) or aligned text.
-func table(w io.Writer, md bool, head []string, rows [][]string) {
-	if md {
-		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
-		for _, r := range rows {
-			for i := range r {
-				r[i] = strings.ReplaceAll(r[i], "|", "/")
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-		}
-		fmt.Fprintln(w)
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-}
 
 func latencyRows(rs []harness.Result) [][]string {
 	var rows [][]string
@@ -208,18 +185,18 @@ func (r *Report) Sections(w io.Writer, md bool) {
 	for _, wl := range []string{"rtt", "oneway", "classic-rtt"} {
 		if rs := r.Workload(wl); len(rs) > 0 {
 			h(titles[wl])
-			table(w, md, latencyHead, latencyRows(rs))
+			benchkit.Table(w, md, latencyHead, latencyRows(rs))
 		}
 	}
 	for _, wl := range []string{"throughput", "classic-bw"} {
 		if rs := r.Workload(wl); len(rs) > 0 {
 			h(titles[wl])
-			table(w, md, tputHead, tputRows(rs))
+			benchkit.Table(w, md, tputHead, tputRows(rs))
 		}
 	}
 	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
 		h(titles["loss-degradation"])
-		table(w, md, lossHead, lossRows(rs))
+		benchkit.Table(w, md, lossHead, lossRows(rs))
 	}
 	known := map[string]bool{"rtt": true, "oneway": true, "classic-rtt": true, "throughput": true, "classic-bw": true, "loss-degradation": true}
 	var other []string
@@ -240,10 +217,10 @@ func (r *Report) Sections(w io.Writer, md bool) {
 			}
 		}
 		if len(lat) > 0 {
-			table(w, md, latencyHead, latencyRows(lat))
+			benchkit.Table(w, md, latencyHead, latencyRows(lat))
 		}
 		if len(tput) > 0 {
-			table(w, md, tputHead, tputRows(tput))
+			benchkit.Table(w, md, tputHead, tputRows(tput))
 		}
 	}
 	if len(r.Unavailable) > 0 {
@@ -252,7 +229,7 @@ func (r *Report) Sections(w io.Writer, md bool) {
 		for _, u := range r.Unavailable {
 			rows = append(rows, []string{u.Workload, u.Why})
 		}
-		table(w, md, []string{"workload", "why"}, rows)
+		benchkit.Table(w, md, []string{"workload", "why"}, rows)
 	}
 	if len(r.Goals) > 0 {
 		h("goals")
@@ -260,7 +237,7 @@ func (r *Report) Sections(w io.Writer, md bool) {
 		for _, g := range r.Goals {
 			rows = append(rows, []string{g.Text, g.Status, g.Detail})
 		}
-		table(w, md, []string{"goal", "status", "evidence"}, rows)
+		benchkit.Table(w, md, []string{"goal", "status", "evidence"}, rows)
 	}
 }
 
@@ -304,7 +281,7 @@ func (r *Report) perfTable(w io.Writer, md bool) {
 		}
 		rows = append(rows, row)
 	}
-	table(w, md, head, rows)
+	benchkit.Table(w, md, head, rows)
 }
 
 // Text writes the stdout form: probe matrix, then every table.
@@ -318,7 +295,7 @@ func (r *Report) Text(w io.Writer) {
 		}
 		rows = append(rows, []string{p.Name, ok, p.Detail})
 	}
-	table(w, false, []string{"probe", "works", "detail"}, rows)
+	benchkit.Table(w, false, []string{"probe", "works", "detail"}, rows)
 	r.Sections(w, false)
 }
 
@@ -437,7 +414,7 @@ func (r *Report) Figures() string {
 			}
 			rows = append(rows, []string{x.Name, us(x.Latency.P50), us(x.Latency.P99), us(x.Latency.P999), ratio(x.RatioP50), ratio(x.RatioP99), x.Floor})
 		}
-		table(&b, true, []string{"protocol", "p50 µs", "p99 µs", "p99.9 µs", "p50 ×floor", "p99 ×floor", "floor"}, rows)
+		benchkit.Table(&b, true, []string{"protocol", "p50 µs", "p99 µs", "p99.9 µs", "p50 ×floor", "p99 ×floor", "floor"}, rows)
 	}
 	if rs := r.Workload("throughput"); len(rs) > 0 {
 		b.WriteString("Throughput, loopback, pinned:\n\n")
@@ -448,7 +425,7 @@ func (r *Report) Figures() string {
 			}
 			rows = append(rows, []string{x.Name, fmt.Sprint(x.Size), rate(x.RecPerS), fmt.Sprintf("%.3f", x.Gbps), ratio(x.RatioTput), x.Floor, pct(x.DeliveredPct)})
 		}
-		table(&b, true, []string{"protocol", "bytes", "rec/s", "Gbit/s", "×floor", "floor", "delivered %"}, rows)
+		benchkit.Table(&b, true, []string{"protocol", "bytes", "rec/s", "Gbit/s", "×floor", "floor", "delivered %"}, rows)
 	}
 	if rs := r.Workload("loss-degradation"); len(rs) > 0 {
 		b.WriteString("Loss both ways (144 B, no application window): delivered in order % / records per s:\n\n")
@@ -471,7 +448,7 @@ func (r *Report) Figures() string {
 			}
 			rows = append(rows, []string{x.Name, dropStr(x.Drop), fmt.Sprintf("%s / %s (%d)", us(x.Latency.P50), us(x.Latency.P99), x.Latency.N)})
 		}
-		table(&b, true, []string{"protocol", "drop %", "p50 / p99 µs (n)"}, rows)
+		benchkit.Table(&b, true, []string{"protocol", "drop %", "p50 / p99 µs (n)"}, rows)
 	}
 	if len(r.Goals) > 0 {
 		b.WriteString("Goals:\n\n")
@@ -479,7 +456,7 @@ func (r *Report) Figures() string {
 		for _, g := range r.Goals {
 			rows = append(rows, []string{g.Text, g.Status, g.Detail})
 		}
-		table(&b, true, []string{"goal", "status", "evidence"}, rows)
+		benchkit.Table(&b, true, []string{"goal", "status", "evidence"}, rows)
 	}
 	for _, u := range r.Unavailable {
 		fmt.Fprintf(&b, "- %s: not available: %s\n", u.Workload, u.Why)
@@ -523,7 +500,7 @@ func lossPivot(w io.Writer, rs []harness.Result, cell func(harness.Result) strin
 		}
 		rows = append(rows, row)
 	}
-	table(w, true, head, rows)
+	benchkit.Table(w, true, head, rows)
 	return why
 }
 

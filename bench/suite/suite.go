@@ -3,8 +3,6 @@ package suite
 import (
 	"fmt"
 	"io"
-	"os"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -94,9 +92,9 @@ func Run(o Options) (*report.Report, error) {
 		return nil, err
 	}
 	start := time.Now()
-	load0 := loadavg()
+	load0 := benchkit.LoadAvg()
 	r := &report.Report{
-		Date: start.UTC().Format("2006-01-02 15:04 UTC"), Machine: Machine(), Command: o.Command,
+		Date: start.UTC().Format("2006-01-02 15:04 UTC"), Machine: benchkit.Machine(), Command: o.Command,
 		Config: o.Harness, Probes: benchkit.Probes(o.Dir),
 	}
 	for _, p := range r.Probes {
@@ -138,7 +136,7 @@ func Run(o Options) (*report.Report, error) {
 	}
 	r.Goals = Goals(r)
 	r.Seconds = time.Since(start).Seconds()
-	r.Load = load0 + " → " + loadavg()
+	r.Load = load0 + " → " + benchkit.LoadAvg()
 	return r, nil
 }
 
@@ -365,37 +363,4 @@ func lossDrain(o Options) time.Duration { return max(o.LossTime, 1500*time.Milli
 
 func unavailable(r *report.Report, w, why string) {
 	r.Unavailable = append(r.Unavailable, report.Unavailable{Workload: w, Why: why})
-}
-
-// loadavg is the first three fields of /proc/loadavg.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// Machine describes the host: CPU model and count, kernel, Go.
-func Machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				if i := strings.IndexByte(l, ':'); i > 0 {
-					model = strings.TrimSpace(l[i+1:])
-				}
-				break
-			}
-		}
-	}
-	kernel := "?"
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = strings.TrimSpace(string(b))
-	}
-	return fmt.Sprintf("%d vCPU %s, Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
 }

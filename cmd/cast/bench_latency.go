@@ -104,7 +104,7 @@ Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench latency`)
 	ctx, cancel := signalContext()
 	defer cancel()
 	title := fmt.Sprintf("latency: one-way, %d B records over %s, paced %d rec/s × %d (+%d warm-up) at 0 %% and %g %% loss, %d bursts of %d, pins %s, %d runs, %s, load %s",
-		c.Size, c.Path, c.Rate, c.N, c.Warmup, *loss, c.Bursts, c.Burst, *pin, *runs, time.Now().UTC().Format(time.RFC3339), loadAvg())
+		c.Size, c.Path, c.Rate, c.N, c.Warmup, *loss, c.Bursts, c.Burst, *pin, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
 	rs := newRowStream("bench latency", title, *runs*6, true, *jsonOut)
 	failed := 0
 	rows, err := rs.run(ctx, func() error {
@@ -177,7 +177,7 @@ Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench latency`)
 			printSpread(os.Stdout, ok)
 		}
 		missed = printLatencyTargets(os.Stdout, order, byRun)
-		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", benchkit.LoadAvg())
 	}
 	if err != nil {
 		return err

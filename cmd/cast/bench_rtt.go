@@ -85,7 +85,7 @@ func benchRTT(args []string) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), loadAvg())
+	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
 	rs := newRowStream("bench rtt", title, *runs*len(modes)*(1+len(rttRunners))+1, true, *jsonOut)
 	var floorPark1 benchkit.Row
 	rows, err := rs.run(ctx, func() error {
@@ -128,22 +128,9 @@ func benchRTT(args []string) error {
 	})
 	if !*jsonOut && len(rows) > 0 {
 		printSpread(os.Stdout, rows)
-		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", benchkit.LoadAvg())
 	}
 	return err
-}
-
-// loadAvg is the first three fields of /proc/loadavg ("?" elsewhere).
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // printSpread prints, per row name and mode, the range over the runs of

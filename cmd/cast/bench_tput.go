@@ -76,7 +76,7 @@ func benchThroughput(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	title := fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s",
-		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), loadAvg())
+		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
 	rs := newRowStream("bench throughput", title, *runs*len(sz)*(3+len(tputRunners)), false, *jsonOut)
 	rows, err := rs.run(ctx, func() error {
 		for run := 1; run <= *runs; run++ {
@@ -135,7 +135,7 @@ func benchThroughput(args []string) error {
 	})
 	if !*jsonOut && len(rows) > 0 {
 		printSpread(os.Stdout, rows)
-		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", benchkit.LoadAvg())
 	}
 	return err
 }

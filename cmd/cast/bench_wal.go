@@ -62,7 +62,7 @@ func benchWAL(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	host, _ := os.Hostname()
-	title := fmt.Sprintf("wal: %d-byte frames on %s, %s, host %s, load %s", wal.HeaderSize+c.payload, c.dir, time.Now().UTC().Format(time.RFC3339), host, loadAvg())
+	title := fmt.Sprintf("wal: %d-byte frames on %s, %s, host %s, load %s", wal.HeaderSize+c.payload, c.dir, time.Now().UTC().Format(time.RFC3339), host, benchkit.LoadAvg())
 	var latHeaded, tputHeaded bool
 	rs := newRowStreamFunc("bench wal", title, 5, *jsonOut, func(out io.Writer, r benchkit.Row) {
 		fn := r.Floor
@@ -114,7 +114,7 @@ func benchWAL(args []string) error {
 		if note != "" {
 			fmt.Fprintf(os.Stdout, "\nflush: %s\n", note)
 		}
-		fmt.Fprintf(os.Stdout, "load at the end %s\n", loadAvg())
+		fmt.Fprintf(os.Stdout, "load at the end %s\n", benchkit.LoadAvg())
 	}
 	return err
 }

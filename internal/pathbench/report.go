@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"runtime"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/walcast/walcast/internal/benchkit"
@@ -39,7 +36,7 @@ func us(ns int64) float64 { return float64(ns) / 1e3 }
 
 // finish computes the summary rows, the checks and the end load.
 func (r *Report) finish(c Config) {
-	r.LoadEnd = loadavg()
+	r.LoadEnd = benchkit.LoadAvg()
 	if !r.began.IsZero() {
 		r.Seconds = time.Since(r.began).Seconds()
 	}
@@ -225,7 +222,7 @@ func (r *Report) Text(w io.Writer, md bool) {
 			fmt.Fprintf(w, "== %s\n", s.title)
 		}
 		head, rows := tableOf(s.w, rs)
-		table(w, md, head, rows)
+		benchkit.Table(w, md, head, rows)
 	}
 	if len(r.Checks) > 0 {
 		fmt.Fprintln(w, "checks:")
@@ -250,7 +247,7 @@ func (r *Report) Text(w io.Writer, md bool) {
 		} else {
 			fmt.Fprintln(w, "== hardware counters (PMU) per operation, A / B")
 		}
-		table(w, md, head, rows)
+		benchkit.Table(w, md, head, rows)
 	}
 	fmt.Fprintln(w, "counters: software events (perf task-clock and context-switches) for cpu ns and ctxsw,")
 	fmt.Fprintln(w, "  system calls counted by a BPF program on raw_syscalls:sys_enter, preemptions and run-queue wait from /proc;")
@@ -382,58 +379,4 @@ func ratio(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", v)
-}
-
-func table(w io.Writer, md bool, head []string, rows [][]string) {
-	if md {
-		fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
-		for _, r := range rows {
-			for i := range r {
-				r[i] = strings.ReplaceAll(r[i], "|", "/")
-			}
-			fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
-		}
-		fmt.Fprintln(w)
-		return
-	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(head, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	tw.Flush()
-	fmt.Fprintln(w)
-}
-
-// loadavg is the first three fields of /proc/loadavg.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-// machine is CPU count and model, kernel and Go version.
-func machine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(l, "model name") {
-				if _, v, ok := strings.Cut(l, ":"); ok {
-					model = strings.TrimSpace(v)
-				}
-				break
-			}
-		}
-	}
-	kernel := "?"
-	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
-		kernel = strings.TrimSpace(string(b))
-	}
-	return fmt.Sprintf("%d vCPU %s, Linux %s, %s", runtime.NumCPU(), model, kernel, runtime.Version())
 }

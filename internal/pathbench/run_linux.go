@@ -9,6 +9,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/bpf"
+	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
 )
 
@@ -114,5 +115,5 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 
 func newReport() *Report {
 	now := time.Now()
-	return &Report{Date: now.UTC().Format("2006-01-02 15:04 UTC"), Machine: machine(), LoadStart: loadavg(), began: now}
+	return &Report{Date: now.UTC().Format("2006-01-02 15:04 UTC"), Machine: benchkit.Machine(), LoadStart: benchkit.LoadAvg(), began: now}
 }
