@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/bpf"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
@@ -81,6 +82,22 @@ func waitTIDs(limit time.Duration, tids ...*atomic.Int64) error {
 		}
 	}
 	return nil
+}
+
+// startProbed starts A's loop from cfg beside b, B's loop already
+// running, waits for both loops' first iterations and opens a probe on
+// each loop thread. On error it closes the loops it has (b included).
+func startProbed(cfg cast.LoopConfig, b *cast.Loop, tidA, tidB *atomic.Int64, sys *bpf.SyscallCounter) (a *cast.Loop, pA, pB *probe, err error) {
+	a, err = cast.StartLoop(cfg)
+	if err != nil {
+		b.Close()
+		return nil, nil, nil, err
+	}
+	if err := waitTIDs(10*time.Second, tidA, tidB); err != nil {
+		closeAll(a, b)
+		return nil, nil, nil, err
+	}
+	return a, openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys), nil
 }
 
 // sendOK reports whether a Send error only means "not now" (batch or

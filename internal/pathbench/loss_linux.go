@@ -136,16 +136,10 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 		}
 		sent.Store(n)
 	}
-	sl, err := cast.StartLoop(scfg)
+	sl, pA, pB, err := startProbed(scfg, rl, &tidA, &tidB, sys)
 	if err != nil {
-		rl.Close()
 		return failed(row, err)
 	}
-	if err := waitTIDs(10*time.Second, &tidA, &tidB); err != nil {
-		closeAll(sl, rl)
-		return failed(row, err)
-	}
-	pA, pB := openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
 	defer pA.close()
 	defer pB.close()
 	// A receiver starts at the first record it sees, so the first one

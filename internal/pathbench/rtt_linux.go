@@ -162,16 +162,11 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 		}
 		ping(l)
 	}
-	client, err := cast.StartLoop(ccfg)
+	client, pA, pB, err := startProbed(ccfg, echo, &tidA, &tidB, sys)
 	if err != nil {
-		echo.Close()
 		return failed(row, err)
 	}
-	if err := waitTIDs(10*time.Second, &tidA, &tidB); err != nil {
-		closeAll(client, echo)
-		return failed(row, err)
-	}
-	probes[0], probes[1] = openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
+	probes[0], probes[1] = pA, pB
 	defer probes[0].close()
 	defer probes[1].close()
 	if warmup == 0 { // no warm-up: the first ping starts the phase

@@ -63,16 +63,10 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 		}
 		produced.Store(n)
 	}
-	sl, err := cast.StartLoop(scfg)
+	sl, pA, pB, err := startProbed(scfg, rl, &tidA, &tidB, sys)
 	if err != nil {
-		rl.Close()
 		return failed(row, err)
 	}
-	if err := waitTIDs(10*time.Second, &tidA, &tidB); err != nil {
-		closeAll(sl, rl)
-		return failed(row, err)
-	}
-	pA, pB := openProbe(int(tidA.Load()), sys), openProbe(int(tidB.Load()), sys)
 	defer pA.close()
 	defer pB.close()
 	// Warm up from the first delivery (a starved loop may take a while on a
