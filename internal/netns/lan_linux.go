@@ -19,19 +19,7 @@ import (
 // the test fails). It skips like New.
 func NewLAN(tb testing.TB, c LANConfig) *LAN {
 	tb.Helper()
-	Require(tb)
-	l, err := CreateLAN(c)
-	if l != nil {
-		tb.Cleanup(func() {
-			if err := l.Close(); err != nil {
-				tb.Errorf("netns cleanup: %v", err)
-			}
-		})
-	}
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return l
+	return forTest(tb, func() (*LAN, error) { return CreateLAN(c) })
 }
 
 // CreateLAN builds a LAN. On error it returns the partly built LAN (so

@@ -25,11 +25,21 @@ var seq atomic.Uint32
 // and fails it on any other error.
 func New(tb testing.TB, c Config) *Pair {
 	tb.Helper()
+	return forTest(tb, func() (*Pair, error) { return Create(c) })
+}
+
+// forTest skips tb as Require does, runs create, removes what it built
+// (also when partly built) in tb.Cleanup, and fails tb on error.
+func forTest[T any, P interface {
+	*T
+	Close() error
+}](tb testing.TB, create func() (P, error)) P {
+	tb.Helper()
 	Require(tb)
-	p, err := Create(c)
-	if p != nil {
+	v, err := create()
+	if v != nil {
 		tb.Cleanup(func() {
-			if err := p.Close(); err != nil {
+			if err := v.Close(); err != nil {
 				tb.Errorf("netns cleanup: %v", err)
 			}
 		})
@@ -37,7 +47,7 @@ func New(tb testing.TB, c Config) *Pair {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return p
+	return v
 }
 
 // Require skips tb unless the process can create namespaces: root and ip(8).
