@@ -3,7 +3,6 @@ package netns
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -82,17 +81,7 @@ func CreateLAN(c LANConfig) (*LAN, error) {
 	}
 	for i := range l.Hosts {
 		for _, h := range []*Host{&l.Hosts[i], &l.Ports[i]} {
-			if err := h.Do(func() error {
-				ifc, err := net.InterfaceByName(h.Link)
-				if err != nil {
-					return err
-				}
-				h.Index, h.MAC = ifc.Index, ifc.HardwareAddr
-				return nil
-			}); err != nil {
-				return l, fmt.Errorf("netns: read %s in %s: %w", h.Link, h.NS, err)
-			}
-			if _, err := h.Exec("ethtool", "-K", h.Link, "gro", "off"); err != nil {
+			if err := h.readLink("off"); err != nil {
 				return l, err
 			}
 		}
@@ -112,8 +101,7 @@ func CreateLAN(c LANConfig) (*LAN, error) {
 				if peer.NS == h.NS {
 					continue
 				}
-				if err := ip("-n", h.NS, "neigh", "replace", peer.Addr.String(), "lladdr", peer.MAC.String(),
-					"dev", h.Link, "nud", "permanent"); err != nil {
+				if err := h.staticNeigh(peer); err != nil {
 					return l, err
 				}
 			}

@@ -101,30 +101,41 @@ func Create(c Config) (*Pair, error) {
 		gro = "on"
 	}
 	for _, h := range []*Host{&p.A, &p.B} {
-		if err := h.Do(func() error {
-			ifc, err := net.InterfaceByName(h.Link)
-			if err != nil {
-				return err
-			}
-			h.Index, h.MAC = ifc.Index, ifc.HardwareAddr
-			return nil
-		}); err != nil {
-			return p, fmt.Errorf("netns: read %s in %s: %w", h.Link, h.NS, err)
-		}
-		if _, err := h.Exec("ethtool", "-K", h.Link, "gro", gro); err != nil {
+		if err := h.readLink(gro); err != nil {
 			return p, err
 		}
 	}
 	if c.StaticNeigh {
 		for _, hp := range [][2]*Host{{&p.A, &p.B}, {&p.B, &p.A}} {
-			h, peer := hp[0], hp[1]
-			if err := ip("-n", h.NS, "neigh", "replace", peer.Addr.String(), "lladdr", peer.MAC.String(),
-				"dev", h.Link, "nud", "permanent"); err != nil {
+			if err := hp[0].staticNeigh(*hp[1]); err != nil {
 				return p, err
 			}
 		}
 	}
 	return p, nil
+}
+
+// readLink fills in h's link index and MAC address and turns GRO on h's
+// link to gro ("on" or "off").
+func (h *Host) readLink(gro string) error {
+	if err := h.Do(func() error {
+		ifc, err := net.InterfaceByName(h.Link)
+		if err != nil {
+			return err
+		}
+		h.Index, h.MAC = ifc.Index, ifc.HardwareAddr
+		return nil
+	}); err != nil {
+		return fmt.Errorf("netns: read %s in %s: %w", h.Link, h.NS, err)
+	}
+	_, err := h.Exec("ethtool", "-K", h.Link, "gro", gro)
+	return err
+}
+
+// staticNeigh adds a permanent neighbour entry for peer on h's link.
+func (h Host) staticNeigh(peer Host) error {
+	return ip("-n", h.NS, "neigh", "replace", peer.Addr.String(), "lladdr", peer.MAC.String(),
+		"dev", h.Link, "nud", "permanent")
 }
 
 // uniqueID is the process id and a per-process counter in base 36, at
