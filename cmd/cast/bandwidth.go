@@ -6,10 +6,8 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"time"
 
-	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 )
 
@@ -85,21 +83,11 @@ func runBandwidth(args []string) error {
 		p.Close()
 		return err
 	}
-	var sent atomic.Int64
-	var lastSeq atomic.Uint64
-	o.lastSeq = &lastSeq
-	done := make(chan struct{})
-	lc.OnPoll = producer(o, &sent, done)
-	start := time.Now()
-	l, err := cast.StartLoop(lc)
+	sr, err := startSending(lc, p, o)
 	if err != nil {
-		p.Close()
 		return err
 	}
-	fw := newFlowWatch(l)
-	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
-	stopWatch := make(chan struct{})
-	go rch.watch(stopWatch)
+	l, fw, rch, done, start := sr.l, sr.fw, sr.rch, sr.done, sr.start
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -107,19 +95,19 @@ func runBandwidth(args []string) error {
 	}
 	el := time.Since(start)
 	rch.mark()
-	fw.settle(ctx, lastSeq.Load(), 500*time.Millisecond, 5*time.Second)
-	close(stopWatch)
+	fw.settle(ctx, sr.lastSeq.Load(), 500*time.Millisecond, 5*time.Second)
+	close(sr.stopWatch)
 	if err := l.Close(); err != nil {
 		return err
 	}
-	bandwidthReport(out, "sent", sent.Load(), frame, el)
+	bandwidthReport(out, "sent", sr.sent.Load(), frame, el)
 	st := l.SenderStats()
 	fmt.Fprintf(out, "naks %d, retransmits %d, over %s\n", st.Naks, st.RetxHot+st.RetxCold, features(p))
 	out.Flush()
 	if ctx.Err() != nil {
-		return interruptedf("sent %d of %d messages", sent.Load(), *n)
+		return interruptedf("sent %d of %d messages", sr.sent.Load(), *n)
 	}
-	if err, spoke := fw.verdict(lastSeq.Load()); spoke {
+	if err, spoke := fw.verdict(sr.lastSeq.Load()); spoke {
 		return err // the receiver's own word, from its Status frames
 	}
 	return rch.verdict(a)

@@ -176,6 +176,38 @@ func (o sendOpts) check() error {
 	return checkRange("rate", o.rate, 0, 1e9)
 }
 
+// sending is a sending run started by startSending.
+type sending struct {
+	sent      atomic.Int64  // records sent
+	lastSeq   atomic.Uint64 // the seq of the last record sent
+	done      chan struct{} // closed after the last record
+	start     time.Time     // when the loop was started
+	l         *cast.Loop
+	fw        *flowWatch // the receivers' Status, as they speak
+	rch       *reach     // watched until stopWatch closes
+	stopWatch chan struct{}
+}
+
+// startSending starts the loop of lc on p producing o's records (see
+// producer), with a flowWatch on it and a reach watch on p. If the loop
+// does not start, p is closed.
+func startSending(lc cast.LoopConfig, p datapath.Path, o sendOpts) (*sending, error) {
+	s := &sending{done: make(chan struct{}), stopWatch: make(chan struct{})}
+	o.lastSeq = &s.lastSeq
+	lc.OnPoll = producer(o, &s.sent, s.done)
+	s.start = time.Now()
+	l, err := cast.StartLoop(lc)
+	if err != nil {
+		p.Close()
+		return nil, err
+	}
+	s.l = l
+	s.fw = newFlowWatch(l)
+	s.rch = newReach(p, func() uint64 { return l.SenderStats().Naks })
+	go s.rch.watch(s.stopWatch)
+	return s, nil
+}
+
 // producer returns an OnPoll callback that sends o.n records of
 // o.payload bytes, paced at o.rate records/s (0: as fast as the loop
 // takes them). sent counts records sent; done is closed after the last.
@@ -339,22 +371,12 @@ func runSend(args []string) error {
 	if w != nil {
 		lc.Cold = w
 	}
-	var sent atomic.Int64
-	var lastSeq atomic.Uint64
-	o.lastSeq = &lastSeq
-	done := make(chan struct{})
-	lc.OnPoll = producer(o, &sent, done)
-	start := time.Now()
-	l, err := cast.StartLoop(lc)
+	sr, err := startSending(lc, p, o)
 	if err != nil {
-		p.Close()
 		return err
 	}
-	fw := newFlowWatch(l)
+	l, fw, rch, done, start := sr.l, sr.fw, sr.rch, sr.done, sr.start
 	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, p.LocalAddr(), features(p))
-	rch := newReach(p, func() uint64 { return l.SenderStats().Naks })
-	stopWatch := make(chan struct{})
-	go rch.watch(stopWatch)
 	logFailed := false
 wait:
 	for {
@@ -379,7 +401,7 @@ wait:
 	}
 	el := time.Since(start)
 	rch.mark()
-	fw.settle(ctx, lastSeq.Load(), *quiet, *linger)
+	fw.settle(ctx, sr.lastSeq.Load(), *quiet, *linger)
 	ended := false // done closes right after Loop.End
 	select {
 	case <-done:
@@ -387,21 +409,21 @@ wait:
 	default:
 	}
 	if ended && fw.heard {
-		if err, _ := fw.verdict(lastSeq.Load()); err == nil {
+		if err, _ := fw.verdict(sr.lastSeq.Load()); err == nil {
 			// Everything was delivered: give the end marker's repeats
 			// time to reach a receiver that lost the first one.
 			fw.waitLeft(ctx, min(*linger, 2*time.Second))
 		}
 	}
-	close(stopWatch)
+	close(sr.stopWatch)
 	if err := l.Close(); err != nil {
 		return err
 	}
 	st := l.SenderStats()
-	n := sent.Load()
+	n := sr.sent.Load()
 	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
 		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
-	fverdict, spoke := fw.verdict(lastSeq.Load())
+	fverdict, spoke := fw.verdict(sr.lastSeq.Load())
 	if spoke {
 		r := fw.last
 		fmt.Printf("receiver %s delivered through seq %d; flow control held the sender back %d times; srtt %.1f µs\n",
