@@ -243,6 +243,22 @@ func walFlushRows(c walBenchConfig) ([]benchkit.Row, string, error) {
 	return []benchkit.Row{fl, f}, note, nil
 }
 
+// walFill appends n records of payload p to w and flushes them; on error
+// it closes w.
+func walFill(w *wal.Writer, n int, p []byte) error {
+	for i := 0; i < n; i++ {
+		if _, err := w.Append(100, p); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		w.Close()
+		return err
+	}
+	return nil
+}
+
 // walColdReadRows grows one log through the sizes and, at each, times
 // ReadAt of random seqs interleaved with raw 4 KiB O_DIRECT preads at
 // random aligned offsets of the same segment files.
@@ -258,16 +274,10 @@ func walColdReadRows(c walBenchConfig) ([]benchkit.Row, error) {
 		if err != nil {
 			return nil, err
 		}
-		for ; have < n; have++ {
-			if _, err := w.Append(100, p); err != nil {
-				w.Close()
-				return nil, err
-			}
-		}
-		if err := w.Flush(); err != nil {
-			w.Close()
+		if err := walFill(w, n-have, p); err != nil {
 			return nil, err
 		}
+		have = max(have, n)
 		raw, err := openRawSegments(wal.StreamDir(cfg.Dir, cfg.Stream), cfg.Stream, uint64(n), int64(wal.HeaderSize+c.payload))
 		if err != nil {
 			w.Close()
@@ -331,14 +341,7 @@ func walSustainedRows(c walBenchConfig) ([]benchkit.Row, error) {
 	}
 	p := make([]byte, c.payload)
 	t0 := time.Now()
-	for i := 0; i < c.records; i++ {
-		if _, err := w.Append(100, p); err != nil {
-			w.Close()
-			return nil, err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		w.Close()
+	if err := walFill(w, c.records, p); err != nil {
 		return nil, err
 	}
 	el := time.Since(t0).Seconds()
