@@ -268,7 +268,11 @@ type ReceiverConfig struct {
 	// NakFloor is the shortest adaptive re-NAK delay, ns (< 0: none). While the
 	// sender speaks probes the first re-NAK of a run waits
 	// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), each later one twice
-	// the previous, up to NakDebounce.
+	// the previous, up to NakDebounce. It is also the pinned re-NAK delay
+	// of a unicast receiver: the window's oldest gap, while every seq up
+	// to the highest edge it advertised is known to exist, is NAKed again
+	// after NakFloor (doubling per retry) if that is sooner (docs/protocol.md,
+	// "RTT-adaptive repair"; < 0 turns that off too).
 	NakFloor int64
 	// NakBackoff bounds the randomised delay before a NAK in a multicast
 	// group, in percent of the smoothed RTT (0: DefaultNakBackoff, 8 RTTs;
