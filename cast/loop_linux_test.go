@@ -477,6 +477,23 @@ func TestLoopFlowControl(t *testing.T) {
 			// (128): the first burst lands beyond it and is repaired by NAK.
 			t.Logf("beyond the window %d; NAK rounds %v", r.rStats.OutOfWindow, r.rStats.NakRounds[:8])
 		})
+		t.Run(path+"/lost-repairs-10pct", func(t *testing.T) {
+			// About 1 % of the records lose their repair too. The receiver
+			// asks again when newer data proves a repair lost (order rule)
+			// or, for the oldest gap while the sender waits at the edge,
+			// after NakFloor (pinned rule): over a real socket, unpaced,
+			// at the default window.
+			r := runRig(t, rigOpts{path: path, n: 20000, recvDrop: 10, timeout: 60 * time.Second})
+			r.complete(t, 20000)
+			if len(r.events) != 0 || r.rStats.NakRounds[2] == 0 {
+				t.Fatalf("events %v; receiver %+v", r.events, r.rStats)
+			}
+			if r.rStats.OrderReNaks+r.rStats.PinnedReNaks == 0 {
+				t.Fatalf("%d second NAKs, none by the order or pinned rule: %+v", r.rStats.NakRounds[2], r.rStats)
+			}
+			t.Logf("NAK rounds %v; order re-NAKs %d, pinned %d; duplicates %d", r.rStats.NakRounds[:6],
+				r.rStats.OrderReNaks, r.rStats.PinnedReNaks, r.rStats.Duplicates)
+		})
 		t.Run(path+"/slow-consumer", func(t *testing.T) {
 			r := runRig(t, rigOpts{path: path, n: 20000, viaRings: true, consumeMax: 8, timeout: 30 * time.Second})
 			r.complete(t, 20000)
