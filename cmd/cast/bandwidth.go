@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"time"
-
-	"github.com/walcast/walcast/cast/protocol"
 )
 
 func init() {
@@ -70,17 +68,8 @@ func runBandwidth(args []string) error {
 		out.Flush()
 		return res.verdict(ctx, int64(*n))
 	}
-	p, err := nf.open(netip.AddrPort{}, a)
+	p, lc, err := nf.senderLoop(a)
 	if err != nil {
-		return err
-	}
-	lc, err := nf.loop(p)
-	if err != nil {
-		p.Close()
-		return err
-	}
-	if lc.Sender, err = protocol.NewSender(protocol.DefaultSenderConfig(), nil); err != nil {
-		p.Close()
 		return err
 	}
 	sr, err := startSending(lc, p, o)

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/binary"
 	"fmt"
-	"net/netip"
 	"os"
 	"time"
 
@@ -95,18 +94,8 @@ func runClassicSender(args []string) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	p, err := nf.open(netip.AddrPort{}, peer)
+	p, lc, err := nf.senderLoop(peer)
 	if err != nil {
-		return err
-	}
-	lc, err := nf.loop(p)
-	if err != nil {
-		p.Close()
-		return err
-	}
-	snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
-	if err != nil {
-		p.Close()
 		return err
 	}
 	rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
@@ -114,7 +103,8 @@ func runClassicSender(args []string) error {
 		p.Close()
 		return err
 	}
-	lc.Sender, lc.Receiver = snd, rcv
+	snd := lc.Sender
+	lc.Receiver = rcv
 	frame := max(*size, classicMinFrame)
 	payload := make([]byte, classicPayload(*size))
 	samples := make(chan classicSample, *n)

@@ -114,6 +114,25 @@ func (nf *netFlags) loop(p datapath.Path) (cast.LoopConfig, error) {
 	return c, nil
 }
 
+// senderLoop opens nf's path to peer and a loop config on it with a
+// Sender of the default config (no WAL); on error the path is closed.
+func (nf *netFlags) senderLoop(peer netip.AddrPort) (datapath.Path, cast.LoopConfig, error) {
+	p, err := nf.open(netip.AddrPort{}, peer)
+	if err != nil {
+		return nil, cast.LoopConfig{}, err
+	}
+	lc, err := nf.loop(p)
+	if err != nil {
+		p.Close()
+		return nil, lc, err
+	}
+	if lc.Sender, err = protocol.NewSender(protocol.DefaultSenderConfig(), nil); err != nil {
+		p.Close()
+		return nil, lc, err
+	}
+	return p, lc, nil
+}
+
 // features describes the datapath for summaries.
 func features(p datapath.Path) string {
 	if d, ok := p.(*drop.Path); ok {
