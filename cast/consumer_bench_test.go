@@ -14,10 +14,11 @@ import (
 )
 
 // BenchmarkOutageRecovery measures the consumer's recovery from a dark
-// link that hid a 52 501-record gap: from the escalation (Reconnect on the
-// first datagram after the link returns) to caught up over TLS from the
-// WAL, at several WAL sizes (records already on disk before the stream
-// under test starts), to show the recovery does not grow with the WAL.
+// link that hid a 52 501-record gap: from the escalation (Reconnect on
+// the records sent after the gap, the link's first datagrams) to caught
+// up over TLS from the WAL, at several WAL sizes (records already on disk
+// before the stream under test starts), to show the recovery does not
+// grow with the WAL.
 // Each b.N iteration is one outage cycle; the floor is a wal.Reader
 // reading the same 52 501 records from the same WAL in the same run.
 //
@@ -64,8 +65,10 @@ func BenchmarkOutageRecovery(b *testing.B) {
 				from := r.sent.Load() + 1
 				gapEnd := r.send(gap)
 				app.markAt(gapEnd)
-				r.light()
+				r.holdInput(true) // Reconnect on the records after the gap, as in TestConsumerOutage
+				r.lightAfter(gapEnd)
 				last := r.send(100)
+				r.holdInput(false)
 				var t0 time.Time
 				select {
 				case t0 = <-escalated:

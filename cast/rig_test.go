@@ -15,6 +15,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
@@ -40,6 +41,7 @@ type consRig struct {
 	addr string // replay server
 
 	inject chan []byte // datagrams the consumer's path receives as if from the producer
+	in     *spoofed    // the path of the consumer startConsumer started last
 
 	mu      sync.Mutex
 	p       *Producer
@@ -161,6 +163,30 @@ func (r *consRig) dark() {
 }
 func (r *consRig) light() { r.net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{}) }
 
+// lightAfter ends an outage begun by dark with the first data record
+// past seq: the heartbeats sent before it are lost like the rest, so
+// the consumer learns of the gap from newer data, never first from a
+// heartbeat announcing it (which starts a repair by NAK instead; see
+// TestConsumerOutageHeardFirst).
+func (r *consRig) lightAfter(seq uint64) {
+	var on atomic.Bool
+	r.net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Script: func(_ int, b []byte) mem.Action {
+		if on.Load() {
+			return mem.Pass
+		}
+		if h, p, _, err := wal.DecodeFrame(b); err == nil && !protocol.IsControl(h.Type) && len(p) >= 8 && wal.Seq(p) > seq {
+			on.Store(true)
+			return mem.Pass
+		}
+		return mem.Drop
+	}})
+}
+
+// holdInput stops (true) or resumes the last consumer's reads: what the
+// producer sends meanwhile waits in its inbox, as in a socket buffer,
+// and is then read in full batches.
+func (r *consRig) holdInput(on bool) { r.in.held.Store(on) }
+
 // consumerConfig is a consumer on end B that knows its producer (From)
 // and catches up over TLS from the rig's replay server.
 func (r *consRig) consumerConfig(tipPath string) ConsumerConfig {
@@ -232,7 +258,8 @@ func startConsumer(t testing.TB, r *consRig, cfg ConsumerConfig, app *orderCheck
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Path = &spoofed{End: end, from: mem.AddrA, inject: r.inject}
+	r.in = &spoofed{End: end, from: mem.AddrA, inject: r.inject}
+	cfg.Path = r.in
 	var evs []string
 	var evMu sync.Mutex
 	userEv := cfg.OnEvent
@@ -270,14 +297,20 @@ func startConsumer(t testing.TB, r *consRig, cfg ConsumerConfig, app *orderCheck
 }
 
 // spoofed is a consumer's path that also receives the datagrams sent on
-// inject, as if they came from from (the producer's address).
+// inject, as if they came from from (the producer's address), and that
+// reads nothing while held.
 type spoofed struct {
 	*mem.End
 	from   netip.AddrPort
 	inject chan []byte
+	held   atomic.Bool
 }
 
 func (s *spoofed) Recv(v *batch.Vec) (int, error) {
+	if s.held.Load() {
+		v.Reset()
+		return 0, nil
+	}
 	n, err := s.End.Recv(v)
 	if err != nil || v.Full() {
 		return n, err
