@@ -190,7 +190,11 @@ func TestProducerEnd(t *testing.T) {
 	if final := <-ended; final != n || next != n+1 {
 		t.Fatalf("ended at %d after delivering through %d, want %d", final, next-1, n)
 	}
-	if s := p.Stats().Sender; s.SessionEnds == 0 || s.ReceiversLost != 0 {
+	// Each join ends in a loss (no Status for ReceiverTimeout) or a Leave.
+	// A loaded machine may leave the consumer's loop unrun for over a
+	// second mid-stream (lost, then joined again: CI at load 10 did); the
+	// last departure, the one End waited for, must be its Leave.
+	if s := p.Stats().Sender; s.SessionEnds == 0 || s.ReceiversJoined == 0 || s.ReceiversLost >= s.ReceiversJoined {
 		t.Fatalf("want markers sent and the consumer gone on its Leave: %+v", s)
 	}
 	if err := p.Close(); err != nil {

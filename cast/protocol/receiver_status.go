@@ -64,18 +64,23 @@ func (r *Receiver) retryDelay(start uint64, rt uint16) int64 {
 	return d
 }
 
-// pinned reports whether this unicast receiver holds its sender at the
-// highest edge it ever advertised (the sender never lowers an edge, so a
-// later Status with less room does not stop what is already allowed):
-// every seq up to it is known to exist, so nothing but repairs can be in
-// flight to it.
+// pinned reports whether this unicast receiver holds its sender exactly
+// at the highest edge it ever advertised (the sender never lowers an
+// edge, so a later Status with less consumer room does not stop what is
+// already allowed): every seq up to it is known to exist and none beyond,
+// so nothing but repairs can be in flight to it.
 func (r *Receiver) pinned() bool {
-	return r.fcPeer && r.grp.size <= 1 && r.expected != 0 && r.maxEdge != 0 && r.highest >= r.maxEdge
+	return r.rackOn() && r.expected != 0 && r.highest == r.maxEdge
 }
 
-// rackOn: lost-repair detection by order applies (unicast, sender
-// honours this receiver's Status).
-func (r *Receiver) rackOn() bool { return r.fcPeer && r.grp.size <= 1 }
+// rackOn reports whether the order rule (and the pinned one) may judge
+// repairs: a unicast receiver whose sender speaks probes and honours its
+// edge — nothing is known to exist beyond the highest edge it advertised.
+// A receiver its sender released (far behind, repairs from the WAL while
+// the stream runs on: highest beyond the edge) keeps the timers.
+func (r *Receiver) rackOn() bool {
+	return r.fcPeer && r.grp.size <= 1 && r.maxEdge != 0 && r.highest <= r.maxEdge
+}
 
 // pinnedDelay is the re-NAK delay of the run at the window's left edge
 // while pinned: NakFloor, doubled per retry.

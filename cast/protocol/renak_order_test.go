@@ -205,3 +205,32 @@ func TestPinnedReNakOfOldestGap(t *testing.T) {
 		}
 	}
 }
+
+// A receiver its sender no longer waits for — a heartbeat says the stream
+// is far beyond the edge it advertised, so its repairs come from the log
+// while the stream runs on — is not pinned, and newer data proves nothing
+// about the order of repairs: it keeps the RTT timers (cold reads are slow
+// and may be served in any order).
+func TestReleasedReceiverKeepsTimers(t *testing.T) {
+	const slots = 16
+	r, out, now := lostRepairReceiver(t, slots)
+	r.Handle(dataFrame(3), now, out, nop) // 2 is lost
+	naks(out)
+	t0 := now
+	r.Handle(probeFrame(Probe{Highest: 100_000, TS: 2, SenderID: 7, SRTT: 5_000_000, RTTVar: 1_000_000}), now, out, nop)
+	naks(out)
+	for s := uint64(4); s <= 1+slots; s++ {
+		now += 1000
+		r.Handle(dataFrame(s), now, out, nop)
+	}
+	if r.pinned() || r.rackOn() {
+		t.Fatalf("released receiver: pinned %v, order rule on %v (highest %d, maxEdge %d)", r.pinned(), r.rackOn(), r.highest, r.maxEdge)
+	}
+	r.Tick(t0+int64(DefaultNakFloor), out)
+	if ns := naks(out); hasNak(ns, 2) {
+		t.Fatalf("re-NAK of 2 at NakFloor although the sender does not wait for this receiver: %v", ns)
+	}
+	if st := r.Stats(); st.PinnedReNaks+st.OrderReNaks != 0 {
+		t.Fatalf("pinned %d, order %d re-NAKs", st.PinnedReNaks, st.OrderReNaks)
+	}
+}
