@@ -40,17 +40,7 @@ func TestConsumerLearnsSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var got []uint64
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Run(ctx, func(r Record) error {
-			got = append(got, r.Seq)
-			if r.Seq == 20 {
-				return ErrStop
-			}
-			return nil
-		})
-	}()
+	got, done := runUntil(ctx, c, 20)
 	endA, _ := n.Listen(mem.AddrA, mem.AddrB)
 	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: endA, Idle: quiet})
 	if err != nil {
@@ -92,8 +82,8 @@ func TestConsumerLearnsSender(t *testing.T) {
 	if len(found) != 1 || found[0] != mem.AddrA {
 		t.Fatalf("sender found %v, want [%v]", found, mem.AddrA)
 	}
-	if len(got) != 20 || got[0] != 1 || got[19] != 20 {
-		t.Fatalf("delivered %v", got)
+	if len(*got) != 20 || (*got)[0] != 1 || (*got)[19] != 20 {
+		t.Fatalf("delivered %v", *got)
 	}
 }
 
@@ -123,17 +113,7 @@ func TestConsumerKeepsFirstBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []uint64
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Run(ctx, func(r Record) error {
-			got = append(got, r.Seq)
-			if r.Seq == 40 {
-				return ErrStop
-			}
-			return nil
-		})
-	}()
+	got, done := runUntil(ctx, c, 40)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -142,8 +122,8 @@ func TestConsumerKeepsFirstBatch(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("Run did not end: %+v", c.Stats())
 	}
-	if len(got) != 40 || got[0] != 1 || got[39] != 40 {
-		t.Fatalf("delivered %v", got)
+	if len(*got) != 40 || (*got)[0] != 1 || (*got)[39] != 40 {
+		t.Fatalf("delivered %v", *got)
 	}
 	if st := c.Stats().Receiver; st.NaksSent != 0 {
 		t.Fatalf("%d NAKs for %d seqs: records sent before Run were dropped", st.NaksSent, st.NakSeqs)
@@ -323,4 +303,22 @@ func TestConsumerStopDuringCatchUp(t *testing.T) {
 	if tip, err := replay.ReadTip(tipPath); err != nil || tip != 300 {
 		t.Errorf("tip file %d, %v", tip, err)
 	}
+}
+
+// runUntil runs c until it delivers seq stop (its callback returns
+// ErrStop there); got holds the delivered seqs, valid once done yields
+// Run's result.
+func runUntil(ctx context.Context, c *Consumer, stop uint64) (got *[]uint64, done <-chan error) {
+	got = new([]uint64)
+	ch := make(chan error, 1)
+	go func() {
+		ch <- c.Run(ctx, func(r Record) error {
+			*got = append(*got, r.Seq)
+			if r.Seq == stop {
+				return ErrStop
+			}
+			return nil
+		})
+	}()
+	return got, ch
 }
