@@ -226,7 +226,6 @@ type Receiver struct {
 	rtt      RTT
 	sampleAt int64 // nakAt of the last RTT sample (one sample per NAK batch)
 	st       statusState
-	pinSeen  bool // pinned() was seen true since the last Status
 	dgramOOW bool // the datagram being handled already counted as overrun evidence
 
 	overrunN, overrunFar      int
@@ -468,8 +467,9 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	if last >= from {
 		r.firstNak(from, last, now, out)
 	}
-	if !r.pinSeen && r.gapOpen() && r.pinned() {
-		r.pinSeen = true // the left edge's re-NAK may now be due sooner
+	if r.gapOpen() && r.pinned() {
+		// highest just reached the edge: the left edge's re-NAK may now
+		// be due sooner (highest only grows here, so this fires once).
 		r.nextDue = min(r.nextDue, now)
 	}
 }
@@ -759,7 +759,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			// a whole budget (flow control bounds that backlog).
 			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
 		}
-		byOrder, byPin := rt != 0 && r.rackOn() && r.rackSeen > r.nakEdge[i], rt != 0 && start == r.expected && r.pinned()
+		byOrder, byPin := rt != 0 && r.lostByOrder(i), rt != 0 && start == r.expected && r.pinned()
 		if byOrder && now-at < r.retryDelay(start, rt) {
 			// Sooner than its timer: the budget keeps the timer's pace,
 			// so a repair the sender serves late (a cold read that newer
@@ -911,5 +911,5 @@ func (r *Receiver) clearAll() {
 	r.maxData = 0
 	r.overrunN, r.overrunFar = 0, 0
 	r.suspect = false
-	r.maxEdge, r.rackSeen, r.rackMin, r.pinSeen = 0, 0, math.MaxUint64, false
+	r.maxEdge, r.rackSeen, r.rackMin = 0, 0, math.MaxUint64
 }

@@ -264,7 +264,7 @@ func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
 		// Never twice at one instant, whatever the delay: frames of one
 		// datagram cannot spend a run's budget.
 		d := r.retryDelay(start, rt)
-		if r.rackSeen > r.nakEdge[i] && r.rackOn() {
+		if r.lostByOrder(i) {
 			d = 0 // data sent after the repair came, the repair did not
 		}
 		due = at + max(d, 1)

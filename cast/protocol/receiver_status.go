@@ -82,6 +82,10 @@ func (r *Receiver) rackOn() bool {
 	return r.fcPeer && r.grp.size <= 1 && r.maxEdge != 0 && r.highest <= r.maxEdge
 }
 
+// lostByOrder reports whether data the sender sent after answering the
+// last NAK of the run in slot i has arrived while its repair has not.
+func (r *Receiver) lostByOrder(i uint64) bool { return r.rackOn() && r.rackSeen > r.nakEdge[i] }
+
 // pinnedDelay is the re-NAK delay of the run at the window's left edge
 // while pinned: NakFloor, doubled per retry.
 func (r *Receiver) pinnedDelay(rt uint16) int64 {
@@ -207,7 +211,6 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 	st := &r.st
 	st.serial++
 	st.lastAt = now
-	r.pinSeen = false
 	st.delivered = r.deliveredSeq()
 	st.highest = r.highest
 	st.window = r.advWindow()
