@@ -104,7 +104,7 @@ fuzz:
 
 # Go micro-benchmarks, then the side-by-side suite (bin/cast-bench, also
 # `cast bench all`): bench/out/{report.md,results.json,*.png}, and together
-# from the same run the README's figures block and docs/bench/ (plots,
+# from the same run docs/bench.md's figures block and docs/bench/ (plots,
 # report.md, run.txt; TestPublishedTogether checks they match); then issue 11's pinned in-loop one-way
 # latency bench (`cast bench latency`: bench/out/latency.txt), then its throughput-under-loss runs (cast send -wal →
 # cast recv -drop 1/10/30 at default flags, interleaved with lossless ones: scripts/lossratio.sh →
@@ -113,7 +113,7 @@ fuzz:
 BENCHLOCK ?= flock /tmp/walcast-bench.lock
 bench: setup build
 	$(BENCHLOCK) $(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) $(PKGS)
-	$(BENCHLOCK) ./bin/cast-bench -out bench/out -readme README.md all
+	$(BENCHLOCK) ./bin/cast-bench -out bench/out -readme docs/bench.md -docs docs/bench all
 	@mkdir -p bench/out
 	$(BENCHLOCK) sh -c './bin/cast bench latency >bench/out/latency.txt; s=$$?; cat bench/out/latency.txt; exit $$s'
 	$(BENCHLOCK) sh -c 'DROPS="1 10 30" scripts/lossratio.sh >bench/out/lossratio.txt; s=$$?; cat bench/out/lossratio.txt; exit $$s'

@@ -63,7 +63,7 @@ func TestPublish(t *testing.T) {
 // `make bench` (cast-bench -readme) writes them together. A README block
 // or a plot refreshed by hand fails here.
 func TestPublishedTogether(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/bench.md")
 	if err != nil {
 		t.Fatal(err)
 	}

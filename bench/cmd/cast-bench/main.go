@@ -59,8 +59,8 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	out := fs.String("out", "bench/out", "directory for results.json, report.md and the PNG plots")
-	readme := fs.String("readme", "", "README to refresh between <!-- bench:begin --> and <!-- bench:end --> (empty: leave it); the plots, report.md and run.txt of the same run go to -docs")
-	docs := fs.String("docs", "", "with -readme: directory for this run's plots, report.md and run.txt (default: docs/bench beside the README)")
+	readme := fs.String("readme", "", "markdown file (make bench: docs/bench.md) to refresh between <!-- bench:begin --> and <!-- bench:end --> (empty: leave it); the plots, report.md and run.txt of the same run go to -docs")
+	docs := fs.String("docs", "", "with -readme: directory for this run's plots, report.md and run.txt (default: the repository's docs/bench, found from a README.md or a docs/bench.md)")
 	quick := fs.Bool("quick", false, "tiny counts: checks that everything runs, measures nothing worth quoting")
 	payload := fs.Int("payload", o.Harness.Payload, "message bytes of the latency workloads")
 	n := fs.Int("n", o.Harness.N, "measured messages per latency row")
@@ -127,7 +127,12 @@ func run(args []string) error {
 		// The README block and the published figures are written together,
 		// from this run, or not at all.
 		if *docs == "" {
+			// docs/bench of the repository: beside README.md, or the
+			// folder docs/bench.md sits in.
 			*docs = filepath.Join(filepath.Dir(*readme), "docs", "bench")
+			if filepath.Base(*readme) != "README.md" {
+				*docs = filepath.Join(filepath.Dir(*readme), "bench")
+			}
 		}
 		if err := r.Publish(*docs); err != nil {
 			return err
