@@ -346,6 +346,21 @@ func connected(path datapath.Path) bool {
 // Addr is the UDP address the producer sends from and takes NAKs on.
 func (p *Producer) Addr() netip.AddrPort { return p.loop.path.LocalAddr() }
 
+// Events delivers the loop's events to one goroutine: receivers joining,
+// leaving, faulting, stalling or going silent (the EventReceiver* kinds),
+// the WAL failing and recovering (EventLogError, EventLogRecovered) and
+// the loop stopping on a datapath error (EventError). Buffered; events
+// beyond 64 unread are dropped.
+func (p *Producer) Events() <-chan Event { return p.loop.Events() }
+
+// Receivers returns the flow-control table: every receiver whose Status
+// the sender heard and still waits for (at most a tick old).
+func (p *Producer) Receivers() []protocol.ReceiverInfo { return p.loop.Receivers() }
+
+// Done is closed when the loop has stopped: after Close, or on a
+// datapath error (Err says which).
+func (p *Producer) Done() <-chan struct{} { return p.loop.Done() }
+
 // ReplayAddr is the TCP address the replay server listens on (zero
 // without Replay).
 func (p *Producer) ReplayAddr() netip.AddrPort {

@@ -68,30 +68,30 @@ func runBandwidth(args []string) error {
 		out.Flush()
 		return res.verdict(ctx, int64(*n))
 	}
-	p, lc, err := nf.senderLoop(a)
+	pc, err := nf.producerConfig(netip.AddrPort{}, a)
 	if err != nil {
 		return err
 	}
-	sr, err := startSending(lc, p, o)
+	sr, err := startSending(pc, o)
 	if err != nil {
 		return err
 	}
-	l, fw, rch, done, start := sr.l, sr.fw, sr.rch, sr.done, sr.start
+	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
 	select {
 	case <-done:
 	case <-ctx.Done():
-	case <-l.Done():
+	case <-prod.Done():
 	}
-	el := time.Since(start)
+	el := sr.elapsed()
 	rch.mark()
 	fw.settle(ctx, sr.lastSeq.Load(), 500*time.Millisecond, 5*time.Second)
 	close(sr.stopWatch)
-	if err := l.Close(); err != nil {
-		return err
+	if err := prod.Close(); err != nil {
+		return unproduce(err)
 	}
 	bandwidthReport(out, "sent", sr.sent.Load(), frame, el)
-	st := l.SenderStats()
-	fmt.Fprintf(out, "naks %d, retransmits %d, over %s\n", st.Naks, st.RetxHot+st.RetxCold, features(p))
+	st := prod.Stats().Sender
+	fmt.Fprintf(out, "naks %d, retransmits %d, over %s\n", st.Naks, st.RetxHot+st.RetxCold, features(pc.Path))
 	out.Flush()
 	if ctx.Err() != nil {
 		return interruptedf("sent %d of %d messages", sr.sent.Load(), *n)

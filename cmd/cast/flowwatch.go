@@ -11,7 +11,7 @@ import (
 )
 
 // flowWatch is what a sending command learns from its receivers' Status
-// frames (the loop's EventReceiver* events and its flow-control table):
+// frames (the Producer's EventReceiver* events and its flow-control table):
 // whether any receiver speaks Status at all, how far each delivered, and
 // whether it faulted, left or went silent. Its verdict comes first; the
 // ICMP-based reach verdict is the fallback for receivers that never send
@@ -19,7 +19,7 @@ import (
 // several receivers: each is followed on its own (by its ID) and the
 // verdict is the worst of theirs.
 type flowWatch struct {
-	l       *cast.Loop
+	p       *cast.Producer
 	heard   bool                  // some receiver negotiated
 	last    protocol.ReceiverInfo // the receiver furthest behind, as last reported
 	rcv     map[uint64]*rcvWatch  // by receiver ID
@@ -35,8 +35,8 @@ type rcvWatch struct {
 	stalled bool // it held the sender back without progress
 }
 
-func newFlowWatch(l *cast.Loop) *flowWatch {
-	return &flowWatch{l: l, rcv: map[uint64]*rcvWatch{}, timeout: time.Duration(protocol.DefaultReceiverTimeout)}
+func newFlowWatch(p *cast.Producer) *flowWatch {
+	return &flowWatch{p: p, rcv: map[uint64]*rcvWatch{}, timeout: time.Duration(protocol.DefaultReceiverTimeout)}
 }
 
 // get returns receiver info's entry, made on first sight. A new ID from
@@ -60,19 +60,19 @@ func (w *flowWatch) get(info protocol.ReceiverInfo) *rcvWatch {
 	return r
 }
 
-// poll takes the loop's pending events and refreshes the receivers'
-// positions from the loop's flow-control table.
+// poll takes the producer's pending events and refreshes the receivers'
+// positions from its flow-control table.
 func (w *flowWatch) poll() {
 	for {
 		select {
-		case e := <-w.l.Events():
+		case e := <-w.p.Events():
 			w.event(e)
 			continue
 		default:
 		}
 		break
 	}
-	w.table(w.l.Receivers())
+	w.table(w.p.Receivers())
 }
 
 // table takes the flow-control table's rows.
@@ -127,7 +127,7 @@ func (w *flowWatch) settle(ctx context.Context, lastSeq uint64, quiet, max time.
 		w.waitDelivered(ctx, lastSeq, max)
 		return
 	}
-	waitQuiet(ctx, w.l, quiet, max)
+	waitQuiet(ctx, w.p, quiet, max)
 }
 
 // waitLeft returns once every receiver heard has said it is leaving, ctx
@@ -148,7 +148,7 @@ func (w *flowWatch) waitLeft(ctx context.Context, max time.Duration) {
 			return
 		}
 		select {
-		case <-w.l.Done():
+		case <-w.p.Done():
 			return
 		case <-time.After(5 * time.Millisecond):
 		}
@@ -193,7 +193,7 @@ func (w *flowWatch) waitDelivered(ctx context.Context, lastSeq uint64, max time.
 			progress, end = d, time.Now().Add(max)
 		}
 		select {
-		case <-w.l.Done():
+		case <-w.p.Done():
 			return
 		case <-time.After(5 * time.Millisecond):
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -133,6 +134,24 @@ func (nf *netFlags) senderLoop(peer netip.AddrPort) (datapath.Path, cast.LoopCon
 	return p, lc, nil
 }
 
+// producerConfig opens nf's path from local to peer and returns a
+// producer config on it with the thread, idle and batch flags applied
+// and the default Sender config; the Producer built from it owns the
+// path (close it yourself if you build none).
+func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerConfig, error) {
+	s, err := affinity.ParseStrategy(nf.idle)
+	if err != nil {
+		return cast.ProducerConfig{}, err
+	}
+	p, err := nf.open(local, peer)
+	if err != nil {
+		return cast.ProducerConfig{}, err
+	}
+	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Sender: protocol.DefaultSenderConfig()}
+	pc.Idle.Strategy = s
+	return pc, nil
+}
+
 // features describes the datapath for summaries.
 func features(p datapath.Path) string {
 	if d, ok := p.(*drop.Path); ok {
@@ -200,32 +219,70 @@ type sending struct {
 	sent      atomic.Int64  // records sent
 	lastSeq   atomic.Uint64 // the seq of the last record sent
 	done      chan struct{} // closed after the last record
-	start     time.Time     // when the loop was started
-	l         *cast.Loop
+	startNs   atomic.Int64  // wall clock (UnixNano) of the loop's first poll
+	p         *cast.Producer
 	fw        *flowWatch // the receivers' Status, as they speak
 	rch       *reach     // watched until stopWatch closes
 	stopWatch chan struct{}
 }
 
-// startSending starts the loop of lc on p producing o's records (see
-// producer), with a flowWatch on it and a reach watch on p. If the loop
-// does not start, p is closed.
-func startSending(lc cast.LoopConfig, p datapath.Path, o sendOpts) (*sending, error) {
+// startSending starts a Producer of pc producing o's records inside its
+// loop (see producer), with a flowWatch on it and a reach watch on its
+// path (pc.Path, which the Producer owns; it is closed when the Producer
+// does not start).
+func startSending(pc cast.ProducerConfig, o sendOpts) (*sending, error) {
 	s := &sending{done: make(chan struct{}), stopWatch: make(chan struct{})}
 	o.lastSeq = &s.lastSeq
-	lc.OnPoll = producer(o, &s.sent, s.done)
-	s.start = time.Now()
-	l, err := cast.StartLoop(lc)
-	if err != nil {
-		p.Close()
-		return nil, err
+	prod := producer(o, &s.sent, s.done)
+	pc.OnPoll = func(l *cast.Loop, now int64) {
+		if s.startNs.Load() == 0 {
+			s.startNs.Store(time.Now().UnixNano())
+		}
+		prod(l, now)
 	}
-	s.l = l
-	s.fw = newFlowWatch(l)
-	s.rch = newReach(p, func() uint64 { return l.SenderStats().Naks })
+	path := pc.Path
+	p, err := cast.NewProducer(pc)
+	if err != nil {
+		path.Close() // NewProducer leaves a given Path open when the WAL refuses
+		return nil, unproduce(err)
+	}
+	s.p = p
+	s.fw = newFlowWatch(p)
+	s.rch = newReach(path, func() uint64 { return p.Stats().Sender.Naks })
 	go s.rch.watch(s.stopWatch)
 	return s, nil
 }
+
+// elapsed is the time since the first poll of the loop (0 before it).
+func (s *sending) elapsed() time.Duration {
+	t := s.startNs.Load()
+	if t == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, t))
+}
+
+// unproduce drops the "cast: producer: " prefix of a Producer's error:
+// the CLI's reason names the layer that failed (the WAL, the socket).
+func unproduce(err error) error {
+	if err == nil {
+		return nil
+	}
+	if msg, ok := strings.CutPrefix(err.Error(), "cast: producer: "); ok {
+		return &prefixless{msg: msg, err: err}
+	}
+	return err
+}
+
+// prefixless is an error printed without its layer's prefix, still
+// matching what it wraps (errors.Is).
+type prefixless struct {
+	msg string
+	err error
+}
+
+func (e *prefixless) Error() string { return e.msg }
+func (e *prefixless) Unwrap() error { return e.err }
 
 // producer returns an OnPoll callback that sends o.n records of
 // o.payload bytes, paced at o.rate records/s (0: as fast as the loop
@@ -269,12 +326,12 @@ func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.L
 
 // waitQuiet returns once the sender has served no NAK for quiet (the
 // receiver has everything it asked for), or ctx ends, or max passes.
-func waitQuiet(ctx context.Context, l *cast.Loop, quiet, max time.Duration) {
+func waitQuiet(ctx context.Context, p *cast.Producer, quiet, max time.Duration) {
 	end := time.Now().Add(max)
-	last, since := l.SenderStats().Naks, time.Now()
+	last, since := p.Stats().Sender.Naks, time.Now()
 	for ctx.Err() == nil && time.Now().Before(end) && time.Since(since) < quiet {
 		time.Sleep(10 * time.Millisecond)
-		if n := l.SenderStats().Naks; n != last {
+		if n := p.Stats().Sender.Naks; n != last {
 			last, since = n, time.Now()
 		}
 	}
@@ -337,65 +394,48 @@ func runSend(args []string) error {
 			local = mf.local()
 		}
 	}
+	if *ring < 1 || *ring&(*ring-1) != 0 || *ring > 1<<24 {
+		return usagef("-ring %d: want a power of two 1..%d", *ring, 1<<24)
+	}
 	ctx, cancel := signalContext()
 	defer cancel()
 
-	p, err := nf.open(local, peer)
+	pc, err := nf.producerConfig(local, peer)
 	if err != nil {
 		return err
 	}
-	sc := protocol.DefaultSenderConfig()
-	if *ring < 1 || *ring&(*ring-1) != 0 || *ring > 1<<24 {
-		p.Close()
-		return usagef("-ring %d: want a power of two 1..%d", *ring, 1<<24)
-	}
+	sc := &pc.Sender
 	sc.Coalesce, sc.ColdRate, sc.RingSlots = nf.coalesce, *coldRate, *ring
 	if group {
-		err = mf.senderConfig(&sc)
+		err = mf.senderConfig(sc)
+		sc.Dest = netip.AddrPort{} // the Producer sends to To, the group
 	} else {
-		err = mf.flowPolicy(&sc)
+		err = mf.flowPolicy(sc)
 	}
 	if err != nil {
-		p.Close()
+		pc.Path.Close()
 		return err
 	}
-	var w *wal.Writer
-	var log protocol.Log
 	if *walDir != "" {
-		wc := wal.DefaultConfig(*walDir)
-		wc.Stream = uint32(*stream)
-		wc.Repair, wc.VerifySealed, wc.SegmentSize = *walRepair, *walVerify, *walSegment
-		if w, err = wal.Open(wc); err != nil {
-			p.Close()
-			if errors.Is(err, wal.ErrDamaged) {
-				fmt.Fprintf(os.Stderr, "cast send: the WAL was not extended; `cast wal verify %s` lists the damage, `cast wal repair %s` (or -wal-repair) quarantines it\n", *walDir, *walDir)
-			}
+		pc.Dir, pc.Stream = *walDir, uint32(*stream)
+		pc.WAL = wal.DefaultConfig("")
+		pc.WAL.Repair, pc.WAL.VerifySealed, pc.WAL.SegmentSize = *walRepair, *walVerify, *walSegment
+	}
+	sr, err := startSending(pc, o)
+	if err != nil {
+		if errors.Is(err, wal.ErrDamaged) {
+			fmt.Fprintf(os.Stderr, "cast send: the WAL was not extended; `cast wal verify %s` lists the damage, `cast wal repair %s` (or -wal-repair) quarantines it\n", *walDir, *walDir)
+		}
+		if *walDir != "" {
 			return failf("%v", err)
 		}
-		defer w.Close()
-		log = w
-		reportRecovery(os.Stderr, *walDir, w.Stats().Recovery)
-	}
-	snd, err := protocol.NewSender(sc, log)
-	if err != nil {
-		p.Close()
 		return err
 	}
-	lc, err := nf.loop(p)
-	if err != nil {
-		p.Close()
-		return err
+	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
+	if *walDir != "" {
+		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
 	}
-	lc.Sender = snd
-	if w != nil {
-		lc.Cold = w
-	}
-	sr, err := startSending(lc, p, o)
-	if err != nil {
-		return err
-	}
-	l, fw, rch, done, start := sr.l, sr.fw, sr.rch, sr.done, sr.start
-	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, p.LocalAddr(), features(p))
+	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, prod.Addr(), features(pc.Path))
 	logFailed := false
 wait:
 	for {
@@ -404,9 +444,9 @@ wait:
 			break wait
 		case <-ctx.Done():
 			break wait
-		case <-l.Done():
+		case <-prod.Done():
 			break wait
-		case e := <-l.Events():
+		case e := <-prod.Events():
 			switch e.Kind {
 			case cast.EventLogError:
 				logFailed = true
@@ -418,7 +458,7 @@ wait:
 			}
 		}
 	}
-	el := time.Since(start)
+	el := sr.elapsed()
 	rch.mark()
 	fw.settle(ctx, sr.lastSeq.Load(), *quiet, *linger)
 	ended := false // done closes right after Loop.End
@@ -435,14 +475,16 @@ wait:
 		}
 	}
 	close(sr.stopWatch)
-	if err := l.Close(); err != nil {
-		return err
+	fverdict, spoke := fw.verdict(sr.lastSeq.Load())
+	cerr := prod.Close() // the WAL is flushed and closed too
+	pst := prod.Stats()
+	st := pst.Sender
+	if cerr != nil && *walDir == "" {
+		return unproduce(cerr)
 	}
-	st := l.SenderStats()
 	n := sr.sent.Load()
 	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
 		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
-	fverdict, spoke := fw.verdict(sr.lastSeq.Load())
 	if spoke {
 		r := fw.last
 		fmt.Printf("receiver %s delivered through seq %d; flow control held the sender back %d times; srtt %.1f µs\n",
@@ -454,14 +496,14 @@ wait:
 	if st.ColdOverBudget+st.ColdRejected > 0 {
 		fmt.Printf("cold seqs not served: %d over the -cold-rate budget, %d with every read slot busy (the receiver asks again)\n", st.ColdOverBudget, st.ColdRejected)
 	}
-	if w != nil {
-		if err := w.Flush(); err != nil {
-			return fmt.Errorf("WAL: %w (records appended after seq %d are not durable)", err, w.Durable())
+	if *walDir != "" {
+		if cerr != nil {
+			return fmt.Errorf("WAL: %w (records appended after seq %d are not durable)", unproduce(firstErr(cerr)), pst.Durable)
 		}
 		if logFailed {
 			fmt.Fprintf(os.Stderr, "cast send: WAL: every record is durable after all\n")
 		}
-		fmt.Printf("wal %s: durable through seq %d\n", *walDir, w.Durable())
+		fmt.Printf("wal %s: durable through seq %d\n", *walDir, pst.Durable)
 	}
 	if ctx.Err() != nil {
 		return interruptedf("sent %d of %d records", n, o.n)
@@ -470,6 +512,16 @@ wait:
 		return fverdict
 	}
 	return rch.verdict(peer)
+}
+
+// firstErr is the first of the errors err joins (errors.Join), or err.
+func firstErr(err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		if es := j.Unwrap(); len(es) > 0 && es[0] != nil {
+			return es[0]
+		}
+	}
+	return err
 }
 
 // reportRecovery says what opening a WAL found: a restart after a crash
