@@ -16,6 +16,15 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
+// Record is one record delivered to a Consumer's callback. Payload is
+// valid only during the call; its first 8 bytes are Seq.
+type Record struct {
+	Seq     uint64
+	Type    uint16
+	CRC     uint32 // the payload's CRC-32C, as the frame header carried it (checked)
+	Payload []byte
+}
+
 // Consumer follows one stream: a protocol Receiver on its own loop thread
 // (pinned per Thread, idling per Idle) delivers records in seq order and
 // NAKs gaps to the producer; when UDP cannot repair a gap (the receiver
@@ -118,7 +127,7 @@ func (c *Consumer) Close() error {
 //   - deliver returns an error: Run returns it (ErrStop: nil), and the
 //     record is applied only for ErrStop;
 //   - the producer ended the stream (Producer.End) and every record up
-//     to its end was delivered (EventStreamEnded): Run returns nil;
+//     to its end was delivered (EventEnded): Run returns nil;
 //   - a catch-up exhausts its retry budget, the socket fails (a NAK that
 //     cannot be sent included), or the producer restarted behind the tip
 //     (ErrSenderBehind): Run returns that error.
@@ -149,7 +158,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 			return err
 		}
 		c.sender = firstFrom
-		c.event(ConsumerEvent{Kind: EventSenderFound, Sender: c.sender})
+		c.event(Event{Kind: EventSenderFound, Sender: c.sender})
 	}
 	if !c.rcfg.Sender.IsValid() {
 		c.rcfg.Sender = c.sender
@@ -193,7 +202,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 			c.loop.Feed(d, firstFrom)
 		}
 	}
-	c.event(ConsumerEvent{Kind: EventLive})
+	c.event(Event{Kind: EventLive})
 	stopPersist := c.persister()
 	if err := c.loop.Start(); err != nil {
 		stopPersist()
@@ -265,9 +274,12 @@ func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, e
 	}
 }
 
-func (c *Consumer) event(e ConsumerEvent) {
+func (c *Consumer) event(e Event) {
 	if c.cfg.OnEvent != nil {
 		e.Tip = c.tip
+		if e.At == 0 && c.loop != nil {
+			e.At = c.loop.Now()
+		}
 		c.cfg.OnEvent(e)
 	}
 }
@@ -303,7 +315,7 @@ func (c *Consumer) setTip(seq uint64, crc uint32) {
 }
 
 // applySkip applies a Skip marker: it reports the seqs of its range this
-// consumer delivered (EventSkipped), hands the marker to deliver and moves
+// consumer delivered (EventSkip), hands the marker to deliver and moves
 // the tip to it.
 func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
 	sk, err := wal.ParseSkip(p)
@@ -313,9 +325,9 @@ func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
 	if c.tip != 0 && sk.From > c.tip+1 {
 		return false, fmt.Errorf("%w: Skip %d…%d after %d", errOrder, sk.From, sk.Seq, c.tip)
 	}
-	ev := ConsumerEvent{Kind: EventSkipped, Skip: sk}
+	ev := Event{Kind: EventSkip, Skip: protocol.SkipNotice{Skip: sk}}
 	if from, to, ok := sk.Lost(c.tip); ok {
-		ev.LostFrom, ev.LostTo = from, to
+		ev.Skip.LostFrom, ev.Skip.LostTo = from, to
 		c.lost.Add(to - from + 1)
 	}
 	c.skips.Add(1)
@@ -365,18 +377,16 @@ func (c *Consumer) fail(err error) {
 	}
 }
 
-// onLoopEvent turns the loop's silence events into consumer events; the
-// sticky outcomes are handled in onPoll, a datapath error by Run.
+// onLoopEvent passes the loop's silence, late-start and end events on;
+// the sticky outcomes are handled in onPoll (EventEscalated), Skip
+// markers in applySkip (a catch-up delivers them too), a datapath error
+// by Run.
 func (c *Consumer) onLoopEvent(e Event) {
 	switch e.Kind {
-	case EventPeerSilent:
-		c.event(ConsumerEvent{Kind: EventProducerSilent})
-	case EventPeerHeard:
-		c.event(ConsumerEvent{Kind: EventProducerHeard})
-	case EventLateStart:
-		c.event(ConsumerEvent{Kind: EventStartedLate, From: e.Seq})
+	case EventPeerSilent, EventPeerHeard, EventLateStart:
+		c.event(e)
 	case EventEnded:
-		c.event(ConsumerEvent{Kind: EventStreamEnded, To: e.Seq})
+		c.event(e)
 		c.fail(errEnded)
 	}
 }

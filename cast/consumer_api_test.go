@@ -31,7 +31,7 @@ func TestConsumerLearnsSender(t *testing.T) {
 	inj.Send(v)
 
 	var found []netip.AddrPort
-	c, err := NewConsumer(ConsumerConfig{Path: endB, NoCatchUp: true, Idle: quiet, OnEvent: func(e ConsumerEvent) {
+	c, err := NewConsumer(ConsumerConfig{Path: endB, NoCatchUp: true, Idle: quiet, OnEvent: func(e Event) {
 		if e.Kind == EventSenderFound {
 			found = append(found, e.Sender)
 		}
@@ -278,9 +278,9 @@ func TestConsumerStopDuringCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	tipPath := dir + "/tip"
-	var events []ConsumerEventKind
+	var events []EventKind
 	c, err = NewConsumer(ConsumerConfig{Local: to, From: p.Addr(), Plaintext: true, TipPath: tipPath, Idle: quiet,
-		OnEvent: func(e ConsumerEvent) { events = append(events, e.Kind) }})
+		OnEvent: func(e Event) { events = append(events, e.Kind) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestConsumerStopDuringCatchUp(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 	if len(events) != 1 || events[0] != EventCatchingUp {
-		t.Errorf("events %v, want [catching-up]", events)
+		t.Errorf("events %v, want [catching_up]", events)
 	}
 	if tip, err := replay.ReadTip(tipPath); err != nil || tip != 300 {
 		t.Errorf("tip file %d, %v", tip, err)

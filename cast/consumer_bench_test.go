@@ -36,7 +36,7 @@ func BenchmarkOutageRecovery(b *testing.B) {
 			}
 			var evlog []string
 			var evMu sync.Mutex
-			cfg.OnEvent = func(e ConsumerEvent) {
+			cfg.OnEvent = func(e Event) {
 				evMu.Lock()
 				evlog = append(evlog, fmt.Sprintf("%s %v %v tip=%d rec=%d d=%v", time.Now().Format("05.000"), e.Kind, e.Outcome.Err(), e.Tip, e.Records, e.Duration.Round(time.Millisecond)))
 				evMu.Unlock()

@@ -32,7 +32,7 @@ func (c *Consumer) bootstrap(ctx context.Context) error {
 	start := time.Now()
 	from := c.tip + 1
 	tcp0 := c.tcpRecords.Load()
-	c.event(ConsumerEvent{Kind: EventCatchingUp, Bootstrap: true, From: from})
+	c.event(Event{Kind: EventCatchingUp, Bootstrap: true, From: from})
 	tip, err := c.cl.CatchUpOnce(ctx, c.tcpRecord)
 	if err != nil && ctx.Err() == nil && c.err == nil && !(errors.Is(err, replay.ErrNotAvailable) && c.tip == 0) {
 		tip, err = c.cl.CatchUp(ctx, c.tcpRecord)
@@ -49,7 +49,7 @@ func (c *Consumer) bootstrap(ctx context.Context) error {
 		return fmt.Errorf("cast: consumer bootstrap: %w", err)
 	}
 	c.catchUps.Add(1)
-	c.event(ConsumerEvent{Kind: EventCaughtUp, Bootstrap: true, From: from, To: tip, Records: c.tcpRecords.Load() - tcp0, Duration: time.Since(start)})
+	c.event(Event{Kind: EventCaughtUp, Bootstrap: true, From: from, To: tip, Records: c.tcpRecords.Load() - tcp0, Duration: time.Since(start)})
 	c.r.ResetAfterReplay(c.tip)
 	return nil
 }
@@ -59,7 +59,7 @@ func (c *Consumer) bootstrap(ctx context.Context) error {
 func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
 	start := time.Now()
 	c.escalations.Add(1)
-	c.event(ConsumerEvent{Kind: EventEscalated, Outcome: o})
+	c.event(Event{Kind: EventEscalated, Outcome: o})
 	if c.cl == nil {
 		return fmt.Errorf("cast: consumer (no catch-up): %w", o.Err())
 	}
@@ -82,13 +82,13 @@ func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
 		}
 		c.stale.Add(1)
 		c.r.ResetAfterReplay(c.tip)
-		c.event(ConsumerEvent{Kind: EventLive})
+		c.event(Event{Kind: EventLive})
 		return nil
 	}
 	from := c.tip + 1
 	tcp0 := c.tcpRecords.Load()
 	c.cl.SetTip(c.tip)
-	c.event(ConsumerEvent{Kind: EventCatchingUp, From: from, Outcome: o})
+	c.event(Event{Kind: EventCatchingUp, From: from, Outcome: o})
 	target := max(c.r.HighestSeen(), o.Seq, o.GapEnd)
 	if _, err := c.cl.CatchUpTo(c.ctx, target, c.grace(), c.tcpRecord); err != nil && c.err == nil {
 		return fmt.Errorf("cast: consumer catch-up after %v: %w", o.Kind, err)
@@ -99,9 +99,9 @@ func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
 	d := time.Since(start)
 	c.catchUps.Add(1)
 	c.lastRecovery.Store(int64(d))
-	c.event(ConsumerEvent{Kind: EventCaughtUp, From: from, To: c.tip, Records: c.tcpRecords.Load() - tcp0, Duration: d})
+	c.event(Event{Kind: EventCaughtUp, From: from, To: c.tip, Records: c.tcpRecords.Load() - tcp0, Duration: d})
 	c.r.ResetAfterReplay(c.tip)
-	c.event(ConsumerEvent{Kind: EventLive})
+	c.event(Event{Kind: EventLive})
 	return nil
 }
 

@@ -50,7 +50,7 @@ type ConsumerConfig struct {
 	// first: at tip+1 if a tip is known, else at Receiver.Start (seq 1 by
 	// default: a stream already a reorder window ahead escalates to a
 	// catch-up; Receiver.StartNow: the first record it hears, reported by
-	// EventStartedLate).
+	// EventLateStart).
 	SkipBootstrap bool
 	// NoCatchUp never dials TCP: a gap UDP cannot repair (the receiver
 	// faults or must reconnect) ends Run with the outcome's error. For a
@@ -78,10 +78,10 @@ type ConsumerConfig struct {
 	Batch int
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
 	KeepGOMAXPROCS bool
-	// OnEvent, when set, is called for each [ConsumerEvent], on the
+	// OnEvent, when set, is called for each [Event] of the consumer, on the
 	// goroutine that calls deliver, in order with the records. It must
 	// not block.
-	OnEvent func(ConsumerEvent)
+	OnEvent func(Event)
 	// Receiver tunes the protocol receiver (reorder window, NAK timing,
 	// Status). Its Sender, where NAKs go, defaults to the producer's
 	// address (From or the one learnt); a multicast consumer sets it to

@@ -32,7 +32,7 @@ type outageRig struct {
 func newOutageRig(t *testing.T) *outageRig {
 	o := &outageRig{r: newConsRig(t), live: make(chan struct{}, 8)}
 	o.cfg = o.r.consumerConfig(filepath.Join(t.TempDir(), "c.tip"))
-	o.cfg.OnEvent = func(e ConsumerEvent) {
+	o.cfg.OnEvent = func(e Event) {
 		o.mu.Lock()
 		o.evs = append(o.evs, fmt.Sprintf("%v %v tip=%d records=%d in %v", e.Kind, e.Outcome.Kind, e.Tip, e.Records, e.Duration.Round(time.Millisecond)))
 		o.mu.Unlock()
@@ -212,7 +212,7 @@ func TestConsumerStaleHeartbeat(t *testing.T) {
 	cfg := r.consumerConfig("")
 	cfg.VerifyWait = 10 * time.Second // a loaded machine may flush late
 	resumed := make(chan struct{}, 8)
-	cfg.OnEvent = func(e ConsumerEvent) {
+	cfg.OnEvent = func(e Event) {
 		if e.Kind == EventLive {
 			resumed <- struct{}{}
 		}

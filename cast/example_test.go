@@ -140,7 +140,7 @@ func ExampleConsumer() {
 
 	publish(1000) // seqs 1001-2000 go out while no consumer listens
 	c, err = cast.NewConsumer(cast.ConsumerConfig{Local: c.Addr(), Plaintext: true, TipPath: tip,
-		OnEvent: func(e cast.ConsumerEvent) {
+		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventCatchingUp {
 				fmt.Println("event:", e.Kind, "from", e.From)
 			}
@@ -162,6 +162,6 @@ func ExampleConsumer() {
 	fmt.Println("second run: seqs", first, "to", s.Tip, "of which over TCP", s.TCPRecords, "error", err)
 	// Output:
 	// first run: tip 600 error <nil>
-	// event: catching-up from 601
+	// event: catching_up from 601
 	// second run: seqs 601 to 2000 of which over TCP 1400 error <nil>
 }

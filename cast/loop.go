@@ -2,7 +2,6 @@ package cast
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"net/netip"
 	"runtime"
@@ -16,78 +15,6 @@ import (
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/wal"
 )
-
-// EventKind says what an [Event] reports.
-type EventKind uint8
-
-const (
-	EventFaulted         EventKind = iota + 1 // the Receiver Faulted (sticky)
-	EventReconnect                            // the Receiver must reconnect (sticky)
-	EventSenderRestarted                      // the sender's seqs restarted (sticky)
-	EventPeerSilent                           // silence with no gap open (clears on traffic)
-	EventPeerHeard                            // traffic again after EventPeerSilent
-	EventError                                // the loop stopped on a datapath error (Event.Err)
-	// EventSkip: the Receiver applied a Skip marker (Event.Skip): the
-	// stream jumped over seqs that have no record; Skip.LostFrom…LostTo
-	// are seqs already delivered that the marker stands for.
-	EventSkip
-	// EventLogError: the Sender's log cannot make records durable
-	// (Event.Err: a full disk, an I/O error, a stalled flush); heartbeats
-	// are withheld until EventLogRecovered.
-	EventLogError
-	EventLogRecovered // the Sender's log makes progress again
-	// EventLateStart: a StartNow Receiver began delivering at Event.Seq,
-	// after seq 1 (seqs below it exist and are not delivered).
-	EventLateStart
-
-	// Sender side (Event.Receiver says which receiver): flow control.
-	EventReceiverJoined    // a receiver's first Status: flow control on for it
-	EventReceiverRestarted // a new receiver id from a known address replaced the old one
-	EventReceiverLost      // a receiver silent for ReceiverTimeout was dropped from flow control
-	EventReceiverLeft      // a receiver said it is closing
-	EventReceiverFaulted   // a receiver reported a sticky outcome (Event.Receiver.State)
-	EventReceiverRecovered // live (or progressing) again after EventReceiverFaulted (EventReceiverStalled)
-	EventReceiverStalled   // a receiver held the sender back for ReceiverTimeout without progress: released
-
-	// EventEnded: the sender ended the stream (session end marker) and
-	// every record up to its final seq (Event.Seq) was delivered.
-	EventEnded
-)
-
-var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
-	EventPeerSilent: "peer_silent", EventPeerHeard: "peer_heard", EventError: "error", EventSkip: "skip",
-	EventLogError: "log_error", EventLogRecovered: "log_recovered", EventLateStart: "late_start",
-	EventReceiverJoined: "receiver_joined", EventReceiverRestarted: "receiver_restarted", EventReceiverLost: "receiver_lost",
-	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
-	EventReceiverStalled: "receiver_stalled", EventEnded: "ended"}
-
-// senderEvents maps the Sender's flow-control events to loop events.
-var senderEvents = [...]EventKind{protocol.ReceiverJoined: EventReceiverJoined, protocol.ReceiverRestarted: EventReceiverRestarted,
-	protocol.ReceiverLost: EventReceiverLost, protocol.ReceiverLeft: EventReceiverLeft,
-	protocol.ReceiverFaulted: EventReceiverFaulted, protocol.ReceiverRecovered: EventReceiverRecovered,
-	protocol.ReceiverStalled: EventReceiverStalled}
-
-func (k EventKind) String() string {
-	if int(k) < len(eventNames) && eventNames[k] != "" {
-		return eventNames[k]
-	}
-	return fmt.Sprintf("EventKind(%d)", uint8(k))
-}
-
-// Event is something the application should know about.
-type Event struct {
-	Kind    EventKind
-	At      int64               // loop clock, ns
-	Outcome protocol.Outcome    // the Receiver's outcome at the time
-	Err     error               // EventError, EventLogError
-	Skip    protocol.SkipNotice // EventSkip
-	Seq     uint64              // EventLateStart: the first seq delivered; EventEnded: the stream's final seq
-	// Receiver is, for the EventReceiver* kinds, the receiver as the
-	// Sender last heard it (id, address, delivered seq, state). PrevID is
-	// the id EventReceiverRestarted replaced.
-	Receiver protocol.ReceiverInfo
-	PrevID   uint64
-}
 
 // Loop binds a Sender and/or a Receiver to a Path on one locked, pinned
 // OS thread: it polls the Path without blocking (or parks, with
@@ -569,69 +496,6 @@ func (l *Loop) deliver(h wal.Header, p []byte) {
 			}
 			runtime.Gosched()
 		}
-	}
-}
-
-func (l *Loop) checkEvents() {
-	if l.snd != nil {
-		for e, ok := l.snd.NextEvent(); ok; e, ok = l.snd.NextEvent() {
-			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID})
-		}
-	}
-	if l.rcv == nil {
-		return
-	}
-	o := l.rcv.Outcome()
-	if o.Kind != l.lastKind {
-		l.lastKind = o.Kind
-		switch o.Kind {
-		case protocol.Faulted:
-			l.emit(Event{Kind: EventFaulted, At: l.now, Outcome: o})
-		case protocol.Reconnect:
-			l.emit(Event{Kind: EventReconnect, At: l.now, Outcome: o})
-		case protocol.SenderRestarted:
-			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
-		}
-	}
-	if final, done := l.rcv.Ended(); done != l.ended {
-		l.ended = done
-		if done {
-			l.emit(Event{Kind: EventEnded, At: l.now, Outcome: o, Seq: final})
-		}
-	}
-	if l.rcv.LateStart() == 0 {
-		l.lastLate = 0 // rearmed by Resync or ResetAfterReplay
-	}
-	if s := l.rcv.PeerSilent(); s != l.lastSilent {
-		l.lastSilent = s
-		k := EventPeerHeard
-		if s {
-			k = EventPeerSilent
-		}
-		l.emit(Event{Kind: k, At: l.now, Outcome: o})
-	}
-}
-
-// checkLog reports the Sender's log failing and recovering (once per
-// change; the error values are the log's own, so this allocates nothing).
-func (l *Loop) checkLog() {
-	err := l.snd.LogErr()
-	switch {
-	case err != nil && l.logErr == nil:
-		l.emit(Event{Kind: EventLogError, At: l.now, Err: err})
-	case err == nil && l.logErr != nil:
-		l.emit(Event{Kind: EventLogRecovered, At: l.now})
-	}
-	l.logErr = err
-}
-
-func (l *Loop) emit(e Event) {
-	if l.cfg.OnEvent != nil {
-		l.cfg.OnEvent(e)
-	}
-	select {
-	case l.events <- e:
-	default:
 	}
 }
 

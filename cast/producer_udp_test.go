@@ -138,7 +138,7 @@ func TestProducerConsumerFlowControl(t *testing.T) {
 
 // TestProducerEnd: Producer.End over real loopback sockets. The producer
 // publishes n records and ends the stream; the consumer delivers every
-// record once, in order, reports the end at seq n (EventStreamEnded) and
+// record once, in order, reports the end at seq n (EventEnded) and
 // its Run returns nil by itself; End returns nil once the consumer has
 // left, and Publish after End is refused with ErrEnded. A second
 // producer with nobody listening ends at once.
@@ -146,9 +146,9 @@ func TestProducerEnd(t *testing.T) {
 	const n = 5_000
 	ended := make(chan uint64, 1)
 	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true,
-		OnEvent: func(e ConsumerEvent) {
-			if e.Kind == EventStreamEnded {
-				ended <- e.To
+		OnEvent: func(e Event) {
+			if e.Kind == EventEnded {
+				ended <- e.Seq
 			}
 		}})
 	if err != nil {

@@ -263,7 +263,7 @@ func startConsumer(t testing.TB, r *consRig, cfg ConsumerConfig, app *orderCheck
 	var evs []string
 	var evMu sync.Mutex
 	userEv := cfg.OnEvent
-	cfg.OnEvent = func(e ConsumerEvent) {
+	cfg.OnEvent = func(e Event) {
 		evMu.Lock()
 		evs = append(evs, fmt.Sprintf("%v %v tip=%d rec=%d", e.Kind, e.Outcome.Kind, e.Tip, e.Records))
 		evMu.Unlock()

@@ -174,7 +174,7 @@ func (o castStream) run() (castOutcome, error) {
 	var prev uint64
 	var evMu sync.Mutex
 	live := make(chan struct{}, 1)
-	cc.OnEvent = func(e cast.ConsumerEvent) {
+	cc.OnEvent = func(e cast.Event) {
 		evMu.Lock()
 		out.events = append(out.events, fmt.Sprintf("%v %v rec=%d in %v", e.Kind, e.Outcome.Kind, e.Records, e.Duration.Round(time.Millisecond)))
 		evMu.Unlock()

@@ -105,7 +105,7 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 	var lastSeq atomic.Uint64
 	var events []string
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: gp, NoCatchUp: true, Thread: affinity.OnCPU(o.Harness.ServerCPU),
-		OnEvent: func(e cast.ConsumerEvent) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }})
+		OnEvent: func(e cast.Event) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }})
 	if err != nil {
 		pa.Close()
 		pb.Close()

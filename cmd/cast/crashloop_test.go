@@ -105,11 +105,11 @@ func runCrashLoop(t *testing.T, kills int) {
 	}
 	ccfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
 	ccfg.ReplayClient.RetryBudget = 100
-	ccfg.OnEvent = func(e cast.ConsumerEvent) {
-		if e.Kind == cast.EventSkipped {
+	ccfg.OnEvent = func(e cast.Event) {
+		if e.Kind == cast.EventSkip {
 			cl.skips++
-			if e.LostTo != 0 {
-				cl.lost = append(cl.lost, [2]uint64{e.LostFrom, e.LostTo})
+			if e.Skip.LostTo != 0 {
+				cl.lost = append(cl.lost, [2]uint64{e.Skip.LostFrom, e.Skip.LostTo})
 			}
 		}
 	}

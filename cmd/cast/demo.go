@@ -134,7 +134,7 @@ func runDemo(args []string) error {
 	base := time.Now() // one clock origin for send stamps and deliveries
 	var outcome atomic.Value
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]),
-		OnEvent: func(e cast.ConsumerEvent) {
+		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome)
 			}

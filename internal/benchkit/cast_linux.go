@@ -345,7 +345,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var outcome atomic.Value
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]),
 		Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16},
-		OnEvent: func(e cast.ConsumerEvent) {
+		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome.Kind.String())
 			}
