@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"fmt"
 	"math"
 	"net/netip"
 
@@ -20,48 +19,9 @@ var ErrBackpressure error = backpressure{}
 
 type backpressure struct{}
 
-func (backpressure) Error() string        { return "cast: receiver window closed (flow control)" }
+func (backpressure) Error() string { return "cast: receiver window closed (flow control)" }
+
 func (backpressure) Is(target error) bool { return target == wal.ErrBackpressure }
-
-// SenderEventKind says what a [SenderEvent] reports.
-type SenderEventKind uint8
-
-// Sender events: changes in the set of receivers under flow control.
-const (
-	// ReceiverJoined: the first valid Status of a receiver id; flow
-	// control, probes and adaptive timers are on for it.
-	ReceiverJoined SenderEventKind = iota + 1
-	// ReceiverRestarted: a new id from the address of a known receiver;
-	// it replaced the old one (PrevID).
-	ReceiverRestarted
-	// ReceiverLost: no Status for ReceiverTimeout; dropped from flow
-	// control (the sender is unthrottled by it).
-	ReceiverLost
-	// ReceiverLeft: the receiver said it is closing; dropped.
-	ReceiverLeft
-	// ReceiverFaulted: the receiver reported a sticky outcome (State);
-	// it no longer throttles until it is live again.
-	ReceiverFaulted
-	// ReceiverRecovered: live again after ReceiverFaulted, or progressing
-	// again after ReceiverStalled.
-	ReceiverRecovered
-	// ReceiverStalled: the receiver held the sender back for
-	// ReceiverTimeout without delivering anything (a consumer that stopped
-	// taking records, a path that carries its Status but not the data);
-	// it no longer throttles until its delivered seq moves again.
-	ReceiverStalled
-)
-
-var senderEventNames = [...]string{ReceiverJoined: "receiver_joined", ReceiverRestarted: "receiver_restarted",
-	ReceiverLost: "receiver_lost", ReceiverLeft: "receiver_left", ReceiverFaulted: "receiver_faulted",
-	ReceiverRecovered: "receiver_recovered", ReceiverStalled: "receiver_stalled"}
-
-func (k SenderEventKind) String() string {
-	if int(k) < len(senderEventNames) && senderEventNames[k] != "" {
-		return senderEventNames[k]
-	}
-	return fmt.Sprintf("SenderEventKind(%d)", uint8(k))
-}
 
 // ReceiverInfo is what the Sender knows of one receiver under flow
 // control, as of its last Status.
@@ -83,22 +43,12 @@ type ReceiverInfo struct {
 	ReNak     int64 // its first re-NAK delay, ns (0: fixed timers)
 }
 
-// SenderEvent is one change in the flow-control table.
-type SenderEvent struct {
-	Kind     SenderEventKind
-	At       int64 // sender clock, ns
-	Receiver ReceiverInfo
-	PrevID   uint64 // ReceiverRestarted: the id it replaced
-}
-
 type rcvSlot struct {
 	used   bool
 	info   ReceiverInfo
 	serial uint32
 	rtt    RTT
 }
-
-const maxSenderEvents = 32
 
 // flow is the Sender's flow-control state (one per Sender).
 type flow struct {
@@ -246,36 +196,6 @@ func (s *Sender) dropReceiver(r *rcvSlot) {
 	s.fc.active--
 }
 
-func (s *Sender) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
-	if s.fc.evLen == len(s.fc.events) {
-		s.stats.EventsDropped++
-		return
-	}
-	e := &s.fc.events[(s.fc.evHead+s.fc.evLen)%len(s.fc.events)]
-	*e = SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
-	e.Receiver.Throttles = false
-	s.fc.evLen++
-	switch k {
-	case ReceiverJoined, ReceiverRestarted:
-		s.stats.ReceiversJoined++
-	case ReceiverLost:
-		s.stats.ReceiversLost++
-	}
-}
-
-// NextEvent returns the oldest unread flow-control event. The loop
-// drains it after Handle and Tick; at most 32 wait (more are counted in
-// SenderStats.EventsDropped).
-func (s *Sender) NextEvent() (SenderEvent, bool) {
-	if s.fc.evLen == 0 {
-		return SenderEvent{}, false
-	}
-	e := s.fc.events[s.fc.evHead]
-	s.fc.evHead = (s.fc.evHead + 1) % len(s.fc.events)
-	s.fc.evLen--
-	return e, true
-}
-
 // foldLimit recomputes, from the receiver table, which receivers throttle
 // and the limit they impose, the tail-probe coverage and the dedup
 // window. It is the one place the receivers' edges are combined (a group
@@ -385,127 +305,4 @@ func (s *Sender) Receivers(dst []ReceiverInfo) int {
 		}
 	}
 	return n
-}
-
-// RTT returns the sender's estimate over every receiver's echoes.
-func (s *Sender) RTT() RTT { return s.fc.rtt }
-
-// pto is the tail-loss probe timeout: 2·srtt within [ProbeFloor,
-// HeartbeatInterval]; 10 ms (at most the heartbeat) before any sample.
-func (s *Sender) pto() int64 {
-	if !s.fc.rtt.Valid() {
-		return min(10_000_000, s.hbEvery)
-	}
-	return clamp(2*s.fc.rtt.SRTT(), s.cfg.ProbeFloor, s.hbEvery)
-}
-
-// uncovered reports whether some live negotiated receiver has not yet
-// reported the highest seq sent.
-func (s *Sender) uncovered() bool {
-	return s.fc.active > 0 && s.next > 1 && s.fc.covered < s.next-1
-}
-
-// flowTick drops silent receivers and sends the probes that are due.
-// It returns true when it sent a heartbeat.
-func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
-	fc := &s.fc
-	changed := false
-	for i := range fc.rcv {
-		r := &fc.rcv[i]
-		if r.used && now-r.info.LastHeard >= s.cfg.ReceiverTimeout {
-			s.event(ReceiverLost, now, r, 0)
-			s.dropReceiver(r)
-			changed = true
-		}
-	}
-	if fc.blockedAt != 0 && now-fc.blockedAt >= s.cfg.ReceiverTimeout {
-		// Held back for ReceiverTimeout by receivers that delivered
-		// nothing meanwhile: the producer is not their hostage. A
-		// receiver still repairing a gap (it knows of seqs past what it
-		// delivered) is left to its own budgets: its retry budget or
-		// silence rule ends in a sticky state, which releases it, while a
-		// repair the loaded machine merely delayed goes on (releasing it
-		// let the sender run past its window: Reconnect at 30 % loss).
-		for i := range fc.rcv {
-			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < s.next && r.info.Highest <= r.info.Delivered {
-				r.info.Stalled = true
-				s.event(ReceiverStalled, now, r, 0)
-				changed = true
-			}
-		}
-		fc.blockedAt = 0
-	}
-	if changed {
-		s.foldLimit()
-	}
-	if fc.active == 0 {
-		fc.probeNow = false
-		return false
-	}
-	if s.health != nil && s.health.Err() != nil {
-		return false // no heartbeat of any form while the log fails (see Tick)
-	}
-	var tail, rtt bool
-	switch {
-	case fc.probeNow:
-	case s.uncovered() && now-fc.lastData >= s.pto() && now >= fc.probeAt:
-		tail = true
-	case fc.lastData > fc.lastProbe && now-fc.lastProbe >= s.cfg.RTTProbeInterval:
-		rtt = true
-	default:
-		return false
-	}
-	if !s.heartbeat(now, out) {
-		return false // out is full: due again on the next Tick
-	}
-	switch {
-	case tail:
-		s.stats.TailProbes++
-		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.hbEvery)
-		fc.backoff++
-	case rtt:
-		s.stats.RTTProbes++
-	}
-	return true
-}
-
-// Deadline is the loop-clock time (ns) at which Tick next has work: the
-// idle heartbeat, a probe, a receiver's timeout, or now-ish
-// (math.MinInt64) when retransmits wait for batch room. The loop may tick
-// earlier; ticking later only delays those.
-func (s *Sender) Deadline() int64 {
-	if len(s.retx) > 0 || !s.timerInit || s.fc.probeNow {
-		return math.MinInt64
-	}
-	d := s.lastSend + s.hbEvery
-	fc := &s.fc
-	if fc.active == 0 {
-		return d
-	}
-	for i := range fc.rcv {
-		if r := &fc.rcv[i]; r.used {
-			d = min(d, r.info.LastHeard+s.cfg.ReceiverTimeout)
-		}
-	}
-	if s.uncovered() {
-		d = min(d, max(fc.lastData+s.pto(), fc.probeAt))
-	}
-	if fc.blockedAt != 0 {
-		d = min(d, fc.blockedAt+s.cfg.ReceiverTimeout)
-	}
-	if fc.lastData > fc.lastProbe {
-		d = min(d, fc.lastProbe+s.cfg.RTTProbeInterval)
-	}
-	return d
-}
-
-// sat32 clamps a non-negative ns value to a u32 field.
-func sat32(v int64) uint32 {
-	switch {
-	case v <= 0:
-		return 0
-	case v > math.MaxUint32:
-		return math.MaxUint32
-	}
-	return uint32(v)
 }

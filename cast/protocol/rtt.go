@@ -1,5 +1,7 @@
 package protocol
 
+import "math"
+
 // RTT is a round-trip-time estimator in the style of RFC 6298 §2: the
 // first sample R sets SRTT = R and RTTVar = R/2; each later sample sets
 // RTTVar = ¾·RTTVar + ¼·|SRTT − R| and then SRTT = ⅞·SRTT + ⅛·R. All
@@ -65,4 +67,15 @@ func clamp(v, lo, hi int64) int64 {
 		v = hi
 	}
 	return v
+}
+
+// sat32 clamps a non-negative ns value to a u32 field.
+func sat32(v int64) uint32 {
+	switch {
+	case v <= 0:
+		return 0
+	case v > math.MaxUint32:
+		return math.MaxUint32
+	}
+	return uint32(v)
 }

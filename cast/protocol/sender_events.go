@@ -1,0 +1,83 @@
+package protocol
+
+import "fmt"
+
+// SenderEventKind says what a [SenderEvent] reports.
+type SenderEventKind uint8
+
+// Sender events: changes in the set of receivers under flow control.
+const (
+	// ReceiverJoined: the first valid Status of a receiver id; flow
+	// control, probes and adaptive timers are on for it.
+	ReceiverJoined SenderEventKind = iota + 1
+	// ReceiverRestarted: a new id from the address of a known receiver;
+	// it replaced the old one (PrevID).
+	ReceiverRestarted
+	// ReceiverLost: no Status for ReceiverTimeout; dropped from flow
+	// control (the sender is unthrottled by it).
+	ReceiverLost
+	// ReceiverLeft: the receiver said it is closing; dropped.
+	ReceiverLeft
+	// ReceiverFaulted: the receiver reported a sticky outcome (State);
+	// it no longer throttles until it is live again.
+	ReceiverFaulted
+	// ReceiverRecovered: live again after ReceiverFaulted, or progressing
+	// again after ReceiverStalled.
+	ReceiverRecovered
+	// ReceiverStalled: the receiver held the sender back for
+	// ReceiverTimeout without delivering anything (a consumer that stopped
+	// taking records, a path that carries its Status but not the data);
+	// it no longer throttles until its delivered seq moves again.
+	ReceiverStalled
+)
+
+var senderEventNames = [...]string{ReceiverJoined: "receiver_joined", ReceiverRestarted: "receiver_restarted",
+	ReceiverLost: "receiver_lost", ReceiverLeft: "receiver_left", ReceiverFaulted: "receiver_faulted",
+	ReceiverRecovered: "receiver_recovered", ReceiverStalled: "receiver_stalled"}
+
+func (k SenderEventKind) String() string {
+	if int(k) < len(senderEventNames) && senderEventNames[k] != "" {
+		return senderEventNames[k]
+	}
+	return fmt.Sprintf("SenderEventKind(%d)", uint8(k))
+}
+
+// SenderEvent is one change in the flow-control table.
+type SenderEvent struct {
+	Kind     SenderEventKind
+	At       int64 // sender clock, ns
+	Receiver ReceiverInfo
+	PrevID   uint64 // ReceiverRestarted: the id it replaced
+}
+
+const maxSenderEvents = 32
+
+func (s *Sender) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
+	if s.fc.evLen == len(s.fc.events) {
+		s.stats.EventsDropped++
+		return
+	}
+	e := &s.fc.events[(s.fc.evHead+s.fc.evLen)%len(s.fc.events)]
+	*e = SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
+	e.Receiver.Throttles = false
+	s.fc.evLen++
+	switch k {
+	case ReceiverJoined, ReceiverRestarted:
+		s.stats.ReceiversJoined++
+	case ReceiverLost:
+		s.stats.ReceiversLost++
+	}
+}
+
+// NextEvent returns the oldest unread flow-control event. The loop
+// drains it after Handle and Tick; at most 32 wait (more are counted in
+// SenderStats.EventsDropped).
+func (s *Sender) NextEvent() (SenderEvent, bool) {
+	if s.fc.evLen == 0 {
+		return SenderEvent{}, false
+	}
+	e := s.fc.events[s.fc.evHead]
+	s.fc.evHead = (s.fc.evHead + 1) % len(s.fc.events)
+	s.fc.evLen--
+	return e, true
+}
