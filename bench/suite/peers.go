@@ -24,7 +24,7 @@ func LatencyPeers() []peers.Peer {
 func ThroughputPeers() []peers.Peer {
 	return []peers.Peer{
 		rawudp.Peer(), rawudp.MmsgPeer(), rawudp.GSOPeer(), tcp.Peer(), moldudp64.Peer(),
-		soupbintcp.Peer(), kcp.Peer(), quic.StreamPeer(), saw.Peer(),
+		soupbintcp.Peer(), kcp.Peer(), quic.StreamPeer(), saw.Peer(), aeron.Peer(),
 	}
 }
 

@@ -1,49 +1,45 @@
 // Package aeron is the optional Aeron row. Aeron has no Go client that
-// can be fetched as a module, so the row binds the Aeron C client
-// library (libaeron.so) at run time with purego when the user has it
-// installed; without it the row is skipped and says why. purego makes
-// the bench binary dynamically linked, which is why it lives here and
-// never in the transport's packages.
+// can be fetched as a module, so the row binds Aeron's C media driver
+// library (libaeron_driver.so, which also holds the whole C client API)
+// at run time with purego when the user has built it; without it the row
+// is skipped and says which file it looked for. purego makes the bench
+// binary dynamically linked, which is why it lives here and never in the
+// transport's packages.
+//
+// Each end of a pair is what the suite's other spinning peers are: one
+// thread. It runs its own embedded C media driver in invoker mode
+// (AERON_THREADING_MODE_INVOKER: the driver's conductor, sender and
+// receiver agents run one duty cycle per aeron_driver_main_do_work call)
+// and its own client with the conductor agent invoker, and drives both
+// from the side's thread in every Send retry, Flush and Recv spin. End A
+// publishes on aeron:udp to B's endpoint (stream 1001) and subscribes on
+// its own (stream 1002); B the other way round. Publications are
+// exclusive (one writer each); received fragments go through the C
+// client's fragment assembler to one purego callback. No extra threads:
+// on a machine with as many cores as the suite pins (two), Aeron's
+// default dedicated driver threads would share them with the spinning
+// ends.
 package aeron
 
 import (
-	"fmt"
-	"strings"
-
-	"github.com/ebitengine/purego"
 	"github.com/walcast/walcast/bench/peers"
 )
 
-// Libraries are the names tried with dlopen, in order.
-var Libraries = []string{"libaeron.so", "libaeron.so.1", "/usr/local/lib/libaeron.so", "/opt/aeron/lib/libaeron.so"}
+// LibDirEnv names the directory holding libaeron_driver.so; unset, the
+// dynamic loader's search path is used.
+const LibDirEnv = "AERON_LIB_DIR"
 
-// Probe reports whether the Aeron C client library can be loaded.
-func Probe() (string, error) {
-	var errs []string
-	for _, name := range Libraries {
-		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_GLOBAL)
-		if err == nil {
-			purego.Dlclose(h)
-			return name, nil
-		}
-		errs = append(errs, name)
-	}
-	return "", fmt.Errorf("aeron: C client library not found (tried %s)", strings.Join(errs, ", "))
-}
+// Library is the file the row loads: Aeron's C media driver library,
+// which carries the C client API too.
+const Library = "libaeron_driver.so"
 
-// Peer is the Aeron row. It is always skipped in this build: without the
-// library it says so; with it, the ping/pong binding (aeron_init,
-// publication offer, subscription poll through purego callbacks, plus a
-// running media driver) is not written yet, because no machine this
-// suite runs on has Aeron to test it against. Compare with Aeron's own C
-// cping/cpong under the same taskset instead.
+// Peer is the Aeron row: skipped, with the reason, when the library
+// cannot be loaded.
 func Peer() peers.Peer {
-	p := peers.Peer{Name: "aeron", Mode: "spin", Reliable: true}
-	lib, err := Probe()
-	if err != nil {
+	p := peers.Peer{Name: "aeron", Mode: "spin", Reliable: true, Open: open}
+	if _, err := load(); err != nil {
 		p.Skip = err.Error()
-	} else {
-		p.Skip = "found " + lib + ", but the purego ping/pong binding is not implemented; run Aeron's cping/cpong pinned to cores 0/1"
+		p.Open = nil
 	}
 	return p
 }
