@@ -15,6 +15,27 @@ type ColdRequest struct {
 	Count int
 }
 
+// coldQueue holds the NAKed seqs that missed the hot ring until the loop
+// has read them from the WAL, and keeps a flood of NAKs for old seqs from
+// amplifying from the disk.
+//
+// Invariants: no two used slots overlap, and a seq is queued again only
+// once it is neither queued, running nor served within the dedup window
+// (recent); at most maxInFlight slots are taken (running counts them);
+// every queued record was paid for from budget. A used slot is freed only
+// by ColdDone or ColdFailed.
+type coldQueue struct {
+	slots       []coldSlot
+	running     int // slots taken and not finished
+	maxInFlight int
+	maxRecords  uint64
+	hasLog      bool // without a log every cold seq is rejected
+	budget      coldBudget
+	recent      [coldRecentSlots]coldServed
+	recentNext  int
+	stats       *SenderStats
+}
+
 type coldSlot struct {
 	req    ColdRequest
 	served int  // frames retransmitted so far
@@ -32,90 +53,110 @@ type coldServed struct {
 	at        int64
 }
 
-// queueCold queues [from, from+n) for a cold read, skipping seqs already
-// covered by a queued or running request or served within the dedup
-// window, splitting by MaxColdRecords and spending the cold budget.
-func (s *Sender) queueCold(from, n uint64, now int64) {
-	if s.log == nil {
-		s.stats.ColdRejected += n
+// coldBudget is the token bucket of cold reads: tokens in record·ns (one
+// record costs 1e9), refilled at rate records per second up to full.
+// Invariant: 0 ≤ tokens ≤ full; at is the time of the last refill (never:
+// none yet, the bucket starts full).
+type coldBudget struct {
+	tokens, full int64
+	rate         int64 // records/s
+	at           int64
+}
+
+func newColdQueue(cfg SenderConfig, hasLog bool, stats *SenderStats) coldQueue {
+	full := cfg.ColdBurst * 1e9
+	return coldQueue{
+		slots:       make([]coldSlot, cfg.MaxColdInFlight+cfg.MaxColdQueued),
+		maxInFlight: cfg.MaxColdInFlight,
+		maxRecords:  uint64(cfg.MaxColdRecords),
+		hasLog:      hasLog,
+		budget:      coldBudget{tokens: full, full: full, rate: cfg.ColdRate, at: never},
+		stats:       stats,
+	}
+}
+
+// refill adds the budget earned since the last refill.
+func (b *coldBudget) refill(now int64) {
+	if b.at == never {
+		b.at = now
 		return
 	}
-	s.refillCold(now)
+	el := now - b.at
+	if el <= 0 {
+		return
+	}
+	b.at = now
+	if room := b.full - b.tokens; el >= room/b.rate+1 {
+		b.tokens = b.full
+	} else {
+		b.tokens += el * b.rate
+	}
+}
+
+// records is how many whole records the budget allows now.
+func (b *coldBudget) records() uint64 { return uint64(b.tokens / 1e9) }
+
+// queue queues [from, from+n) for a cold read, skipping seqs already
+// covered by a queued or running request or served within dedup ns,
+// splitting by MaxColdRecords and spending the budget.
+func (q *coldQueue) queue(from, n uint64, now, dedup int64) {
+	if !q.hasLog {
+		q.stats.ColdRejected += n
+		return
+	}
+	q.budget.refill(now)
 	end := from + n
 	for from < end {
-		if s.coldTokens < 1e9 {
-			s.stats.ColdOverBudget += end - from
+		if q.budget.records() < 1 {
+			q.stats.ColdOverBudget += end - from
 			return
 		}
 		// Skip the prefix covered by an existing request or a recent serve.
-		if c := s.coveredUntil(from, now); c > from {
+		if c := q.coveredUntil(from, now, dedup); c > from {
 			if c > end {
 				c = end
 			}
-			s.stats.ColdDedup += c - from
+			q.stats.ColdDedup += c - from
 			from = c
 			continue
 		}
-		k := end - from
-		if k > uint64(s.cfg.MaxColdRecords) {
-			k = uint64(s.cfg.MaxColdRecords)
-		}
+		k := min(end-from, q.maxRecords)
 		// Stop before the next covered seq so requests never overlap.
-		if c := s.nextCovered(from, now); c < from+k {
+		if c := q.nextCovered(from, now, dedup); c < from+k {
 			k = c - from
 		}
-		if budget := uint64(s.coldTokens / 1e9); k > budget {
-			k = budget
-		}
+		k = min(k, q.budget.records())
 		slot := -1
-		for j := range s.cold {
-			if !s.cold[j].used {
+		for j := range q.slots {
+			if !q.slots[j].used {
 				slot = j
 				break
 			}
 		}
 		if slot < 0 {
-			s.stats.ColdRejected += end - from
+			q.stats.ColdRejected += end - from
 			return
 		}
-		s.cold[slot] = coldSlot{req: ColdRequest{From: from, Count: int(k)}, used: true}
-		s.coldTokens -= int64(k) * 1e9
-		s.stats.ColdQueued++
+		q.slots[slot] = coldSlot{req: ColdRequest{From: from, Count: int(k)}, used: true}
+		q.budget.tokens -= int64(k) * 1e9
+		q.stats.ColdQueued++
 		from += k
 	}
 }
 
-// refillCold adds the cold budget earned since the last refill.
-func (s *Sender) refillCold(now int64) {
-	if s.coldAt == never {
-		s.coldAt = now
-		return
-	}
-	el := now - s.coldAt
-	if el <= 0 {
-		return
-	}
-	s.coldAt = now
-	if room := s.coldFull - s.coldTokens; el >= room/s.cfg.ColdRate+1 {
-		s.coldTokens = s.coldFull
-	} else {
-		s.coldTokens += el * s.cfg.ColdRate
-	}
-}
-
 // coveredUntil returns the end (exclusive) of the queued or running
-// request, or of the range served within the dedup window, that covers
-// seq; 0 if none does.
-func (s *Sender) coveredUntil(seq uint64, now int64) uint64 {
-	for j := range s.cold {
-		c := &s.cold[j]
+// request, or of the range served within dedup, that covers seq; 0 if
+// none does.
+func (q *coldQueue) coveredUntil(seq uint64, now, dedup int64) uint64 {
+	for j := range q.slots {
+		c := &q.slots[j]
 		if c.used && seq >= c.req.From && seq < c.req.From+uint64(c.req.Count) {
 			return c.req.From + uint64(c.req.Count)
 		}
 	}
-	for j := range s.recent {
-		r := &s.recent[j]
-		if seq >= r.from && seq < r.end && now-r.at < s.dedup {
+	for j := range q.recent {
+		r := &q.recent[j]
+		if seq >= r.from && seq < r.end && now-r.at < dedup {
 			return r.end
 		}
 	}
@@ -123,72 +164,63 @@ func (s *Sender) coveredUntil(seq uint64, now int64) uint64 {
 }
 
 // nextCovered returns the lowest seq above from at which a queued or
-// running request, or a range served within the dedup window, begins
-// (MaxUint64 if none).
-func (s *Sender) nextCovered(from uint64, now int64) uint64 {
+// running request, or a range served within dedup, begins (MaxUint64 if
+// none).
+func (q *coldQueue) nextCovered(from uint64, now, dedup int64) uint64 {
 	next := uint64(math.MaxUint64)
-	for j := range s.cold {
-		if c := &s.cold[j]; c.used && c.req.From > from && c.req.From < next {
+	for j := range q.slots {
+		if c := &q.slots[j]; c.used && c.req.From > from && c.req.From < next {
 			next = c.req.From
 		}
 	}
-	for j := range s.recent {
-		if r := &s.recent[j]; r.from > from && r.from < next && now-r.at < s.dedup {
+	for j := range q.recent {
+		if r := &q.recent[j]; r.from > from && r.from < next && now-r.at < dedup {
 			next = r.from
 		}
 	}
 	return next
 }
 
-// ColdRequests copies queued cold reads into dst, lowest seqs first (the
-// receiver delivers in order), marks them running and returns how many
-// it copied: at most MaxColdInFlight are running at once. The loop reads
-// each on its I/O goroutine (e.g. with wal.Writer.ReadRange) and reports
-// back with ColdDone or ColdFailed on the Sender's goroutine.
-func (s *Sender) ColdRequests(dst []ColdRequest) int {
+// take copies queued requests into dst, lowest seqs first, and marks them
+// running (see Sender.ColdRequests).
+func (q *coldQueue) take(dst []ColdRequest) int {
 	n := 0
-	for n < len(dst) && s.running < s.cfg.MaxColdInFlight {
+	for n < len(dst) && q.running < q.maxInFlight {
 		best := -1
-		for j := range s.cold {
-			c := &s.cold[j]
-			if c.used && !c.taken && (best < 0 || c.req.From < s.cold[best].req.From) {
+		for j := range q.slots {
+			c := &q.slots[j]
+			if c.used && !c.taken && (best < 0 || c.req.From < q.slots[best].req.From) {
 				best = j
 			}
 		}
 		if best < 0 {
 			break
 		}
-		s.cold[best].taken = true
-		s.running++
-		dst[n] = s.cold[best].req
+		q.slots[best].taken = true
+		q.running++
+		dst[n] = q.slots[best].req
 		n++
 	}
 	return n
 }
 
-// ColdPending reports whether cold requests wait to be taken by
-// ColdRequests and one may be taken now.
-func (s *Sender) ColdPending() bool {
-	if s.running >= s.cfg.MaxColdInFlight {
+// pending reports whether a queued request waits and may be taken now.
+func (q *coldQueue) pending() bool {
+	if q.running >= q.maxInFlight {
 		return false
 	}
-	for j := range s.cold {
-		if s.cold[j].used && !s.cold[j].taken {
+	for j := range q.slots {
+		if q.slots[j].used && !q.slots[j].taken {
 			return true
 		}
 	}
 	return false
 }
 
-// ColdDone hands back frames read for req: consecutive whole frames as
-// stored in the WAL. Each valid data frame whose seq lies in req is
-// appended to out as a retransmit. When out fills, ColdDone returns the
-// frames not yet sent (a sub-slice of frames); the loop flushes out and
-// calls ColdDone again with them. The request is finished, and its
-// in-flight slot freed, when the returned slice is empty. Records the WAL
-// did not return are counted as ColdMissing.
-func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.Vec) (rest []byte) {
-	c := s.findCold(req)
+// done retransmits the frames read for req through em (see
+// Sender.ColdDone).
+func (q *coldQueue) done(req ColdRequest, frames []byte, now int64, em *emitter, out *batch.Vec) (rest []byte) {
+	c := q.find(req)
 	if c == nil {
 		return nil // unknown or already finished request
 	}
@@ -196,46 +228,45 @@ func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.
 	for len(frames) > 0 {
 		_, p, n, err := wal.DecodeFrame(frames)
 		if err != nil {
-			s.stats.Bad.count(err, true)
+			q.stats.Bad.count(err, true)
 			frames = nil
 			break
 		}
 		seq := wal.Seq(p)
 		if seq >= req.From && seq < end && len(p) >= 8 {
-			if !s.emit(frames[:n], seq, out) {
+			if !em.emit(frames[:n], seq, out) {
 				return frames
 			}
 			c.served++
-			s.stats.RetxCold++
+			q.stats.RetxCold++
 		}
 		frames = frames[n:]
 	}
 	if c.served < req.Count {
-		s.stats.ColdMissing += uint64(req.Count - c.served)
+		q.stats.ColdMissing += uint64(req.Count - c.served)
 	}
-	s.recent[s.recentNext] = coldServed{from: req.From, end: end, at: now}
-	s.recentNext = (s.recentNext + 1) % coldRecentSlots
-	s.finishCold(c)
+	q.recent[q.recentNext] = coldServed{from: req.From, end: end, at: now}
+	q.recentNext = (q.recentNext + 1) % coldRecentSlots
+	q.finish(c)
 	return nil
 }
 
-// ColdFailed reports that the read for req failed; its slot is freed and
-// the receiver will ask again.
-func (s *Sender) ColdFailed(req ColdRequest) {
-	if c := s.findCold(req); c != nil {
-		s.finishCold(c)
-		s.stats.ColdErrors++
+// failed frees req's slot after a failed read.
+func (q *coldQueue) failed(req ColdRequest) {
+	if c := q.find(req); c != nil {
+		q.finish(c)
+		q.stats.ColdErrors++
 	}
 }
 
-func (s *Sender) finishCold(c *coldSlot) {
+func (q *coldQueue) finish(c *coldSlot) {
 	*c = coldSlot{}
-	s.running--
+	q.running--
 }
 
-func (s *Sender) findCold(req ColdRequest) *coldSlot {
-	for j := range s.cold {
-		c := &s.cold[j]
+func (q *coldQueue) find(req ColdRequest) *coldSlot {
+	for j := range q.slots {
+		c := &q.slots[j]
 		if c.used && c.taken && c.req == req {
 			return c
 		}

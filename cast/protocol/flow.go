@@ -205,10 +205,10 @@ func (s *Sender) foldLimit() {
 	was, wasLimited := fc.limit, fc.limited
 	fc.limited, fc.limit = false, math.MaxUint64
 	fc.covered = math.MaxUint64
-	s.dedup = s.cfg.RetxDedupWindow
+	s.retx.dedup = s.cfg.RetxDedupWindow
 	group := s.groupDedup()
 	if group {
-		s.dedup = math.MaxInt64
+		s.retx.dedup = math.MaxInt64
 	}
 	sent := s.next - 1
 	for i := range fc.rcv {
@@ -231,12 +231,12 @@ func (s *Sender) foldLimit() {
 		if live && in.Highest < fc.covered {
 			fc.covered = in.Highest
 		}
-		if in.ReNak > 0 && in.ReNak/2 < s.dedup {
-			s.dedup = in.ReNak / 2 // below every receiver's re-NAK delay
+		if in.ReNak > 0 && in.ReNak/2 < s.retx.dedup {
+			s.retx.dedup = in.ReNak / 2 // below every receiver's re-NAK delay
 		}
 	}
-	if group && s.dedup == math.MaxInt64 {
-		s.dedup = s.cfg.RetxDedupWindow // no receiver said its re-NAK delay
+	if group && s.retx.dedup == math.MaxInt64 {
+		s.retx.dedup = s.cfg.RetxDedupWindow // no receiver said its re-NAK delay
 	}
 	if !fc.limited || !wasLimited || fc.limit > was {
 		fc.blockedAt = 0 // the window moved: nobody is holding the sender

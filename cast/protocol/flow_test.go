@@ -341,8 +341,8 @@ func TestFlowScenarios(t *testing.T) {
 					t.Fatalf("receiver srtt %v, re-NAK %v → %v", time.Duration(r2), time.Duration(d1), time.Duration(d2))
 				}
 				// The sender's dedup window stays below the re-NAK delay.
-				if ri := h.receivers(); len(ri) != 1 || h.s.dedup >= ri[0].ReNak {
-					t.Fatalf("dedup %v, receiver re-NAK %v", time.Duration(h.s.dedup), ri)
+				if ri := h.receivers(); len(ri) != 1 || h.s.retx.dedup >= ri[0].ReNak {
+					t.Fatalf("dedup %v, receiver re-NAK %v", time.Duration(h.s.retx.dedup), ri)
 				}
 				h.run(time.Second, ms)
 				h.expectDelivered(1, h.s.NextSeq()-1)

@@ -9,9 +9,9 @@ func (s *Sender) RTT() RTT { return s.fc.rtt }
 // HeartbeatInterval]; 10 ms (at most the heartbeat) before any sample.
 func (s *Sender) pto() int64 {
 	if !s.fc.rtt.Valid() {
-		return min(10_000_000, s.hbEvery)
+		return min(10_000_000, s.cfg.HeartbeatInterval)
 	}
-	return clamp(2*s.fc.rtt.SRTT(), s.cfg.ProbeFloor, s.hbEvery)
+	return clamp(2*s.fc.rtt.SRTT(), s.cfg.ProbeFloor, s.cfg.HeartbeatInterval)
 }
 
 // uncovered reports whether some live negotiated receiver has not yet
@@ -76,7 +76,7 @@ func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
 	switch {
 	case tail:
 		s.stats.TailProbes++
-		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.hbEvery)
+		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.cfg.HeartbeatInterval)
 		fc.backoff++
 	case rtt:
 		s.stats.RTTProbes++

@@ -26,49 +26,39 @@ var (
 // never reads a clock, locks, allocates on its hot paths or does I/O;
 // every output datagram is appended to the caller's batch. Not safe for
 // concurrent use: one goroutine (the loop) owns it.
+//
+// It is built from components, each with its invariants beside it: the
+// hot ring of sent frames (hotRing), the emitter that writes data frames
+// into the batch, the retransmitter (NAK service, deferred ranges, dedup,
+// cold reads and their budget), the flow controller (receiver table,
+// policy, initial window), the prober (probe timing, RTT) and the event
+// queue NextEvent drains. The Sender itself assigns seqs, runs the idle
+// heartbeat and routes input to them.
 type Sender struct {
-	cfg       SenderConfig
-	log       Log
-	mask      uint64
-	slot      int
-	ring      []byte
-	slotSeq   []uint64
-	slotLen   []int32
-	retxAt    []int64
-	next      uint64
-	lastSend  int64
-	timerInit bool
-	skipDue   bool // the log's Skip marker has not been sent yet
-	hbEvery   int64
-	health    LogHealth
-	skip      struct {
-		from, seq uint64 // the log's Skip marker: seqs from … seq−1 have no record
-		frame     []byte
-	}
-	dedup    int64
-	nakFrom  netip.AddrPort
-	checkSrc bool
-	cold     []coldSlot
-	running  int // cold slots taken and not finished
-	// The cold budget: tokens in record·ns (one record costs 1e9), refilled
-	// at ColdRate per second up to ColdBurst records.
-	coldTokens int64
-	coldFull   int64
-	coldAt     int64 // time of the last refill
-	recent     [coldRecentSlots]coldServed
-	recentNext int
-	retx       []retxRange // NAKed ranges waiting for room in the batch
-	coal       struct {
-		vec  *batch.Vec
-		idx  int
-		n    int    // bytes in the message
-		last int    // bytes of its last frame
-		next uint64 // seq that may be appended
-	}
-	id    uint64
-	fc    flow
-	ended bool // End was called (session_end.go)
-	stats SenderStats
+	cfg    SenderConfig
+	log    Log       // nil: WAL-less
+	health LogHealth // the log's, if it reports failures
+	next   uint64    // seq the next Send assigns
+	id     uint64    // sender id carried in probes and the session end marker
+
+	ring hotRing
+	em   emitter
+	retx retransmitter
+	fc   flow
+	skip skipMarker
+	src  nakSource
+
+	lastSend  int64 // last data send or heartbeat (the idle timer)
+	timerInit bool  // lastSend is set (by a send or the first Tick)
+	ended     bool  // End was called (session_end.go)
+	stats     SenderStats
+}
+
+// nakSource is the one address whose NAKs and Status the Sender accepts
+// (check false: any).
+type nakSource struct {
+	addr  netip.AddrPort
+	check bool
 }
 
 const never = math.MinInt64 / 2
@@ -85,26 +75,20 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 	cfg = cfg.withDefaults()
 	log = nilLog(log)
 	s := &Sender{
-		cfg:     cfg,
-		log:     log,
-		mask:    uint64(cfg.RingSlots - 1),
-		slot:    slotSize(cfg.MaxFrame),
-		slotSeq: make([]uint64, cfg.RingSlots),
-		slotLen: make([]int32, cfg.RingSlots),
-		retxAt:  make([]int64, cfg.RingSlots),
-		next:    1,
-		hbEvery: int64(cfg.HeartbeatInterval),
-		dedup:   int64(cfg.RetxDedupWindow),
-		id:      cfg.ID,
-		cold:    make([]coldSlot, cfg.MaxColdInFlight+cfg.MaxColdQueued),
-		retx:    make([]retxRange, 0, maxDeferred),
+		cfg:  cfg,
+		log:  log,
+		next: 1,
+		id:   cfg.ID,
+		ring: newHotRing(cfg.RingSlots, cfg.MaxFrame),
+		em:   emitter{dest: cfg.Dest, coalesce: cfg.Coalesce, maxFrame: cfg.MaxFrame},
 	}
-	s.coldFull = cfg.ColdBurst * 1e9
-	s.coldTokens = s.coldFull
-	s.coldAt = never
-	s.ring = make([]byte, cfg.RingSlots*s.slot)
-	for i := range s.retxAt {
-		s.retxAt[i] = never
+	s.retx = retransmitter{
+		ring:     &s.ring,
+		em:       &s.em,
+		cold:     newColdQueue(cfg, log != nil, &s.stats),
+		dedup:    cfg.RetxDedupWindow,
+		deferred: make([]retxRange, 0, maxDeferred),
+		stats:    &s.stats,
 	}
 	if log != nil {
 		s.next = log.NextSeq()
@@ -116,11 +100,11 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 			s.learnSkip(sk.Skipped())
 		}
 	}
-	s.nakFrom = cfg.NakSource
-	if !s.nakFrom.IsValid() {
-		s.nakFrom = cfg.Dest
+	s.src.addr = cfg.NakSource
+	if !s.src.addr.IsValid() {
+		s.src.addr = cfg.Dest
 	}
-	s.checkSrc = !cfg.AcceptAnyNakSource && s.nakFrom.IsValid()
+	s.src.check = !cfg.AcceptAnyNakSource && s.src.addr.IsValid()
 	for s.id == 0 {
 		s.id = rand.Uint64()
 	}
@@ -173,10 +157,10 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 		s.refuse(now)
 		return 0, ErrBackpressure
 	}
-	if s.skipDue && !s.sendSkip(now, out) {
+	if s.skip.due && !s.sendSkip(now, out) {
 		return 0, ErrBatchFull
 	}
-	if out.Full() && !s.canCoalesce(out, n) {
+	if out.Full() && !s.em.canJoin(out, n, s.next) {
 		return 0, ErrBatchFull
 	}
 	var seq uint64
@@ -187,24 +171,16 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 			return 0, err
 		}
 		seq = wal.Seq(f[wal.HeaderSize:])
-		i := seq & s.mask
-		frame = s.ring[int(i)*s.slot : int(i)*s.slot+len(f)]
+		frame = s.ring.frameBuf(seq, len(f))
 		copy(frame, f)
 	} else {
 		seq = s.next
-		i := seq & s.mask
-		frame = s.ring[int(i)*s.slot : int(i)*s.slot+n]
+		frame = s.ring.frameBuf(seq, n)
 		copy(frame[wal.HeaderSize:], payload)
 		le.PutUint64(frame[wal.HeaderSize:], seq)
 		_ = wal.Seal(frame, typ)
 	}
-	s.cache(seq, len(frame))
-	s.next = seq + 1
-	s.lastSend = now
-	s.fc.lastData = now
-	s.timerInit = true
-	s.stats.Sent++
-	s.emit(frame, seq, out)
+	s.sent(seq, frame, now, out)
 	return seq, nil
 }
 
@@ -241,22 +217,15 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 		s.refuse(now)
 		return ErrBackpressure
 	}
-	if s.skipDue && !s.sendSkip(now, out) {
+	if s.skip.due && !s.sendSkip(now, out) {
 		return ErrBatchFull
 	}
-	if out.Full() && !s.canCoalesce(out, n) {
+	if out.Full() && !s.em.canJoin(out, n, s.next) {
 		return ErrBatchFull
 	}
-	i := seq & s.mask
-	dst := s.ring[int(i)*s.slot : int(i)*s.slot+n]
+	dst := s.ring.frameBuf(seq, n)
 	copy(dst, frame[:n])
-	s.cache(seq, n)
-	s.next = seq + 1
-	s.lastSend = now
-	s.fc.lastData = now
-	s.timerInit = true
-	s.stats.Sent++
-	s.emit(dst, seq, out)
+	s.sent(seq, dst, now, out)
 	return nil
 }
 
@@ -269,6 +238,18 @@ func (s *Sender) refuse(now int64) {
 	}
 }
 
+// sent caches the first transmission of seq (frame, already in its ring
+// slot) and appends it to out, which the caller checked has room.
+func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
+	s.ring.cache(seq, len(frame))
+	s.next = seq + 1
+	s.lastSend = now
+	s.fc.lastData = now
+	s.timerInit = true
+	s.stats.Sent++
+	s.em.emit(frame, seq, out)
+}
+
 // Tick continues retransmits that did not fit in the batch earlier (see
 // RetxPending) and sends the idle-only heartbeat (highest seq sent, 0
 // when none) when HeartbeatInterval has passed since the last data send
@@ -279,23 +260,24 @@ func (s *Sender) refuse(now int64) {
 // the probes that are due (tail loss, RTT); heartbeats then take the
 // probe form. now is monotonic ns; see Deadline for when to call it.
 func (s *Sender) Tick(now int64, out *batch.Vec) {
-	if len(s.retx) > 0 {
-		s.drainRetx(now, out)
+	if s.retx.pending() {
+		s.retx.drain(s.next, now, out)
 	}
-	if s.skipDue {
+	if s.skip.due {
 		s.sendSkip(now, out)
 	}
+	hb := s.cfg.HeartbeatInterval
 	if !s.timerInit {
 		s.timerInit = true
-		s.lastSend = now - s.hbEvery
+		s.lastSend = now - hb
 	}
 	if s.fc.active > 0 && s.flowTick(now, out) {
 		return
 	}
-	if now-s.lastSend < s.hbEvery {
+	if now-s.lastSend < hb {
 		return
 	}
-	if s.health != nil && s.health.Err() != nil {
+	if s.logFailing() {
 		// The log cannot make records durable: an idle-looking heartbeat
 		// would tell receivers the stream is healthy. Stay silent; they
 		// report PeerSilent.
@@ -342,6 +324,8 @@ func (s *Sender) LogErr() error {
 	return s.health.Err()
 }
 
+func (s *Sender) logFailing() bool { return s.health != nil && s.health.Err() != nil }
+
 // Handle processes one datagram received by the sender: NAKs and Status
 // frames (anything else is counted and ignored). from is its source address. Retransmits
 // served from the hot ring are appended to out (always to Dest, never to
@@ -349,7 +333,7 @@ func (s *Sender) LogErr() error {
 // datagrams are counted by reason. Handle never panics and allocates
 // nothing.
 func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch.Vec) {
-	if s.checkSrc && !sameAddr(from, s.nakFrom) {
+	if s.src.check && !sameAddr(from, s.src.addr) {
 		s.stats.BadSource++
 		return
 	}
@@ -384,15 +368,88 @@ func sameAddr(a, b netip.AddrPort) bool {
 	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
 }
 
+// RetxPending reports whether NAKed retransmits wait for room in the
+// batch: the loop flushes and calls Tick again without waiting.
+func (s *Sender) RetxPending() bool { return s.retx.pending() }
+
+// serveNak turns a NAK into the ranges to retransmit: clamped to
+// RingSlots and to the seqs sent, and with the seqs the log skipped
+// answered by its Skip marker.
+func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
+	from, count := nak.From, nak.Count
+	if from == 0 {
+		s.stats.NakNeverSent++
+		if count == 0 {
+			return
+		}
+		from, count = 1, count-1
+	}
+	if count == 0 {
+		return
+	}
+	if count > uint64(s.cfg.RingSlots) {
+		s.stats.NakClamped++
+		count = uint64(s.cfg.RingSlots)
+	}
+	last := s.next - 1 // highest seq sent
+	if from > last || count > last-from+1 {
+		s.stats.NakNeverSent++
+		// A negotiated receiver believes in seqs that do not exist (a
+		// forged or stale announcement): tell it what does, at once.
+		s.fc.probeNow = s.fc.active > 0
+		if from > last {
+			return
+		}
+		count = last - from + 1
+	}
+	end := from + count // exclusive; no overflow: end ≤ s.next
+	if sk := &s.skip; sk.seq != 0 && from < sk.seq && end > sk.from {
+		// Seqs the log skipped have no record: the Skip marker answers
+		// for them (and for itself).
+		if from < sk.from {
+			s.retx.serve(from, sk.from, s.next, now, out)
+		}
+		s.retx.serve(sk.seq, max(end, sk.seq+1), s.next, now, out)
+		return
+	}
+	s.retx.serve(from, end, s.next, now, out)
+}
+
+// ColdRequests copies queued cold reads into dst, lowest seqs first (the
+// receiver delivers in order), marks them running and returns how many
+// it copied: at most MaxColdInFlight are running at once. The loop reads
+// each on its I/O goroutine (e.g. with wal.Writer.ReadRange) and reports
+// back with ColdDone or ColdFailed on the Sender's goroutine.
+func (s *Sender) ColdRequests(dst []ColdRequest) int { return s.retx.cold.take(dst) }
+
+// ColdPending reports whether cold requests wait to be taken by
+// ColdRequests and one may be taken now.
+func (s *Sender) ColdPending() bool { return s.retx.cold.pending() }
+
+// ColdDone hands back frames read for req: consecutive whole frames as
+// stored in the WAL. Each valid data frame whose seq lies in req is
+// appended to out as a retransmit. When out fills, ColdDone returns the
+// frames not yet sent (a sub-slice of frames); the loop flushes out and
+// calls ColdDone again with them. The request is finished, and its
+// in-flight slot freed, when the returned slice is empty. Records the WAL
+// did not return are counted as ColdMissing.
+func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.Vec) (rest []byte) {
+	return s.retx.cold.done(req, frames, now, &s.em, out)
+}
+
+// ColdFailed reports that the read for req failed; its slot is freed and
+// the receiver will ask again.
+func (s *Sender) ColdFailed(req ColdRequest) { s.retx.cold.failed(req) }
+
 // Deadline is the loop-clock time (ns) at which Tick next has work: the
 // idle heartbeat, a probe, a receiver's timeout, or now-ish
 // (math.MinInt64) when retransmits wait for batch room. The loop may tick
 // earlier; ticking later only delays those.
 func (s *Sender) Deadline() int64 {
-	if len(s.retx) > 0 || !s.timerInit || s.fc.probeNow {
+	if s.retx.pending() || !s.timerInit || s.fc.probeNow {
 		return math.MinInt64
 	}
-	d := s.lastSend + s.hbEvery
+	d := s.lastSend + s.cfg.HeartbeatInterval
 	fc := &s.fc
 	if fc.active == 0 {
 		return d

@@ -1,56 +1,68 @@
 package protocol
 
 import (
+	"net/netip"
+
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wal"
 )
 
-func (s *Sender) cache(seq uint64, n int) {
-	i := seq & s.mask
-	s.slotSeq[i] = seq
-	s.slotLen[i] = int32(n)
-	s.retxAt[i] = never
+// emitter appends the Sender's data frames (first sends and retransmits)
+// to the caller's batch, addressed to Dest, and with Coalesce packs
+// consecutive seqs into one datagram of up to MaxFrame bytes.
+//
+// Invariant: while the message at idx of vec is still the one emitter
+// last wrote (n bytes, its last frame the data record next−1, checked
+// against the bytes because the caller may reset and refill the batch),
+// a frame of seq next may be appended to it; otherwise a new message
+// begins.
+type emitter struct {
+	dest     netip.AddrPort
+	coalesce bool
+	maxFrame int
+
+	vec  *batch.Vec
+	idx  int
+	n    int    // bytes in the message
+	last int    // bytes of its last frame
+	next uint64 // seq that may be appended
 }
 
-// canCoalesce reports whether a data frame of n bytes with seq s.next can
-// be appended to the last message of out.
-func (s *Sender) canCoalesce(out *batch.Vec, n int) bool {
-	return s.coalesceWith(out, n, s.next)
-}
-
-func (s *Sender) coalesceWith(out *batch.Vec, n int, seq uint64) bool {
-	if !s.cfg.Coalesce || s.coal.vec != out || out.Len() == 0 || out.Len()-1 != s.coal.idx || s.coal.next != seq {
+// canJoin reports whether a data frame of n bytes with seq can be
+// appended to the last message of out.
+func (e *emitter) canJoin(out *batch.Vec, n int, seq uint64) bool {
+	if !e.coalesce || e.vec != out || out.Len() == 0 || out.Len()-1 != e.idx || e.next != seq {
 		return false
 	}
-	m, _ := out.Msg(s.coal.idx)
-	if len(m) != s.coal.n || s.coal.n+n > s.cfg.MaxFrame || s.coal.n+n > out.SlotSize() {
+	m, _ := out.Msg(e.idx)
+	if len(m) != e.n || e.n+n > e.maxFrame || e.n+n > out.SlotSize() {
 		return false
 	}
 	// The message must still be ours: its last frame is the data record
 	// seq−1 (the caller may have reset out and appended something else,
 	// e.g. a NAK, at the same index).
-	last := m[len(m)-s.coal.last:]
+	last := m[len(m)-e.last:]
 	typ := le.Uint16(last[2:])
 	return !wal.IsControl(typ) && le.Uint64(last[wal.HeaderSize:]) == seq-1
 }
 
 // emit appends a data frame to out, coalescing it with the previous data
 // datagram when configured. It returns false when out had no room.
-func (s *Sender) emit(frame []byte, seq uint64, out *batch.Vec) bool {
-	if s.coalesceWith(out, len(frame), seq) {
-		buf := out.Buf(s.coal.idx)
-		copy(buf[s.coal.n:], frame)
-		s.coal.n += len(frame)
-		s.coal.last = len(frame)
-		out.Set(s.coal.idx, s.coal.n, s.cfg.Dest)
-		s.coal.next = seq + 1
+func (e *emitter) emit(frame []byte, seq uint64, out *batch.Vec) bool {
+	if e.canJoin(out, len(frame), seq) {
+		buf := out.Buf(e.idx)
+		copy(buf[e.n:], frame)
+		e.n += len(frame)
+		e.last = len(frame)
+		out.Set(e.idx, e.n, e.dest)
+		e.next = seq + 1
 		return true
 	}
-	if !out.Append(frame, s.cfg.Dest) {
+	if !out.Append(frame, e.dest) {
 		return false
 	}
-	if s.cfg.Coalesce {
-		s.coal.vec, s.coal.idx, s.coal.n, s.coal.last, s.coal.next = out, out.Len()-1, len(frame), len(frame), seq+1
+	if e.coalesce {
+		e.vec, e.idx, e.n, e.last, e.next = out, out.Len()-1, len(frame), len(frame), seq+1
 	}
 	return true
 }

@@ -5,6 +5,16 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
+// skipMarker is the log's Skip marker (the frame it wrote when it opened
+// past seqs a crash left unused): seqs from … seq−1 have no record, and
+// the marker, itself record seq, answers NAKs for them. Invariant: seq is
+// 0 when the log wrote none; due until the marker's first transmission.
+type skipMarker struct {
+	from, seq uint64
+	frame     []byte
+	due       bool
+}
+
 // sendSkip sends the log's Skip marker before the Sender's first record,
 // whether Send or Tick comes first: receivers learn at once which seqs
 // will never have a record, and which of those they delivered (a crashed
@@ -12,11 +22,11 @@ import (
 // record of the log (NAKed and repaired like any), so a lost marker is
 // asked for again. It returns false when out had no room.
 func (s *Sender) sendSkip(now int64, out *batch.Vec) bool {
-	if !s.emit(s.skip.frame, s.skip.seq, out) {
+	if !s.em.emit(s.skip.frame, s.skip.seq, out) {
 		return false
 	}
 	s.stats.SkipsSent++
-	s.skipDue = false
+	s.skip.due = false
 	s.timerInit = true
 	s.lastSend = now
 	return true
@@ -34,12 +44,8 @@ func (s *Sender) learnSkip(frame []byte) {
 	if err != nil || sk.Seq >= s.next {
 		return
 	}
-	s.skip.from, s.skip.seq = sk.From, sk.Seq
-	s.skip.frame = append([]byte(nil), frame[:n]...)
-	s.skipDue = true
-	if sk.Seq == s.next-1 && n <= s.slot {
-		i := sk.Seq & s.mask
-		copy(s.ring[int(i)*s.slot:], frame[:n])
-		s.cache(sk.Seq, n)
+	s.skip = skipMarker{from: sk.From, seq: sk.Seq, frame: append([]byte(nil), frame[:n]...), due: true}
+	if sk.Seq == s.next-1 {
+		s.ring.put(sk.Seq, frame[:n])
 	}
 }
