@@ -134,8 +134,8 @@ type SenderConfig struct {
 	// never sends Status: after InitialWait the sender runs unthrottled
 	// (a one-time pause; the bytes are the reference's). InitialWindow < 0
 	// turns it off (defaults: DefaultReorderSlots records, and
-	// ReceiverTimeout's default of 1 s: a loaded machine was seen not to
-	// run a starting receiver for more than 100 ms).
+	// ReceiverTimeout's default, long enough for a loaded machine to get a
+	// starting receiver running: docs/protocol.md).
 	InitialWindow int
 	InitialWait   int64
 }

@@ -4,7 +4,6 @@ import (
 	"math"
 	"net/netip"
 
-	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wal"
 )
 
@@ -50,72 +49,91 @@ type rcvSlot struct {
 	rtt    RTT
 }
 
-// flow is the Sender's flow-control state (one per Sender).
-type flow struct {
+// flowController keeps the table of receivers that spoke Status and
+// turns their windows into the limit on Send: the edges of the receivers
+// that throttle, combined by the FlowPolicy (flow_group.go). Before any
+// Status the initial window bounds Send instead.
+//
+// Invariants: active is the number of used slots, and no two used slots
+// hold the same id; within one id a receiver's Edge never moves down and
+// a Status older by serial than the last one changes nothing but
+// LastHeard. limited, limit and covered are what fold last computed from
+// the table and are recomputed on every change to it. blockedAt is the
+// first refused Send since the limit last moved (0: none). negotiated
+// turns true with the first valid Status and stays true.
+type flowController struct {
+	cfg     *SenderConfig
 	rcv     []rcvSlot
 	active  int    // used slots
 	limited bool   // some receiver throttles
 	limit   uint64 // highest seq Send may assign while limited
 	covered uint64 // lowest Highest among live negotiated receivers
-	rtt     RTT    // all echoes of all receivers
 
-	lastData  int64 // last first transmission
-	lastProbe int64 // last probe (extended heartbeat)
-	probeAt   int64 // earliest next tail probe
-	backoff   uint  // tail probes sent since the last Status
-	probeNow  bool  // a probe is owed at once (negotiation, NAK for unsent seqs)
-	blockedAt int64 // first Send refused since the limit last moved (0: none)
-	// initial window: before any Status, seqs ≤ initEdge until initUntil
+	blockedAt  int64
 	negotiated bool
-	initEdge   uint64
-	initUntil  int64
+	initial    initialWindow
+	hasLog     bool // cold reads can repair a receiver from the WAL
 
-	events        [maxSenderEvents]SenderEvent
-	evHead, evLen int
+	events *senderEvents
+	stats  *SenderStats
 }
 
-func (s *Sender) initFlow() {
-	s.fc.rcv = make([]rcvSlot, s.cfg.MaxReceivers)
-	s.fc.lastProbe = never
-	s.fc.lastData = never
+// statusNews is what one Status tells the rest of the Sender.
+type statusNews struct {
+	accepted bool  // a new Status of a known or newly joined receiver
+	joined   bool  // a receiver joined or restarted
+	echo     bool  // it echoed a probe: rtt is a sample
+	rtt      int64 // the round trip that echo measured, ns
 }
 
-// handleStatus processes one Status frame payload from addr.
-func (s *Sender) handleStatus(p []byte, from netip.AddrPort, now int64, out *batch.Vec) {
-	if s.cfg.NoFlowControl {
-		s.stats.Ignored++
-		return
+func newFlowController(cfg *SenderConfig, hasLog bool, events *senderEvents, stats *SenderStats) flowController {
+	return flowController{
+		cfg:     cfg,
+		rcv:     make([]rcvSlot, cfg.MaxReceivers),
+		initial: newInitialWindow(cfg, hasLog),
+		hasLog:  hasLog,
+		events:  events,
+		stats:   stats,
+	}
+}
+
+// status processes one Status frame payload from addr. The caller folds
+// the table again when the news is accepted.
+func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statusNews {
+	if fc.cfg.NoFlowControl {
+		fc.stats.Ignored++
+		return statusNews{}
 	}
 	st, err := ParseStatus(p)
 	if err != nil {
-		s.stats.BadStatus++
-		return
+		fc.stats.BadStatus++
+		return statusNews{}
 	}
-	r := s.findReceiver(st.ReceiverID)
+	r := fc.find(st.ReceiverID)
 	if r != nil && r.used && int32(st.Serial-r.serial) <= 0 {
 		r.info.LastHeard = now // reordered or duplicated: alive, but old news
-		s.stats.StaleStatus++
-		return
+		fc.stats.StaleStatus++
+		return statusNews{}
 	}
 	var joined SenderEventKind
 	var prev uint64
-	s.fc.negotiated = true
+	fc.negotiated = true
 	if r == nil {
-		r = s.slotFor(from)
+		r = fc.slotFor(from)
 		if r == nil {
-			s.stats.StatusRejected++
-			return
+			fc.stats.StatusRejected++
+			return statusNews{}
 		}
 		if r.used {
 			joined, prev = ReceiverRestarted, r.info.ID
 		} else {
 			joined = ReceiverJoined
-			s.fc.active++
+			fc.active++
 		}
 		*r = rcvSlot{used: true, info: ReceiverInfo{ID: st.ReceiverID, Addr: from}}
-		s.fc.probeNow = true // an RTT sample, and the probe form, at once
 	}
-	s.stats.Statuses++
+	fc.stats.Statuses++
+	news := statusNews{accepted: true, joined: joined != 0}
 	in := &r.info
 	wasState := in.State
 	progressed := in.Stalled && st.Delivered > in.Delivered
@@ -134,41 +152,35 @@ func (s *Sender) handleStatus(p []byte, from netip.AddrPort, now int64, out *bat
 		in.Edge = 0
 	}
 	if st.EchoTS != 0 && int64(st.EchoTS) <= now {
-		rtt := now - int64(st.EchoTS) - int64(st.EchoHold)
-		r.rtt.Sample(rtt)
-		s.fc.rtt.Sample(rtt)
+		news.echo, news.rtt = true, now-int64(st.EchoTS)-int64(st.EchoHold)
+		r.rtt.Sample(news.rtt)
 		in.SRTT, in.RTTVar = r.rtt.SRTT(), r.rtt.RTTVar()
-		if s.fc.rtt.Samples() == 1 {
-			s.fc.probeNow = true // the receivers learn the first estimate at once
-		}
 	}
-	s.fc.backoff = 0
-	s.fc.probeAt = 0
 	switch {
 	case joined != 0:
-		s.event(joined, now, r, prev)
+		fc.event(joined, now, r, prev)
 		if in.State != Live {
-			s.event(ReceiverFaulted, now, r, 0)
+			fc.event(ReceiverFaulted, now, r, 0)
 		}
 	case wasState == Live && in.State != Live:
-		s.event(ReceiverFaulted, now, r, 0)
+		fc.event(ReceiverFaulted, now, r, 0)
 	case wasState != Live && in.State == Live, progressed:
-		s.event(ReceiverRecovered, now, r, 0)
+		fc.event(ReceiverRecovered, now, r, 0)
 	}
 	if in.Closing {
-		s.event(ReceiverLeft, now, r, 0)
-		s.dropReceiver(r)
+		fc.event(ReceiverLeft, now, r, 0)
+		fc.drop(r)
 	}
-	s.foldLimit()
+	return news
 }
 
-// findReceiver returns the slot holding id, or nil.
-func (s *Sender) findReceiver(id uint64) *rcvSlot {
-	if s.fc.active == 0 {
+// find returns the slot holding id, or nil.
+func (fc *flowController) find(id uint64) *rcvSlot {
+	if fc.active == 0 {
 		return nil
 	}
-	for i := range s.fc.rcv {
-		if r := &s.fc.rcv[i]; r.used && r.info.ID == id {
+	for i := range fc.rcv {
+		if r := &fc.rcv[i]; r.used && r.info.ID == id {
 			return r
 		}
 	}
@@ -177,10 +189,10 @@ func (s *Sender) findReceiver(id uint64) *rcvSlot {
 
 // slotFor returns the slot a new id from addr takes: the slot of a known
 // receiver at the same address (a restart), else a free one, else nil.
-func (s *Sender) slotFor(addr netip.AddrPort) *rcvSlot {
+func (fc *flowController) slotFor(addr netip.AddrPort) *rcvSlot {
 	var free *rcvSlot
-	for i := range s.fc.rcv {
-		r := &s.fc.rcv[i]
+	for i := range fc.rcv {
+		r := &fc.rcv[i]
 		if r.used && sameAddr(r.info.Addr, addr) {
 			return r
 		}
@@ -191,26 +203,40 @@ func (s *Sender) slotFor(addr netip.AddrPort) *rcvSlot {
 	return free
 }
 
-func (s *Sender) dropReceiver(r *rcvSlot) {
+func (fc *flowController) drop(r *rcvSlot) {
 	*r = rcvSlot{}
-	s.fc.active--
+	fc.active--
 }
 
-// foldLimit recomputes, from the receiver table, which receivers throttle
-// and the limit they impose, the tail-probe coverage and the dedup
-// window. It is the one place the receivers' edges are combined (a group
-// policy other than the minimum goes here).
-func (s *Sender) foldLimit() {
-	fc := &s.fc
+// event queues a change of receiver r.
+func (fc *flowController) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
+	e := SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
+	e.Receiver.Throttles = false
+	if !fc.events.push(e) {
+		fc.stats.EventsDropped++
+		return
+	}
+	switch k {
+	case ReceiverJoined, ReceiverRestarted:
+		fc.stats.ReceiversJoined++
+	case ReceiverLost:
+		fc.stats.ReceiversLost++
+	}
+}
+
+// fold recomputes, from the table, which receivers throttle and the
+// limit they impose (sent is the highest seq sent), the tail-probe
+// coverage and the retransmit dedup window, which it returns. It is the
+// one place the receivers' edges are combined.
+func (fc *flowController) fold(sent uint64) (dedup int64) {
 	was, wasLimited := fc.limit, fc.limited
 	fc.limited, fc.limit = false, math.MaxUint64
 	fc.covered = math.MaxUint64
-	s.retx.dedup = s.cfg.RetxDedupWindow
-	group := s.groupDedup()
+	dedup = fc.cfg.RetxDedupWindow
+	group := fc.groupDedup()
 	if group {
-		s.retx.dedup = math.MaxInt64
+		dedup = math.MaxInt64
 	}
-	sent := s.next - 1
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
 		if !r.used {
@@ -223,24 +249,25 @@ func (s *Sender) foldLimit() {
 		// while the records it lacks are in the hot ring: it repairs them
 		// by NAK and the sender waits. Further behind, repairing it is
 		// TCP's job, and the producer is not held for it.
-		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(s.cfg.RingSlots) >= sent && s.counts(in.ID)
+		in.Throttles = live && in.Synced && !in.Stalled && in.Edge+uint64(fc.cfg.RingSlots) >= sent && fc.counts(in.ID)
 		if in.Throttles {
-			fc.limit = s.fold(!fc.limited, fc.limit, s.repairableEdge(in))
+			fc.limit = fc.combine(!fc.limited, fc.limit, fc.repairableEdge(in))
 			fc.limited = true
 		}
 		if live && in.Highest < fc.covered {
 			fc.covered = in.Highest
 		}
-		if in.ReNak > 0 && in.ReNak/2 < s.retx.dedup {
-			s.retx.dedup = in.ReNak / 2 // below every receiver's re-NAK delay
+		if in.ReNak > 0 && in.ReNak/2 < dedup {
+			dedup = in.ReNak / 2 // below every receiver's re-NAK delay
 		}
 	}
-	if group && s.retx.dedup == math.MaxInt64 {
-		s.retx.dedup = s.cfg.RetxDedupWindow // no receiver said its re-NAK delay
+	if group && dedup == math.MaxInt64 {
+		dedup = fc.cfg.RetxDedupWindow // no receiver said its re-NAK delay
 	}
 	if !fc.limited || !wasLimited || fc.limit > was {
 		fc.blockedAt = 0 // the window moved: nobody is holding the sender
 	}
+	return dedup
 }
 
 // repairableEdge is the highest seq the sender may assign for receiver
@@ -250,36 +277,123 @@ func (s *Sender) foldLimit() {
 // the sender run more than RingSlots past a gap it can no longer repair
 // (ColdRejected: the receiver faults). Delivered never moves back within
 // one receiver id, so neither does this edge.
-func (s *Sender) repairableEdge(in *ReceiverInfo) uint64 {
-	if s.log != nil {
+func (fc *flowController) repairableEdge(in *ReceiverInfo) uint64 {
+	if fc.hasLog {
 		return in.Edge
 	}
-	return min(in.Edge, in.Delivered+uint64(s.cfg.RingSlots))
+	return min(in.Edge, in.Delivered+uint64(fc.cfg.RingSlots))
 }
 
-// initialHold reports whether the initial window holds the next seq back
-// (no Status heard yet, InitialWindow records sent, InitialWait not over).
-// A Sender with NoFlowControl ignores every Status, so nothing could end
-// the hold before InitialWait: it has no initial window (the reference's
-// behaviour).
-func (s *Sender) initialHold(now int64) bool {
-	fc := &s.fc
-	if fc.negotiated || s.cfg.InitialWindow == 0 || s.cfg.NoFlowControl {
-		return false
+// holds reports whether flow control refuses seq next now: it lies
+// beyond the limit, or before any Status beyond the initial window.
+func (fc *flowController) holds(next uint64, now int64) bool {
+	if fc.limited && next > fc.limit {
+		return true
 	}
-	if fc.initUntil == 0 {
-		w := uint64(s.cfg.InitialWindow)
-		if s.log == nil {
-			w = min(w, uint64(s.cfg.RingSlots)) // all of it repairable from the hot ring
+	if !fc.negotiated && fc.initial.holds(next, now) {
+		fc.stats.InitialHeld++
+		return true
+	}
+	return false
+}
+
+// refused counts a Send held back and starts the stall clock (see
+// ReceiverStalled).
+func (fc *flowController) refused(now int64) {
+	fc.stats.Backpressured++
+	if fc.negotiated && fc.blockedAt == 0 {
+		fc.blockedAt = max(now, 1)
+	}
+}
+
+// tick drops receivers silent for ReceiverTimeout and releases those that
+// stalled the sender; next is the Sender's next seq. It reports whether
+// the table changed (the caller folds it again).
+func (fc *flowController) tick(now int64, next uint64) (changed bool) {
+	for i := range fc.rcv {
+		r := &fc.rcv[i]
+		if r.used && now-r.info.LastHeard >= fc.cfg.ReceiverTimeout {
+			fc.event(ReceiverLost, now, r, 0)
+			fc.drop(r)
+			changed = true
 		}
-		fc.initEdge = s.next - 1 + w
-		fc.initUntil = max(now, 1) + s.cfg.InitialWait
 	}
-	if s.next <= fc.initEdge || now >= fc.initUntil {
+	if fc.blockedAt != 0 && now-fc.blockedAt >= fc.cfg.ReceiverTimeout {
+		// Held back for ReceiverTimeout by receivers that delivered
+		// nothing meanwhile: the producer is not their hostage. A
+		// receiver still repairing a gap (it knows of seqs past what it
+		// delivered) is left to its own budgets: its retry budget or
+		// silence rule ends in a sticky state, which releases it, while a
+		// repair the loaded machine merely delayed goes on (releasing it
+		// could let the sender run past its window and the receiver
+		// raise Reconnect).
+		for i := range fc.rcv {
+			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < next && r.info.Highest <= r.info.Delivered {
+				r.info.Stalled = true
+				fc.event(ReceiverStalled, now, r, 0)
+				changed = true
+			}
+		}
+		fc.blockedAt = 0
+	}
+	return changed
+}
+
+// deadline lowers d to the next receiver timeout or stall release.
+func (fc *flowController) deadline(d int64) int64 {
+	for i := range fc.rcv {
+		if r := &fc.rcv[i]; r.used {
+			d = min(d, r.info.LastHeard+fc.cfg.ReceiverTimeout)
+		}
+	}
+	if fc.blockedAt != 0 {
+		d = min(d, fc.blockedAt+fc.cfg.ReceiverTimeout)
+	}
+	return d
+}
+
+// uncovered reports whether some live negotiated receiver has not yet
+// reported the highest seq sent (next−1).
+func (fc *flowController) uncovered(next uint64) bool {
+	return fc.active > 0 && next > 1 && fc.covered < next-1
+}
+
+// initialWindow bounds what a fresh Sender sends before it has heard any
+// Status: an unpaced producer then cannot outrun a walcast receiver's
+// window before that receiver's first Status arrives.
+//
+// Invariants: edge and until are set by the first check (the first Send)
+// and never move: seqs ≤ edge pass, later ones wait until until. size 0
+// means off (InitialWindow < 0, or NoFlowControl: nothing could end the
+// hold before InitialWait, so there is none, as in the reference).
+type initialWindow struct {
+	size  uint64 // records
+	wait  int64  // ns
+	edge  uint64
+	until int64 // 0: not started
+}
+
+func newInitialWindow(cfg *SenderConfig, hasLog bool) initialWindow {
+	w := initialWindow{wait: cfg.InitialWait}
+	if cfg.InitialWindow > 0 && !cfg.NoFlowControl {
+		w.size = uint64(cfg.InitialWindow)
+		if !hasLog {
+			w.size = min(w.size, uint64(cfg.RingSlots)) // all of it repairable from the hot ring
+		}
+	}
+	return w
+}
+
+// holds reports whether the window holds seq next back at now.
+func (w *initialWindow) holds(next uint64, now int64) bool {
+	if w.size == 0 {
 		return false
 	}
-	s.stats.InitialHeld++
-	return true
+	if w.until == 0 {
+		w.edge = next - 1 + w.size
+		w.until = max(now, 1) + w.wait
+	}
+	return next > w.edge && now < w.until
 }
 
 // Limit returns the highest seq Send may assign now and whether flow

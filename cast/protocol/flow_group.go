@@ -6,7 +6,7 @@ import (
 )
 
 // FlowPolicy says how a Sender with several receivers (a multicast group)
-// combines their windows (walcast extension, issue 15). Every policy
+// combines their windows (a walcast extension). Every policy
 // counts only receivers that are live, synced, not stalled and not too
 // far behind to repair by NAK (see docs/protocol.md); a receiver silent
 // for ReceiverTimeout is dropped from it with a ReceiverLost event.
@@ -61,18 +61,18 @@ func (c SenderConfig) validFlowPolicy() error {
 }
 
 // counts reports whether receiver id takes part in the flow policy.
-func (s *Sender) counts(id uint64) bool {
-	return s.cfg.FlowPolicy != FlowTagged || slices.Contains(s.cfg.Tagged, id)
+func (fc *flowController) counts(id uint64) bool {
+	return fc.cfg.FlowPolicy != FlowTagged || slices.Contains(fc.cfg.Tagged, id)
 }
 
-// fold combines a counted receiver's edge into the limit so far (first
+// combine folds a counted receiver's edge into the limit so far (first
 // says there is none yet): the lowest edge for FlowMin and FlowTagged, the
 // highest for FlowMax.
-func (s *Sender) fold(first bool, limit, edge uint64) uint64 {
+func (fc *flowController) combine(first bool, limit, edge uint64) uint64 {
 	switch {
 	case first:
 		return edge
-	case s.cfg.FlowPolicy == FlowMax:
+	case fc.cfg.FlowPolicy == FlowMax:
 		return max(limit, edge)
 	}
 	return min(limit, edge)
@@ -82,13 +82,13 @@ func (s *Sender) fold(first bool, limit, edge uint64) uint64 {
 // delays rather than RetxDedupWindow: the stream goes to a multicast
 // group and more than one receiver is in the table. A seq is then
 // retransmitted once per half the shortest re-NAK delay any receiver
-// reported, however long that is, not once per RetxDedupWindow (1 ms):
+// reported, however long that is, not once per RetxDedupWindow:
 // the repair went to every member, so a NAK for it arriving sooner was
 // sent before the repair could reach its sender (another receiver that
 // lost the same record, or a NAK delayed by a loaded host) and repeating
 // the repair would only load every member again. A receiver whose repair
 // was lost asks again after its re-NAK delay, beyond the window. With one
 // receiver the window is unicast's.
-func (s *Sender) groupDedup() bool {
-	return s.cfg.Dest.Addr().IsMulticast() && s.fc.active > 1 && s.cfg.RetxDedupWindow > 0
+func (fc *flowController) groupDedup() bool {
+	return fc.cfg.Dest.Addr().IsMulticast() && fc.active > 1 && fc.cfg.RetxDedupWindow > 0
 }

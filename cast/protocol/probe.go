@@ -1,85 +1,123 @@
 package protocol
 
-import "github.com/walcast/walcast/batch"
+// prober decides when a heartbeat goes out in the probe form on its own
+// (not on the idle timer) while receivers are negotiated, and keeps the
+// sender's RTT estimate over every receiver's echoes: a probe at once
+// when there is news for the receivers (a receiver joined, the first RTT
+// sample, a NAK for seqs never sent), a tail-loss probe when data went
+// out that some receiver has not reported and pto has passed since, and
+// an RTT probe every RTTProbeInterval while data flows.
+//
+// Invariants: tail probes back off, doubling from pto up to the heartbeat
+// interval, until the next Status (heard resets the back-off); lastProbe
+// is the last heartbeat sent in the probe form, lastData the last first
+// transmission (never: none yet).
+type prober struct {
+	rtt       RTT
+	lastData  int64
+	lastProbe int64
+	probeAt   int64 // earliest next tail probe
+	backoff   uint  // tail probes sent since the last Status
+	owed      bool  // a probe is due at once
+
+	floor, interval, hbEvery int64 // ProbeFloor, RTTProbeInterval, HeartbeatInterval
+	stats                    *SenderStats
+}
+
+// probeKind says why a probe is due.
+type probeKind uint8
+
+const (
+	noProbe probeKind = iota
+	owedProbe
+	tailProbe
+	rttProbe
+)
+
+// ptoUnknown is the tail-loss probe timeout before any RTT sample, ns (at
+// most the heartbeat interval).
+const ptoUnknown = 10_000_000
+
+func newProber(cfg *SenderConfig, stats *SenderStats) prober {
+	return prober{
+		lastData:  never,
+		lastProbe: never,
+		floor:     cfg.ProbeFloor,
+		interval:  cfg.RTTProbeInterval,
+		hbEvery:   cfg.HeartbeatInterval,
+		stats:     stats,
+	}
+}
 
 // RTT returns the sender's estimate over every receiver's echoes.
-func (s *Sender) RTT() RTT { return s.fc.rtt }
+func (s *Sender) RTT() RTT { return s.probe.rtt }
 
 // pto is the tail-loss probe timeout: 2·srtt within [ProbeFloor,
-// HeartbeatInterval]; 10 ms (at most the heartbeat) before any sample.
-func (s *Sender) pto() int64 {
-	if !s.fc.rtt.Valid() {
-		return min(10_000_000, s.cfg.HeartbeatInterval)
+// HeartbeatInterval]; ptoUnknown (at most the heartbeat) before any
+// sample.
+func (p *prober) pto() int64 {
+	if !p.rtt.Valid() {
+		return min(ptoUnknown, p.hbEvery)
 	}
-	return clamp(2*s.fc.rtt.SRTT(), s.cfg.ProbeFloor, s.cfg.HeartbeatInterval)
+	return clamp(2*p.rtt.SRTT(), p.floor, p.hbEvery)
 }
 
-// uncovered reports whether some live negotiated receiver has not yet
-// reported the highest seq sent.
-func (s *Sender) uncovered() bool {
-	return s.fc.active > 0 && s.next > 1 && s.fc.covered < s.next-1
+// heard takes the news of an accepted Status: a joined receiver and the
+// first RTT sample are announced at once, and tail probes start over.
+func (p *prober) heard(n statusNews) {
+	if n.joined {
+		p.owed = true // an RTT sample, and the probe form, at once
+	}
+	if n.echo {
+		p.rtt.Sample(n.rtt)
+		if p.rtt.Samples() == 1 {
+			p.owed = true // the receivers learn the first estimate at once
+		}
+	}
+	p.backoff = 0
+	p.probeAt = 0
 }
 
-// flowTick drops silent receivers and sends the probes that are due.
-// It returns true when it sent a heartbeat.
-func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
-	fc := &s.fc
-	changed := false
-	for i := range fc.rcv {
-		r := &fc.rcv[i]
-		if r.used && now-r.info.LastHeard >= s.cfg.ReceiverTimeout {
-			s.event(ReceiverLost, now, r, 0)
-			s.dropReceiver(r)
-			changed = true
-		}
-	}
-	if fc.blockedAt != 0 && now-fc.blockedAt >= s.cfg.ReceiverTimeout {
-		// Held back for ReceiverTimeout by receivers that delivered
-		// nothing meanwhile: the producer is not their hostage. A
-		// receiver still repairing a gap (it knows of seqs past what it
-		// delivered) is left to its own budgets: its retry budget or
-		// silence rule ends in a sticky state, which releases it, while a
-		// repair the loaded machine merely delayed goes on (releasing it
-		// let the sender run past its window: Reconnect at 30 % loss).
-		for i := range fc.rcv {
-			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < s.next && r.info.Highest <= r.info.Delivered {
-				r.info.Stalled = true
-				s.event(ReceiverStalled, now, r, 0)
-				changed = true
-			}
-		}
-		fc.blockedAt = 0
-	}
-	if changed {
-		s.foldLimit()
-	}
-	if fc.active == 0 {
-		fc.probeNow = false
-		return false
-	}
-	if s.health != nil && s.health.Err() != nil {
-		return false // no heartbeat of any form while the log fails (see Tick)
-	}
-	var tail, rtt bool
+// due reports which probe, if any, is due at now; uncovered says some
+// receiver has not reported the highest seq sent.
+func (p *prober) due(now int64, uncovered bool) probeKind {
 	switch {
-	case fc.probeNow:
-	case s.uncovered() && now-fc.lastData >= s.pto() && now >= fc.probeAt:
-		tail = true
-	case fc.lastData > fc.lastProbe && now-fc.lastProbe >= s.cfg.RTTProbeInterval:
-		rtt = true
-	default:
-		return false
+	case p.owed:
+		return owedProbe
+	case uncovered && now-p.lastData >= p.pto() && now >= p.probeAt:
+		return tailProbe
+	case p.lastData > p.lastProbe && now-p.lastProbe >= p.interval:
+		return rttProbe
 	}
-	if !s.heartbeat(now, out) {
-		return false // out is full: due again on the next Tick
+	return noProbe
+}
+
+// sentProbe records a heartbeat sent in the probe form at now.
+func (p *prober) sentProbe(now int64) {
+	p.lastProbe = now
+	p.owed = false
+	p.stats.Probes++
+}
+
+// sentDue records that the probe due took the heartbeat just sent.
+func (p *prober) sentDue(k probeKind, now int64) {
+	switch k {
+	case tailProbe:
+		p.stats.TailProbes++
+		p.probeAt = now + min(p.pto()<<min(p.backoff+1, 20), p.hbEvery)
+		p.backoff++
+	case rttProbe:
+		p.stats.RTTProbes++
 	}
-	switch {
-	case tail:
-		s.stats.TailProbes++
-		fc.probeAt = now + min(s.pto()<<min(fc.backoff+1, 20), s.cfg.HeartbeatInterval)
-		fc.backoff++
-	case rtt:
-		s.stats.RTTProbes++
+}
+
+// deadline lowers d to the next tail or RTT probe.
+func (p *prober) deadline(d int64, uncovered bool) int64 {
+	if uncovered {
+		d = min(d, max(p.lastData+p.pto(), p.probeAt))
 	}
-	return true
+	if p.lastData > p.lastProbe {
+		d = min(d, p.lastProbe+p.interval)
+	}
+	return d
 }

@@ -41,12 +41,14 @@ type Sender struct {
 	next   uint64    // seq the next Send assigns
 	id     uint64    // sender id carried in probes and the session end marker
 
-	ring hotRing
-	em   emitter
-	retx retransmitter
-	fc   flow
-	skip skipMarker
-	src  nakSource
+	ring   hotRing
+	em     emitter
+	retx   retransmitter
+	fc     flowController
+	probe  prober
+	events senderEvents
+	skip   skipMarker
+	src    nakSource
 
 	lastSend  int64 // last data send or heartbeat (the idle timer)
 	timerInit bool  // lastSend is set (by a send or the first Tick)
@@ -90,6 +92,8 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		deferred: make([]retxRange, 0, maxDeferred),
 		stats:    &s.stats,
 	}
+	s.fc = newFlowController(&s.cfg, log != nil, &s.events, &s.stats)
+	s.probe = newProber(&s.cfg, &s.stats)
 	if log != nil {
 		s.next = log.NextSeq()
 		if s.next == 0 {
@@ -108,7 +112,6 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 	for s.id == 0 {
 		s.id = rand.Uint64()
 	}
-	s.initFlow()
 	return s, nil
 }
 
@@ -153,8 +156,8 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return 0, ErrFrameTooLarge
 	}
-	if (s.fc.limited && s.next > s.fc.limit) || (!s.fc.negotiated && s.initialHold(now)) {
-		s.refuse(now)
+	if s.fc.holds(s.next, now) {
+		s.fc.refused(now)
 		return 0, ErrBackpressure
 	}
 	if s.skip.due && !s.sendSkip(now, out) {
@@ -213,8 +216,8 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return ErrFrameTooLarge
 	}
-	if (s.fc.limited && s.next > s.fc.limit) || (!s.fc.negotiated && s.initialHold(now)) {
-		s.refuse(now)
+	if s.fc.holds(s.next, now) {
+		s.fc.refused(now)
 		return ErrBackpressure
 	}
 	if s.skip.due && !s.sendSkip(now, out) {
@@ -229,22 +232,13 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	return nil
 }
 
-// refuse counts a Send held back by flow control and starts the stall
-// clock (see ReceiverStalled).
-func (s *Sender) refuse(now int64) {
-	s.stats.Backpressured++
-	if s.fc.negotiated && s.fc.blockedAt == 0 {
-		s.fc.blockedAt = max(now, 1)
-	}
-}
-
 // sent caches the first transmission of seq (frame, already in its ring
 // slot) and appends it to out, which the caller checked has room.
 func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 	s.ring.cache(seq, len(frame))
 	s.next = seq + 1
 	s.lastSend = now
-	s.fc.lastData = now
+	s.probe.lastData = now
 	s.timerInit = true
 	s.stats.Sent++
 	s.em.emit(frame, seq, out)
@@ -302,10 +296,8 @@ func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 	var n int
 	if s.fc.active > 0 {
 		n = PutProbeFrame(buf, Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
-			SRTT: sat32(s.fc.rtt.SRTT()), RTTVar: sat32(s.fc.rtt.RTTVar())})
-		s.fc.lastProbe = now
-		s.fc.probeNow = false
-		s.stats.Probes++
+			SRTT: sat32(s.probe.rtt.SRTT()), RTTVar: sat32(s.probe.rtt.RTTVar())})
+		s.probe.sentProbe(now)
 	} else {
 		n = wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
 	}
@@ -314,6 +306,34 @@ func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 	s.stats.Heartbeats++
 	return true
 }
+
+// flowTick runs the flow controller's timers and sends the probe that
+// is due. It returns true when it sent a heartbeat.
+func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
+	if s.fc.tick(now, s.next) {
+		s.refold()
+	}
+	if s.fc.active == 0 {
+		s.probe.owed = false
+		return false
+	}
+	if s.logFailing() {
+		return false // no heartbeat of any form while the log fails (see Tick)
+	}
+	k := s.probe.due(now, s.fc.uncovered(s.next))
+	if k == noProbe {
+		return false
+	}
+	if !s.heartbeat(now, out) {
+		return false // out is full: due again on the next Tick
+	}
+	s.probe.sentDue(k, now)
+	return true
+}
+
+// refold recomputes the flow limit after the receiver table changed; the
+// dedup window follows the receivers' re-NAK delays.
+func (s *Sender) refold() { s.retx.dedup = s.fc.fold(s.next - 1) }
 
 // LogErr is the log's error (LogHealth), or nil: while it is set the
 // Sender withholds heartbeats.
@@ -347,7 +367,10 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 		first = false
 		dgram = dgram[n:]
 		if h.Type == TypeStatus {
-			s.handleStatus(p, from, now, out)
+			if news := s.fc.status(p, from, now); news.accepted {
+				s.probe.heard(news)
+				s.refold()
+			}
 			continue
 		}
 		if h.Type != wal.TypeNak {
@@ -366,6 +389,22 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 
 func sameAddr(a, b netip.AddrPort) bool {
 	return a.Port() == b.Port() && a.Addr().Unmap() == b.Addr().Unmap()
+}
+
+// Deadline is the loop-clock time (ns) at which Tick next has work: the
+// idle heartbeat, a probe, a receiver's timeout, or now-ish
+// (math.MinInt64) when retransmits wait for batch room. The loop may tick
+// earlier; ticking later only delays those.
+func (s *Sender) Deadline() int64 {
+	if s.retx.pending() || !s.timerInit || s.probe.owed {
+		return math.MinInt64
+	}
+	d := s.lastSend + s.cfg.HeartbeatInterval
+	if s.fc.active == 0 {
+		return d
+	}
+	d = s.fc.deadline(d)
+	return s.probe.deadline(d, s.fc.uncovered(s.next))
 }
 
 // RetxPending reports whether NAKed retransmits wait for room in the
@@ -396,7 +435,7 @@ func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
 		s.stats.NakNeverSent++
 		// A negotiated receiver believes in seqs that do not exist (a
 		// forged or stale announcement): tell it what does, at once.
-		s.fc.probeNow = s.fc.active > 0
+		s.probe.owed = s.fc.active > 0
 		if from > last {
 			return
 		}
@@ -440,33 +479,3 @@ func (s *Sender) ColdDone(req ColdRequest, frames []byte, now int64, out *batch.
 // ColdFailed reports that the read for req failed; its slot is freed and
 // the receiver will ask again.
 func (s *Sender) ColdFailed(req ColdRequest) { s.retx.cold.failed(req) }
-
-// Deadline is the loop-clock time (ns) at which Tick next has work: the
-// idle heartbeat, a probe, a receiver's timeout, or now-ish
-// (math.MinInt64) when retransmits wait for batch room. The loop may tick
-// earlier; ticking later only delays those.
-func (s *Sender) Deadline() int64 {
-	if s.retx.pending() || !s.timerInit || s.fc.probeNow {
-		return math.MinInt64
-	}
-	d := s.lastSend + s.cfg.HeartbeatInterval
-	fc := &s.fc
-	if fc.active == 0 {
-		return d
-	}
-	for i := range fc.rcv {
-		if r := &fc.rcv[i]; r.used {
-			d = min(d, r.info.LastHeard+s.cfg.ReceiverTimeout)
-		}
-	}
-	if s.uncovered() {
-		d = min(d, max(fc.lastData+s.pto(), fc.probeAt))
-	}
-	if fc.blockedAt != 0 {
-		d = min(d, fc.blockedAt+s.cfg.ReceiverTimeout)
-	}
-	if fc.lastData > fc.lastProbe {
-		d = min(d, fc.lastProbe+s.cfg.RTTProbeInterval)
-	}
-	return d
-}

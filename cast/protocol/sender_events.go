@@ -52,32 +52,37 @@ type SenderEvent struct {
 
 const maxSenderEvents = 32
 
-func (s *Sender) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
-	if s.fc.evLen == len(s.fc.events) {
-		s.stats.EventsDropped++
-		return
+// senderEvents is the queue NextEvent drains: a ring of the oldest
+// maxSenderEvents unread events. Invariant: n ≤ len(q); the unread
+// events are q[head], q[head+1], … (mod len(q)), oldest first; an event
+// that finds the queue full is not queued (the caller counts it).
+type senderEvents struct {
+	q       [maxSenderEvents]SenderEvent
+	head, n int
+}
+
+// push queues e; false when the queue is full.
+func (q *senderEvents) push(e SenderEvent) bool {
+	if q.n == len(q.q) {
+		return false
 	}
-	e := &s.fc.events[(s.fc.evHead+s.fc.evLen)%len(s.fc.events)]
-	*e = SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
-	e.Receiver.Throttles = false
-	s.fc.evLen++
-	switch k {
-	case ReceiverJoined, ReceiverRestarted:
-		s.stats.ReceiversJoined++
-	case ReceiverLost:
-		s.stats.ReceiversLost++
+	q.q[(q.head+q.n)%len(q.q)] = e
+	q.n++
+	return true
+}
+
+// pop returns the oldest unread event.
+func (q *senderEvents) pop() (SenderEvent, bool) {
+	if q.n == 0 {
+		return SenderEvent{}, false
 	}
+	e := q.q[q.head]
+	q.head = (q.head + 1) % len(q.q)
+	q.n--
+	return e, true
 }
 
 // NextEvent returns the oldest unread flow-control event. The loop
-// drains it after Handle and Tick; at most 32 wait (more are counted in
-// SenderStats.EventsDropped).
-func (s *Sender) NextEvent() (SenderEvent, bool) {
-	if s.fc.evLen == 0 {
-		return SenderEvent{}, false
-	}
-	e := s.fc.events[s.fc.evHead]
-	s.fc.evHead = (s.fc.evHead + 1) % len(s.fc.events)
-	s.fc.evLen--
-	return e, true
-}
+// drains it after Handle and Tick; at most maxSenderEvents (32) wait
+// (more are counted in SenderStats.EventsDropped).
+func (s *Sender) NextEvent() (SenderEvent, bool) { return s.events.pop() }

@@ -8,7 +8,7 @@ import (
 	"github.com/walcast/walcast/wal"
 )
 
-// The session end marker (type 0x16, walcast extension, issue 15): the
+// The session end marker (type 0x16, a walcast extension): the
 // sender says the stream is done, so a receiver tells "done" from
 // "silent". MoldUDP64 has an end-of-session packet; the reference has
 // nothing.
