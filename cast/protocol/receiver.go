@@ -499,18 +499,18 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 // drain delivers buffered records that are now in order.
 func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
 	for {
-		i := r.expected & r.mask
-		if r.slotSeq[i] != r.expected {
-			if r.holeFrom == 0 || r.expected != r.holeFrom {
-				return
-			}
+		if r.holeFrom != 0 && r.expected == r.holeFrom {
 			// Everything before a pending Skip is in: jump over its hole
-			// to the marker, which is buffered.
+			// (empty when the marker's From is its own seq) to the
+			// marker, which is buffered.
 			r.expected = r.holeTo + 1
 			r.holeFrom, r.holeTo = 0, 0
 			r.lastSkip = r.pending
 			r.stats.Skips++
-			continue
+		}
+		i := r.expected & r.mask
+		if r.slotSeq[i] != r.expected {
+			return
 		}
 		off := int(i) * r.slot
 		frame := r.ring[off : off+int(r.slotLen[i])]
@@ -548,7 +548,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 	}
 	runs := 0
 	for seq := r.expected; seq <= upper; {
-		if seq == r.holeFrom && seq != 0 {
+		if seq == r.holeFrom && seq != 0 && r.holeTo >= seq {
 			seq = r.holeTo + 1 // a pending Skip's seqs have no record: never NAKed
 			continue
 		}
