@@ -69,6 +69,11 @@ type Receiver struct {
 
 	out   Outcome
 	stats ReceiverStats
+
+	events    eventQueue // unread events (NextEvent)
+	lateOwed  bool       // LateStart is queued before the next delivery
+	endedSeen bool       // Ended reported done when last looked at (StreamEnded)
+	lastNow   int64      // now of the last Handle or Tick: the time of events ResetAfterReplay raises
 }
 
 const noDue = math.MaxInt64
@@ -112,6 +117,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 // seq 1), or unsynced for StartNow.
 func (r *Receiver) begin() {
 	r.expected, r.highest, r.live, r.late = 0, 0, 0, 0
+	r.lateOwed = false
 	if !r.cfg.StartNow {
 		r.expected = max(r.cfg.Start, 1)
 		r.highest = r.expected - 1
@@ -156,6 +162,7 @@ func (r *Receiver) Stats() ReceiverStats { return r.stats }
 // Status frames (flow control, acknowledgement) are appended to out when
 // due. now is monotonic ns. Handle never panics and allocates nothing.
 func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wal.Header, payload []byte)) {
+	r.lastNow = now
 	first := true
 	r.dgramOOW = false
 	for len(dgram) > 0 {
@@ -186,13 +193,19 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 			r.data(h, p, frame, now, out, deliver)
 		}
 	}
+	if r.endSet || r.endedSeen {
+		r.noteEnded(now)
+	}
 	r.maybeStatus(now, out)
 }
 
 func (r *Receiver) heard(now int64) {
 	r.lastHeard = now
 	r.heardInit = true
-	r.silent = false
+	if r.silent {
+		r.silent = false
+		r.event(PeerHeard, now, 0, SkipNotice{})
+	}
 	r.heardAny = true
 }
 
@@ -222,7 +235,7 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 		// StartNow, nothing heard yet: now is just after the highest seq.
 		r.expected, r.highest = hb.Highest+1, hb.Highest
 		if hb.Highest > 0 {
-			r.late = r.expected
+			r.late, r.lateOwed = r.expected, true
 		}
 		return
 	}
@@ -250,7 +263,7 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 			return
 		}
 		r.stats.Restarts++
-		r.out = Outcome{Kind: SenderRestarted, LastDelivered: r.expected - 1, Highest: hb.Highest}
+		r.setOutcome(Outcome{Kind: SenderRestarted, LastDelivered: r.expected - 1, Highest: hb.Highest}, now)
 		return
 	}
 	r.suspect = false
@@ -302,9 +315,9 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	}
 }
 
-func (r *Receiver) reconnect(seq uint64) {
+func (r *Receiver) reconnect(seq uint64, now int64) {
 	r.stats.Reconnects++
-	r.out = Outcome{Kind: Reconnect, LastDelivered: r.expected - 1, Seq: seq}
+	r.setOutcome(Outcome{Kind: Reconnect, LastDelivered: r.expected - 1, Seq: seq}, now)
 }
 
 func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
@@ -325,7 +338,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 			r.highest = seq - 1
 		}
 		if seq > 1 {
-			r.late = seq
+			r.late, r.lateOwed = seq, true
 		}
 	}
 	if h.Type == wal.TypeSkip {
@@ -369,8 +382,9 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.clear(seq & r.mask)
 		r.expected++
 		r.live = seq
+		r.lateDelivery(now)
 		deliver(h, p)
-		r.drain(deliver)
+		r.drain(now, deliver)
 		if now >= r.nextDue {
 			r.pump(now, out)
 		}
@@ -445,7 +459,7 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 	if sk.From > r.expected {
 		// Records before the hole are still missing.
 		if seq-r.expected >= r.window || (r.holeFrom != 0 && r.holeFrom != sk.From) {
-			r.reconnect(seq)
+			r.reconnect(seq, now)
 			return
 		}
 		i := seq & r.mask
@@ -489,15 +503,17 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 	r.clear(seq & r.mask)
 	r.expected++
 	r.live = seq
+	r.lateDelivery(now)
+	r.event(SkipApplied, now, 0, n)
 	deliver(h, p)
-	r.drain(deliver)
+	r.drain(now, deliver)
 	if now >= r.nextDue {
 		r.pump(now, out)
 	}
 }
 
 // drain delivers buffered records that are now in order.
-func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
+func (r *Receiver) drain(now int64, deliver func(wal.Header, []byte)) {
 	for {
 		if r.holeFrom != 0 && r.expected == r.holeFrom {
 			// Everything before a pending Skip is in: jump over its hole
@@ -507,6 +523,7 @@ func (r *Receiver) drain(deliver func(wal.Header, []byte)) {
 			r.holeFrom, r.holeTo = 0, 0
 			r.lastSkip = r.pending
 			r.stats.Skips++
+			r.event(SkipApplied, now, 0, r.lastSkip)
 		}
 		i := r.expected & r.mask
 		if r.slotSeq[i] != r.expected {
@@ -658,7 +675,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 	}
 	if int(sp) > r.cfg.MaxNakRetries {
 		r.stats.Faults++
-		r.out = Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}
+		r.setOutcome(Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}, now)
 		return true
 	}
 	if due := now + r.retryDelay(from, rt); due < r.nextDue {
@@ -675,6 +692,7 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 // sticky outcome is set, so the sender learns of it). now is monotonic ns.
 func (r *Receiver) Tick(now int64, out *batch.Vec) {
 	defer r.maybeStatus(now, out)
+	r.lastNow = now
 	if r.out.Kind != Live {
 		return
 	}
@@ -688,12 +706,13 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 				end++
 			}
 			r.stats.Faults++
-			r.out = Outcome{Kind: Faulted, Cause: Silence, LastDelivered: r.expected - 1, GapStart: r.expected, GapEnd: end}
+			r.setOutcome(Outcome{Kind: Faulted, Cause: Silence, LastDelivered: r.expected - 1, GapStart: r.expected, GapEnd: end}, now)
 			return
 		}
 		if _, ended := r.Ended(); !r.silent && !ended {
 			r.silent = true // an ended stream is done, not silent
 			r.stats.PeerSilences++
+			r.event(PeerSilent, now, 0, SkipNotice{})
 		}
 		return
 	}
@@ -709,12 +728,13 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 // afterwards; a gap above tip already known is NAKed on the next Tick.
 func (r *Receiver) ResetAfterReplay(tip uint64) {
 	r.clearAll()
-	r.late = 0
+	r.late, r.lateOwed = 0, false
 	r.expected = tip + 1
 	if r.highest < tip {
 		r.highest = tip
 	}
 	r.nextDue = math.MinInt64
+	r.noteEnded(r.lastNow)
 }
 
 // Resync forgets the stream position and starts again as a new Receiver
@@ -726,6 +746,7 @@ func (r *Receiver) Resync() {
 	r.begin()
 	r.nextDue = noDue
 	r.end, r.endSet = 0, false // a new stream has not ended
+	r.endedSeen = false
 }
 
 func (r *Receiver) clearAll() {
@@ -735,7 +756,10 @@ func (r *Receiver) clearAll() {
 	r.holeFrom, r.holeTo = 0, 0
 	r.out = Outcome{}
 	r.heardInit = false
-	r.silent = false
+	if r.silent {
+		r.silent = false
+		r.event(PeerHeard, r.lastNow, 0, SkipNotice{})
+	}
 	r.maxData = 0
 	r.overrunN, r.overrunFar = 0, 0
 	r.suspect = false

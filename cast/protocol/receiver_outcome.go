@@ -164,6 +164,7 @@ type ReceiverStats struct {
 	// re-NAKed run, from its first NAK (groupRTTSample).
 	GroupRTTSamples uint64
 	SessionEnds     uint64 // session end markers heard
+	EventsDropped   uint64 // events not queued because 32 were unread (NextEvent)
 }
 
 // SkipNotice is the last Skip marker a Receiver applied and what it meant

@@ -294,6 +294,6 @@ func (r *Receiver) overrun(seq uint64, now int64) {
 	}
 	r.overrunLast = now
 	if r.overrunN >= r.cfg.OverrunEvidence && (now-r.overrunSince >= span || r.overrunFar >= r.cfg.OverrunEvidence) {
-		r.reconnect(seq)
+		r.reconnect(seq, now)
 	}
 }

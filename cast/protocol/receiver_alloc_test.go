@@ -1,0 +1,68 @@
+package protocol
+
+import (
+	"testing"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// TestReceiverZeroAllocs covers the Receiver's paths beyond the in-order
+// ones of TestZeroAllocs: events raised and drained, and the loss
+// detector's NAK and re-NAK passes.
+func TestReceiverZeroAllocs(t *testing.T) {
+	check := func(name string, f func()) {
+		t.Helper()
+		f() // warm up
+		if n := testing.AllocsPerRun(500, f); n != 0 {
+			t.Errorf("%s: %v allocs/op, want 0", name, n)
+		}
+	}
+	out := batch.New(256, 2048)
+	var sink int
+	deliver := func(_ wal.Header, p []byte) { sink += len(p) }
+
+	cfg := DefaultReceiverConfig()
+	r, _ := NewReceiver(cfg)
+	silence := int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals)
+	hb := hbFrame(0)
+	now := int64(0)
+	check("silent, heard, NextEvent", func() {
+		out.Reset()
+		r.Handle(hb, now, out, deliver)
+		now += silence
+		r.Tick(now, out)
+		for _, ok := r.NextEvent(); ok; _, ok = r.NextEvent() {
+		}
+	})
+	if st := r.Stats(); st.PeerSilences < 500 {
+		t.Fatalf("%d silences", st.PeerSilences)
+	}
+
+	// A stream losing one record in eight: first NAKs as the gaps open,
+	// re-NAKs on Tick, repairs drain the ring.
+	r, _ = NewReceiver(cfg)
+	fs := frames(1 << 16)
+	next := 0
+	check("loss: NAK, re-NAK, repair", func() {
+		out.Reset()
+		base := next
+		for k := 0; k < 64; k++ {
+			if k%8 != 3 {
+				r.Handle(fs[base+k], now, out, deliver)
+			}
+		}
+		now += int64(cfg.NakDebounce) + 1
+		r.Tick(now, out)
+		for k := 3; k < 64; k += 8 {
+			r.Handle(fs[base+k], now, out, deliver)
+		}
+		next += 64
+		if r.ExpectedSeq() != uint64(next+1) {
+			t.Fatalf("expected %d, want %d (%+v)", r.ExpectedSeq(), next+1, r.Stats())
+		}
+	})
+	if st := r.Stats(); st.NaksSent < 500*8 {
+		t.Fatalf("%d NAKs", st.NaksSent)
+	}
+}
