@@ -78,7 +78,7 @@ func FuzzScanSegment(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := bytes.NewReader(data)
 		size := int64(len(data))
-		scanRecords(src, "0_1_5.wal", size, func(r ScannedRecord) bool {
+		scanRecords(src, "0_1_5.wal", size, nil, 0, func(r ScannedRecord) bool {
 			if r.CRCOK {
 				if _, _, _, err := DecodeFrame(r.Frame); err != nil {
 					t.Fatalf("accepted a frame that does not decode: %v", err)

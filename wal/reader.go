@@ -29,7 +29,11 @@ type Reader struct {
 	// it is the segment that holds next. A writer may have sealed that one
 	// and started the next between the directory listing and the open.
 	unverified bool
-	buf        []byte
+	// finished is the sealed file read to its end last: if its name
+	// still claims r.next, the name is wrong (contents win) and the
+	// reader goes on with the file after it.
+	finished string
+	buf      []byte
 }
 
 // testHookListed runs in open between listing the directory and opening
@@ -123,6 +127,15 @@ func (r *Reader) openOnce(last bool) (ok, stale bool, err error) {
 		}
 		if r.next == 0 || (sf.First <= r.next && r.next <= sf.Last) {
 			pick = sf
+			if sf.Path == r.finished {
+				// Read to its end without reaching r.next: the records
+				// say it ends before its name does. The next file holds
+				// r.next if the log is whole (Next checks the seq).
+				if i+1 == len(files) {
+					return false, false, nil
+				}
+				pick = &files[i+1]
+			}
 			break
 		}
 		if r.next < sf.First {
@@ -151,6 +164,7 @@ func (r *Reader) openOnce(last bool) (ok, stale bool, err error) {
 		return false, false, fmt.Errorf("wal: reader: %w", err)
 	}
 	r.f = f
+	r.finished = ""
 	r.active = pick.Active
 	r.sc = &frameScanner{f: f, name: pick.Path, buf: r.buf}
 	off := int64(0)
@@ -284,6 +298,7 @@ func (r *Reader) Next() (frame []byte, err error) {
 		}
 		if !r.active {
 			if err == io.EOF {
+				r.finished = r.sc.name
 				r.f.Close()
 				r.f, r.sc = nil, nil
 				if r.next == 0 {

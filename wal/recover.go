@@ -28,12 +28,6 @@ func (w *Writer) recover() error {
 	if err != nil {
 		return fmt.Errorf("wal: open: %w", err)
 	}
-	prefix := fmt.Sprintf("%d_", w.cfg.Stream)
-	for _, e := range ents {
-		if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".tmp") {
-			os.Remove(filepath.Join(w.dir, n))
-		}
-	}
 	// First a read-only pass: nothing on disk changes unless the log is
 	// whole.
 	w.probeDirect()
@@ -52,6 +46,9 @@ func (w *Writer) recover() error {
 			continue
 		}
 		if sf.First <= prevLast {
+			if me := mislabelled(files); me != nil {
+				return me
+			}
 			return &DamageError{File: sf.Path, Off: -1, Seq: sf.First, Last: prevLast,
 				What: fmt.Sprintf("overlaps the previous segment (which ends at seq %d); move one of them away", prevLast)}
 		}
@@ -80,11 +77,22 @@ func (w *Writer) recover() error {
 		w.st.recovery.Damage = append(w.st.recovery.Damage, *e)
 	}
 	if len(dmg) > 0 {
+		if me := mislabelled(files); me != nil {
+			w.st.recovery.Damage = nil
+			return me
+		}
 		e := *dmg[0]
 		e.More = len(dmg) - 1
 		return &e
 	}
-	// The log is whole: tidy up, complete the indexes, cut the torn tail.
+	// The log is whole: tidy up (leftovers of an interrupted rotation,
+	// orphan sidecars), complete the indexes, cut the torn tail.
+	prefix := fmt.Sprintf("%d_", w.cfg.Stream)
+	for _, e := range ents {
+		if n := e.Name(); strings.HasPrefix(n, prefix) && strings.HasSuffix(n, ".tmp") {
+			os.Remove(filepath.Join(w.dir, n))
+		}
+	}
 	for _, o := range orphans {
 		os.Remove(o)
 	}
@@ -114,6 +122,17 @@ func (w *Writer) recover() error {
 		if typ, sk, ok := firstRecord(w.segs[0].path); ok && typ == TypeSkip && sk.Seq == w.segs[0].first {
 			w.oldest.Store(sk.From)
 		}
+	}
+	return nil
+}
+
+// mislabelled returns the refusal of a log whose only fault may be
+// wrong names (see findMislabels), or nil when no segment is mislabelled.
+// It reads every sealed segment without a matching sidecar, so Open asks
+// only after the names failed to check out.
+func mislabelled(files []SegmentFile) error {
+	if mis, _ := findMislabels(files); len(mis) > 0 {
+		return &MislabelError{Segments: mis}
 	}
 	return nil
 }
@@ -162,9 +181,16 @@ func (w *Writer) probeDirect() {
 		w.dirNote = "O_DIRECT disabled by config"
 		return
 	}
+	// The probe file is created exclusively and removed at once; a
+	// leftover of an earlier run is probed as it is and left for the tidy
+	// step, so that a refused Open changes nothing.
 	probe := filepath.Join(w.dir, fmt.Sprintf("%d_probe.tmp", w.cfg.Stream))
-	defer os.Remove(probe)
-	fd, err := openDirect(probe, unix.O_RDWR|unix.O_CREAT)
+	fd, err := openDirect(probe, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL)
+	if err == nil {
+		defer os.Remove(probe)
+	} else if errors.Is(err, os.ErrExist) {
+		fd, err = openDirect(probe, unix.O_RDWR)
+	}
 	if err != nil {
 		w.dirNote = fmt.Sprintf("open O_DIRECT: %v", err)
 		return

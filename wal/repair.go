@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/walcast/walcast/wal/internal/unix"
 )
 
 // RepairReport is what [Repair] found and did.
@@ -29,6 +27,11 @@ type RepairReport struct {
 	Removed []string `json:"removed"` // files taken out of the log (kept in Quarantine)
 	Written []string `json:"written"` // segment files written in their place
 	Lost    uint64   `json:"lost"`    // seqs whose records are gone from the log
+	// Renamed lists the mislabelled segments given their truthful
+	// names (no record moved); Relabel is the directory (inside Dir)
+	// with the undo record: undo.json, undo.sh, report.txt.
+	Renamed []Mislabel `json:"renamed,omitempty"`
+	Relabel string     `json:"relabel,omitempty"`
 	// Dropped lists bytes quarantined that held no seq the log needs: a
 	// torn tail, bytes after a sealed segment's last record.
 	Dropped []string `json:"dropped,omitempty"`
@@ -47,28 +50,14 @@ type RepairReport struct {
 // (ErrLocked while a Writer has it open); an interrupted repair is
 // finished by the next Repair or Open.
 func Repair(dir string, stream uint32) (RepairReport, error) {
-	fd, err := lockStream(dir, stream)
+	l, err := lockStream(dir, stream)
 	if err != nil {
 		return RepairReport{Stream: stream, Dir: dir}, err
 	}
-	defer unix.Close(fd)
-	return repairLocked(dir, stream)
-}
-
-func lockStream(dir string, stream uint32) (int, error) {
-	p := filepath.Join(dir, fmt.Sprintf("%d.lock", stream))
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return -1, fmt.Errorf("wal: open lock %s: %w", p, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		if err == unix.EWOULDBLOCK {
-			return -1, fmt.Errorf("wal: %s: %w", dir, ErrLocked)
-		}
-		return -1, fmt.Errorf("wal: lock %s: %w", p, err)
-	}
-	return fd, nil
+	rep, err := repairLocked(dir, stream)
+	// A repair that changed nothing leaves no lock file behind either.
+	l.release(rep.Quarantine != "" || rep.Relabel != "")
+	return rep, err
 }
 
 // piece is one segment file of the repaired log: records copied from an
@@ -104,6 +93,16 @@ func repairLocked(dir string, stream uint32) (RepairReport, error) {
 	files, err := ListSegments(dir, stream)
 	if err != nil {
 		return rep, fmt.Errorf("wal: repair: %w", err)
+	}
+	// Wrong names first: renaming loses nothing, and the damage (if any)
+	// is then judged against names that tell the truth.
+	if mis, views := findMislabels(files); len(mis) > 0 {
+		if err := relabel(dir, files, mis, views, &rep); err != nil {
+			return rep, err
+		}
+		if files, err = ListSegments(dir, stream); err != nil {
+			return rep, fmt.Errorf("wal: repair: %w", err)
+		}
 	}
 	var plans []segPlan
 	var prevLast uint64
@@ -487,7 +486,7 @@ func finishRepairs(dir string) error {
 		return fmt.Errorf("wal: %w", err)
 	}
 	for _, e := range ents {
-		if !e.IsDir() || !strings.HasPrefix(e.Name(), "quarantine-") {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), "quarantine-") && !strings.HasPrefix(e.Name(), "relabel-") {
 			continue
 		}
 		q := filepath.Join(dir, e.Name())
@@ -518,8 +517,16 @@ func writeReport(qdir string, rep *RepairReport) error {
 // Text is the report in words, one line per damaged place.
 func (r *RepairReport) Text() string {
 	var b strings.Builder
+	if len(r.Renamed) > 0 {
+		fmt.Fprintf(&b, "stream %d: %d mislabelled segments renamed (no record moved or lost; undo: %s)\n", r.Stream, len(r.Renamed), filepath.Join(r.Relabel, "undo.sh"))
+		for _, m := range r.Renamed {
+			fmt.Fprintf(&b, "  renamed %s -> %s (holds seqs %d…%d)\n", filepath.Base(m.File), filepath.Base(m.Truthful), m.First, m.Last)
+		}
+	}
 	if r.Quarantine == "" && len(r.Damage) == 0 {
-		fmt.Fprintf(&b, "stream %d: no damage, nothing changed\n", r.Stream)
+		if len(r.Renamed) == 0 {
+			fmt.Fprintf(&b, "stream %d: no damage, nothing changed\n", r.Stream)
+		}
 		return b.String()
 	}
 	fmt.Fprintf(&b, "stream %d: %d damaged places, %d seqs lost, quarantine %s\n", r.Stream, len(r.Damage), r.Lost, r.Quarantine)

@@ -57,19 +57,20 @@ func readReservation(path string) (reserved, gen uint64, err error) {
 	return reserved, gen, nil
 }
 
-// openReservation opens (creating) the reservation file and loads it.
-func (w *Writer) openReservation() (uint64, error) {
+// openReservation opens (creating) the reservation file for writing;
+// Open calls it once the log is known whole, after readReservation.
+func (w *Writer) openReservation() error {
 	path := filepath.Join(w.dir, seqFileName(w.cfg.Stream))
-	r, gen, err := readReservation(path)
+	_, gen, err := readReservation(path)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
 	if err != nil {
-		return 0, fmt.Errorf("wal: open %s: %w", path, err)
+		return fmt.Errorf("wal: open %s: %w", path, err)
 	}
 	w.seqFd, w.seqGen = fd, gen
-	return r, nil
+	return nil
 }
 
 // writeReservation makes r the durable reservation (it may be lower than

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // SegmentReport is what Verify found in one segment file.
@@ -19,6 +20,10 @@ type SegmentReport struct {
 	Index    string `json:"index"`     // "ok", "missing", "stale" or "lags" (active: behind the data)
 	Damaged  int    `json:"damaged"`   // damaged places in this file
 	Problem  string `json:"problem,omitempty"`
+	// Truthful is the name the records call for when the segment is
+	// mislabelled (see Mislabel); the other fields then describe it by
+	// its records.
+	Truthful string `json:"truthful,omitempty"`
 }
 
 // VerifyReport is the result of checking one stream directory.
@@ -33,6 +38,11 @@ type VerifyReport struct {
 	// Skips lists the Skip markers in the log (holes a crash or a repair
 	// left, each explained).
 	Skips []Skip `json:"skips,omitempty"`
+	// Mislabelled lists sealed segments whose records are whole and
+	// continue the log but whose names say other seqs; the rest of the
+	// report reads them by their records. Bad is then a *MislabelError
+	// (errors.Is(Bad, ErrMislabelled)) unless something is damaged too.
+	Mislabelled []Mislabel `json:"mislabelled,omitempty"`
 	// Unknown lists *.wal files that are not segments of the stream;
 	// OrphanIndexes sidecars without a segment (Open removes those).
 	Unknown       []string `json:"unknown,omitempty"`
@@ -62,6 +72,36 @@ func Verify(dir string, stream uint32) (VerifyReport, error) {
 	if err != nil {
 		return rep, err
 	}
+	rep = verifyFiles(dir, stream, files)
+	if rep.Bad == nil {
+		return rep, nil
+	}
+	// Names that do not check out: if the records run on without a gap
+	// and only names are wrong, verify by what the records hold and
+	// report the names.
+	fixed, mis := truthfulFiles(files)
+	if len(mis) == 0 {
+		return rep, nil
+	}
+	rep = verifyFiles(dir, stream, fixed)
+	rep.Mislabelled = mis
+	for i := range rep.Segments {
+		for _, m := range mis {
+			if rep.Segments[i].Path == m.File {
+				rep.Segments[i].Truthful = filepath.Base(m.Truthful)
+			}
+		}
+	}
+	if rep.Bad == nil {
+		rep.Bad = &MislabelError{Segments: mis}
+	}
+	return rep, nil
+}
+
+// verifyFiles is Verify over files, taking each one's First and Last as
+// its name.
+func verifyFiles(dir string, stream uint32, files []SegmentFile) VerifyReport {
+	rep := VerifyReport{Stream: stream}
 	rep.Unknown, rep.OrphanIndexes = tidyDir(dir, stream, false)
 	setBad := func(e error) {
 		if rep.Bad == nil {
@@ -105,7 +145,7 @@ func Verify(dir string, stream uint32) (VerifyReport, error) {
 		}
 		rep.Segments = append(rep.Segments, sr)
 	}
-	return rep, nil
+	return rep
 }
 
 func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*DamageError, error) {
@@ -274,13 +314,20 @@ type ScannedRecord struct {
 	Len   uint16 // payload length
 	CRCOK bool
 	Frame []byte // header and payload; valid during the callback only
+	// Unreadable is the bytes before Off that are no frame (a broken
+	// header the scan stepped over, as Verify does); 0 normally.
+	Unreadable int64
 }
 
 // ScanSegment calls fn for every record of the segment file at path, in
-// file order, until fn returns false, the data ends, or a frame cannot be
-// delimited (bad version, or the file ends inside it: returned as a
-// *FrameError). A record whose CRC does not match is reported with
-// CRCOK false and the scan continues after it.
+// file order, until fn returns false or the data ends. A record whose CRC
+// does not match is reported with CRCOK false and the scan continues
+// after it. Bytes that are not a frame (a broken header) are stepped over
+// the way Verify does — by the sidecar index or a scan for the next frame
+// that decodes with a plausible seq — and reported as the next record's
+// Unreadable count; when nothing good follows them, they end the scan as
+// a *FrameError. So the records with CRCOK true are the good records
+// Verify counts in the file.
 func ScanSegment(path string, fn func(ScannedRecord) bool) error {
 	f, err := os.Open(path)
 	if err != nil {
@@ -291,13 +338,22 @@ func ScanSegment(path string, fn func(ScannedRecord) bool) error {
 	if err != nil {
 		return err
 	}
-	return scanRecords(f, path, fi.Size(), fn)
+	ifirst, _, idx, ierr := readIdx(idxName(path))
+	if ierr != nil {
+		idx = nil
+	} else {
+		idx = idx[:checkIdxEntries(idx, fi.Size())*idxEntrySize]
+	}
+	return scanRecords(f, path, fi.Size(), idx, ifirst, fn)
 }
 
-// scanRecords is ScanSegment over any source of size bytes.
-func scanRecords(f frameSource, path string, size int64, fn func(ScannedRecord) bool) error {
+// scanRecords is ScanSegment over any source of size bytes, with the
+// sidecar's entries (or nil).
+func scanRecords(f frameSource, path string, size int64, idx []byte, ifirst uint64, fn func(ScannedRecord) bool) error {
 	s := newScannerAt(f, path, size, 0)
 	s.loose = true
+	var expect uint64 // the seq after the last frame seen (0: none yet)
+	var gap int64
 	for {
 		fr, off, err := s.next()
 		var fe *FrameError
@@ -306,14 +362,38 @@ func scanRecords(f frameSource, path string, size int64, fn func(ScannedRecord) 
 		case errors.As(err, &fe) && fe.Err == ErrCRC && fr != nil:
 		case err == io.EOF:
 			return nil
-		case err == errPartial:
-			return &FrameError{File: path, Off: off, Err: ErrLen}
+		case err == errPartial || errors.As(err, &fe):
+			bad := &FrameError{File: path, Off: off, Seq: expect, Err: ErrLen}
+			if fe != nil {
+				bad.Err = fe.Err
+			}
+			want := expect
+			if want == 0 {
+				want = ifirst
+				if sf, ok := parseSegmentName(filepath.Base(path)); ok && !sf.Active {
+					want = sf.First
+				}
+			}
+			at, _, _, ok := resync(f, size, off, want, idx, ifirst)
+			if !ok {
+				return bad
+			}
+			gap += at - off
+			s.seek(at)
+			continue
 		default:
 			return err
 		}
 		h, _ := ParseHeader(fr)
-		if !fn(ScannedRecord{Off: off, Seq: Seq(fr[HeaderSize:]), Type: h.Type, Len: h.Len, CRCOK: err == nil, Frame: fr}) {
+		seq := Seq(fr[HeaderSize:])
+		if err == nil {
+			expect = seq + 1
+		} else if expect != 0 {
+			expect++
+		}
+		if !fn(ScannedRecord{Off: off, Seq: seq, Type: h.Type, Len: h.Len, CRCOK: err == nil, Frame: fr, Unreadable: gap}) {
 			return nil
 		}
+		gap = 0
 	}
 }

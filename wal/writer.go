@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,11 +28,11 @@ import (
 // record), fdatasyncs, then publishes the durable seq, extends the seq
 // index and releases the ring space.
 type Writer struct {
-	cfg    Config
-	dir    string
-	sys    sysOps
-	epoch  time.Time
-	lockFd int
+	cfg   Config
+	dir   string
+	sys   sysOps
+	epoch time.Time
+	lock  *streamLock
 
 	// ring: frames at monotonically increasing positions; physical index
 	// pos & rmask. A frame never wraps: when it does not fit before the end
@@ -134,7 +135,8 @@ func Open(cfg Config) (*Writer, error) {
 	}
 	cfg = cfg.withDefaults()
 	dir := StreamDir(cfg.Dir, cfg.Stream)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	made, err := mkdirs(dir)
+	if err != nil {
 		return nil, fmt.Errorf("wal: open: %w", err)
 	}
 	w := &Writer{
@@ -142,7 +144,6 @@ func Open(cfg Config) (*Writer, error) {
 		dir:      dir,
 		sys:      defaultSys,
 		epoch:    time.Now(),
-		lockFd:   -1,
 		actIdxFd: -1,
 		seqFd:    -1,
 		notify:   make(chan struct{}),
@@ -155,17 +156,29 @@ func Open(cfg Config) (*Writer, error) {
 	if cfg.sys != nil {
 		w.sys = *cfg.sys
 	}
-	if err := w.lockDir(); err != nil {
+	// A refused Open (a damaged or mislabelled log, a locked one) leaves
+	// the directory as it was: what Open created up to the refusal goes
+	// again, and nothing is created before the log is known whole.
+	refuse := func(err error) (*Writer, error) {
+		w.lock.release(false)
+		w.lock = nil
+		w.closeFiles()
+		for i := len(made) - 1; i >= 0; i-- {
+			os.Remove(made[i]) // only if still empty
+		}
 		return nil, err
 	}
-	reserved, err := w.openReservation()
+	if w.lock, err = lockStream(dir, cfg.Stream); err != nil {
+		return refuse(err)
+	}
+	reserved, _, err := readReservation(filepath.Join(dir, seqFileName(cfg.Stream)))
 	if err != nil {
-		w.closeFiles()
-		return nil, err
+		return refuse(err)
 	}
 	if err := w.recover(); err != nil {
 		var de *DamageError
-		if cfg.Repair && errors.As(err, &de) {
+		var me *MislabelError
+		if cfg.Repair && (errors.As(err, &de) || errors.As(err, &me)) {
 			w.closeSegments()
 			var rep RepairReport
 			if rep, err = repairLocked(dir, cfg.Stream); err == nil {
@@ -174,9 +187,12 @@ func Open(cfg Config) (*Writer, error) {
 			}
 		}
 		if err != nil {
-			w.closeFiles()
-			return nil, err
+			return refuse(err)
 		}
+	}
+	if err := w.openReservation(); err != nil {
+		w.closeFiles()
+		return nil, err
 	}
 	c := uint64(1) << bits.Len64(uint64(cfg.BufferSize-1))
 	w.ring = make([]byte, c)
@@ -216,21 +232,24 @@ func Open(cfg Config) (*Writer, error) {
 	return w, nil
 }
 
-func (w *Writer) lockDir() error {
-	p := filepath.Join(w.dir, fmt.Sprintf("%d.lock", w.cfg.Stream))
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
-	if err != nil {
-		return fmt.Errorf("wal: open lock %s: %w", p, err)
-	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		unix.Close(fd)
-		if err == unix.EWOULDBLOCK {
-			return fmt.Errorf("wal: open %s: %w", w.dir, ErrLocked)
+// mkdirs is os.MkdirAll that returns the directories it created,
+// outermost first.
+func mkdirs(dir string) ([]string, error) {
+	var made []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
 		}
-		return fmt.Errorf("wal: lock %s: %w", p, err)
+		made = append(made, d)
+		if filepath.Dir(d) == d {
+			break
+		}
 	}
-	w.lockFd = fd
-	return nil
+	slices.Reverse(made)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return made, nil
 }
 
 func (w *Writer) now() int64 { return int64(time.Since(w.epoch)) + 1 }
@@ -486,9 +505,9 @@ func (w *Writer) closeFiles() {
 		unix.Close(w.seqFd)
 		w.seqFd = -1
 	}
-	if w.lockFd >= 0 {
-		unix.Close(w.lockFd)
-		w.lockFd = -1
+	if w.lock != nil {
+		w.lock.release(true)
+		w.lock = nil
 	}
 }
 

@@ -10,6 +10,7 @@ const (
 	O_RDWR      = unix.O_RDWR
 	O_CREAT     = unix.O_CREAT
 	O_TRUNC     = unix.O_TRUNC
+	O_EXCL      = unix.O_EXCL
 	O_CLOEXEC   = unix.O_CLOEXEC
 	PROT_READ   = unix.PROT_READ
 	MAP_SHARED  = unix.MAP_SHARED

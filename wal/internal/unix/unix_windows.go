@@ -15,6 +15,7 @@ const (
 	O_RDWR      = syscall.O_RDWR
 	O_CREAT     = syscall.O_CREAT
 	O_TRUNC     = syscall.O_TRUNC
+	O_EXCL      = syscall.O_EXCL
 	O_CLOEXEC   = syscall.O_CLOEXEC
 	PROT_READ   = 0x1
 	MAP_SHARED  = 0x1
