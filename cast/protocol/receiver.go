@@ -16,23 +16,17 @@ type Receiver struct {
 	cfg      ReceiverConfig
 	mask     uint64
 	window   uint64
-	slot     int
-	ring     []byte
-	slotSeq  []uint64 // seq stored in the slot, 0 = empty
-	slotLen  []int32
-	nakAt    []int64  // per missing seq: time of its last NAK
-	nakEdge  []uint64 // per missing seq: maxEdge when it was last NAKed
-	maxEdge  uint64   // highest edge (delivered+window) any Status advertised
-	rackSeen uint64   // highest data seq heard that lay within maxEdge
-	rackMin  uint64   // lowest nakEdge of the runs awaiting a repair (≤)
-	retries  []uint16 // per missing seq: NAKs sent for it, 0 = never
-	spent    []uint16 // per missing seq: of those, the NAKs its retry budget counts
-	expected uint64   // next seq to deliver; 0 = not synced (StartNow only)
-	live     uint64   // highest seq this Receiver delivered (not replay); 0 = none
-	late     uint64   // seq at which a StartNow delivery began after seq 1; 0 = none
-	highest  uint64   // highest seq known to exist
-	nextDue  int64    // earliest time a NAKed run may be re-NAKed
-	holeFrom uint64   // pending Skip: seqs holeFrom … holeTo have no record (0: none)
+	ring     reorderRing  // records ahead of expected
+	loss     lossDetector // NAK state of the missing seqs
+	maxEdge  uint64       // highest edge (delivered+window) any Status advertised
+	rackSeen uint64       // highest data seq heard that lay within maxEdge
+	rackMin  uint64       // lowest gap edge of the runs awaiting a repair (≤)
+	expected uint64       // next seq to deliver; 0 = not synced (StartNow only)
+	live     uint64       // highest seq this Receiver delivered (not replay); 0 = none
+	late     uint64       // seq at which a StartNow delivery began after seq 1; 0 = none
+	highest  uint64       // highest seq known to exist
+	nextDue  int64        // earliest time a NAKed run may be re-NAKed
+	holeFrom uint64       // pending Skip: seqs holeFrom … holeTo have no record (0: none)
 	holeTo   uint64
 	pending  SkipNotice
 	lastSkip SkipNotice
@@ -76,8 +70,6 @@ type Receiver struct {
 	lastNow   int64      // now of the last Handle or Tick: the time of events ResetAfterReplay raises
 }
 
-const noDue = math.MaxInt64
-
 // NewReceiver builds a Receiver. Its reorder ring (ReorderSlots × MaxFrame
 // rounded up to 64 bytes) is allocated here, once.
 func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
@@ -89,14 +81,8 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		cfg:      cfg,
 		mask:     uint64(cfg.ReorderSlots - 1),
 		window:   uint64(cfg.ReorderSlots),
-		slot:     slotSize(cfg.MaxFrame),
-		slotSeq:  make([]uint64, cfg.ReorderSlots),
-		slotLen:  make([]int32, cfg.ReorderSlots),
-		nakAt:    make([]int64, cfg.ReorderSlots),
-		nakEdge:  make([]uint64, cfg.ReorderSlots),
-		retries:  make([]uint16, cfg.ReorderSlots),
-		spent:    make([]uint16, cfg.ReorderSlots),
-		nextDue:  noDue,
+		ring:     newReorderRing(cfg.ReorderSlots, cfg.MaxFrame),
+		loss:     newLossDetector(cfg.ReorderSlots),
 		debounce: int64(cfg.NakDebounce),
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
 		id:       cfg.ID,
@@ -108,7 +94,6 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	r.st.lastAt = never
 	r.rackMin = math.MaxUint64
 	r.grp.init(cfg)
-	r.ring = make([]byte, cfg.ReorderSlots*r.slot)
 	r.begin()
 	return r, nil
 }
@@ -280,7 +265,7 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 	// Announced seqs ahead, even beyond the window: NAK what the window
 	// holds and let the retry budget decide (the reference's rule).
 	r.raise(hb.Highest, false, now, out)
-	if now >= r.nextDue {
+	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
 }
@@ -311,7 +296,7 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	if r.gapOpen() && r.pinned() {
 		// highest just reached the edge: the left edge's re-NAK may now
 		// be due sooner (highest only grows here, so this fires once).
-		r.nextDue = min(r.nextDue, now)
+		r.loss.nextDue = min(r.loss.nextDue, now)
 	}
 }
 
@@ -360,7 +345,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 			r.dgramOOW = true
 			r.overrun(seq, now)
 		}
-		if r.out.Kind == Live && now >= r.nextDue {
+		if r.out.Kind == Live && now >= r.loss.nextDue {
 			r.pump(now, out)
 		}
 		return
@@ -368,7 +353,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 	if seq > r.rackSeen && seq <= r.maxEdge && r.rackOn() {
 		r.rackSeen = seq
 		if seq > r.rackMin {
-			r.nextDue = min(r.nextDue, now) // a repair sent before seq is lost
+			r.loss.nextDue = min(r.loss.nextDue, now) // a repair sent before seq is lost
 		}
 	}
 	r.rttSample(seq&r.mask, now)
@@ -385,13 +370,13 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.lateDelivery(now)
 		deliver(h, p)
 		r.drain(now, deliver)
-		if now >= r.nextDue {
+		if now >= r.loss.nextDue {
 			r.pump(now, out)
 		}
 		return
 	}
 	i := seq & r.mask
-	if r.slotSeq[i] == seq {
+	if r.ring.has(seq) {
 		r.stats.Duplicates++
 		return
 	}
@@ -399,19 +384,15 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.stats.SkipDiscarded++ // a pending Skip says this seq has no record
 		return
 	}
-	if len(frame) > r.slot {
+	if !r.ring.fits(len(frame)) {
 		r.stats.TooLarge++
 		return
 	}
-	off := int(i) * r.slot
-	copy(r.ring[off:], frame)
-	r.slotSeq[i] = seq
-	r.slotLen[i] = int32(len(frame))
-	r.nakAt[i] = 0
-	r.retries[i] = 0
+	r.ring.put(seq, frame)
+	r.loss.found(i)
 	r.stats.Buffered++
 	r.raise(seq, true, now, out)
-	if now >= r.nextDue {
+	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
 }
@@ -420,23 +401,20 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 // i was NAKed exactly once (Karn: a run NAKed twice is ambiguous), once
 // per NAK batch.
 func (r *Receiver) rttSample(i uint64, now int64) {
-	if r.retries[i] == 1 && r.nakAt[i] != r.sampleAt {
-		r.sampleAt = r.nakAt[i]
-		r.rtt.Sample(now - r.nakAt[i])
+	if r.loss.gaps[i].retries == 1 && r.loss.gaps[i].at != r.sampleAt {
+		r.sampleAt = r.loss.gaps[i].at
+		r.rtt.Sample(now - r.loss.gaps[i].at)
 		r.stats.RTTSamples++
 		return
 	}
 	r.groupRTTSample(i, now)
 }
 
+// clear empties slot i of the ring and the loss detector: its seq was
+// delivered or has no record.
 func (r *Receiver) clear(i uint64) {
-	r.slotSeq[i] = 0
-	r.slotLen[i] = 0
-	r.nakAt[i] = 0
-	r.nakEdge[i] = 0
-	r.retries[i] = 0
-	r.grp.notBefore[i] = 0
-	r.grp.heard[i] = false
+	r.ring.drop(i)
+	r.loss.clear(i)
 }
 
 // skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
@@ -463,21 +441,18 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 			return
 		}
 		i := seq & r.mask
-		if r.slotSeq[i] == seq || len(frame) > r.slot {
+		if r.ring.has(seq) || !r.ring.fits(len(frame)) {
 			r.stats.Duplicates++
 			return
 		}
 		r.holeFrom, r.holeTo = sk.From, seq-1
 		r.pending = SkipNotice{Skip: sk}
-		copy(r.ring[int(i)*r.slot:], frame)
-		r.slotSeq[i] = seq
-		r.slotLen[i] = int32(len(frame))
-		r.nakAt[i] = 0
-		r.retries[i] = 0
+		r.ring.put(seq, frame)
+		r.loss.found(i)
 		r.stats.Buffered++
 		r.raise(sk.From-1, false, now, out)
 		r.highest = max(r.highest, seq)
-		if now >= r.nextDue {
+		if now >= r.loss.nextDue {
 			r.pump(now, out)
 		}
 		return
@@ -489,7 +464,7 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 	}
 	for q := r.expected; q < seq && q-r.expected < r.window; q++ {
 		i := q & r.mask
-		if r.slotSeq[i] == q {
+		if r.ring.has(q) {
 			r.stats.SkipDiscarded++
 		}
 		r.clear(i)
@@ -507,7 +482,7 @@ func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int
 	r.event(SkipApplied, now, 0, n)
 	deliver(h, p)
 	r.drain(now, deliver)
-	if now >= r.nextDue {
+	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
 }
@@ -525,163 +500,17 @@ func (r *Receiver) drain(now int64, deliver func(wal.Header, []byte)) {
 			r.stats.Skips++
 			r.event(SkipApplied, now, 0, r.lastSkip)
 		}
-		i := r.expected & r.mask
-		if r.slotSeq[i] != r.expected {
+		if !r.ring.has(r.expected) {
 			return
 		}
-		off := int(i) * r.slot
-		frame := r.ring[off : off+int(r.slotLen[i])]
-		h, _ := wal.ParseHeader(frame)
+		i := r.expected & r.mask
+		h, p := r.ring.frame(i)
 		r.clear(i)
 		r.live = r.expected
 		r.expected++
 		r.stats.Delivered++
-		deliver(h, frame[wal.HeaderSize:])
+		deliver(h, p)
 	}
-}
-
-// gapOpen reports whether a seq known to exist has not been delivered.
-// expected itself is then always missing (it would have been delivered).
-func (r *Receiver) gapOpen() bool { return r.expected != 0 && r.highest >= r.expected }
-
-// pump walks the window expected … min(highest, expected+window−1) and
-// NAKs each missing run whose debounce has passed (at most
-// MaxNakRunsPerPump). A run is a maximal stretch of missing seqs with the
-// same NAK history, so a run that was split by a late arrival keeps its
-// retry count and debounce, and newly missing seqs next to it get their
-// own first NAK.
-func (r *Receiver) pump(now int64, out *batch.Vec) {
-	if r.heldByBacklog(now) {
-		return // nextDue stays due: the pump runs once the input is read
-	}
-	r.nextDue = noDue
-	r.rackMin = math.MaxUint64
-	if !r.gapOpen() {
-		return
-	}
-	upper := r.highest
-	if upper-r.expected >= r.window {
-		upper = r.expected + r.window - 1
-	}
-	runs := 0
-	for seq := r.expected; seq <= upper; {
-		if seq == r.holeFrom && seq != 0 && r.holeTo >= seq {
-			seq = r.holeTo + 1 // a pending Skip's seqs have no record: never NAKed
-			continue
-		}
-		i := seq & r.mask
-		if r.slotSeq[i] == seq {
-			seq++
-			continue
-		}
-		start, rt, at, nb := seq, r.retries[i], r.nakAt[i], r.grp.notBefore[i]
-		count := true
-		for seq++; seq <= upper && seq != r.holeFrom; seq++ {
-			j := seq & r.mask
-			if r.slotSeq[j] == seq || r.retries[j] != rt || r.nakAt[j] != at || r.grp.notBefore[j] != nb {
-				break
-			}
-		}
-		if due := r.runDue(start, i, rt, at, now); now < due {
-			if due < r.nextDue {
-				r.nextDue = due
-			}
-			if rt != 0 {
-				r.rackMin = min(r.rackMin, r.nakEdge[i])
-			}
-			continue
-		}
-		if rt != 0 {
-			// While the sender speaks probes, a re-NAK spends the run's
-			// retry budget only when the sender was heard since the run's
-			// last NAK: a sender that a loaded machine did not run does
-			// not use up the budget of a run it can still repair (the
-			// silence rule ends a stream whose sender is gone). Nor does
-			// one made while input waits unread (SetBacklog): the repair
-			// may be queued in it, behind up to a window of records that a
-			// receiver the machine did not run has yet to read; it still
-			// goes out, but draining a deep socket buffer must not spend
-			// a whole budget (flow control bounds that backlog).
-			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
-		}
-		byOrder, byPin := rt != 0 && r.lostByOrder(i), rt != 0 && start == r.expected && r.pinned()
-		if byOrder && now-at < r.retryDelay(start, rt) {
-			// Sooner than its timer: the budget keeps the timer's pace,
-			// so a repair the sender serves late (a cold read that newer
-			// data overtook) cannot spend it faster than before.
-			count = false
-		}
-		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
-			r.nextDue = now // more to do on the next Tick
-			r.rackMin = 0
-			return
-		}
-		if byOrder {
-			r.stats.OrderReNaks++
-		} else if byPin {
-			r.stats.PinnedReNaks++
-		}
-		runs++
-		if r.out.Kind != Live {
-			return
-		}
-	}
-}
-
-// sendNak appends NAK{from, to−from+1} to out and stamps the run's seqs
-// with their new retry count (and, when count, the NAKs the budget
-// counts). It raises Faulted when the counted NAKs exceed the budget. It
-// returns false when out is full.
-func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, out *batch.Vec) bool {
-	buf := out.Next()
-	if len(buf) < wal.ControlFrameSize {
-		r.stats.NakDropped++
-		if r.nextDue > now {
-			r.nextDue = now
-		}
-		return false
-	}
-	n := r.putNak(buf, from, to)
-	out.Commit(n, r.cfg.Sender)
-	var sp uint16
-	if rt != 0 {
-		sp = r.spent[from&r.mask]
-	}
-	rt++
-	if count {
-		sp++
-	}
-	first := rt == 1 && r.grp.on
-	for seq := from; seq <= to; seq++ {
-		i := seq & r.mask
-		r.retries[i] = rt
-		r.spent[i] = sp
-		r.nakAt[i] = now
-		r.nakEdge[i] = r.maxEdge
-		r.grp.notBefore[i] = 0
-		if first {
-			r.grp.firstAt[i] = now
-		}
-	}
-	r.rackMin = min(r.rackMin, r.maxEdge)
-	r.stats.NaksSent++
-	r.stats.NakSeqs += to - from + 1
-	r.stats.NakRounds[min(int(rt), len(r.stats.NakRounds)-1)]++
-	if uint64(rt) > r.stats.MaxRetries {
-		r.stats.MaxRetries = uint64(rt)
-	}
-	if count && int(sp) == r.cfg.MaxNakRetries {
-		r.stats.NearFaults++
-	}
-	if int(sp) > r.cfg.MaxNakRetries {
-		r.stats.Faults++
-		r.setOutcome(Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}, now)
-		return true
-	}
-	if due := now + r.retryDelay(from, rt); due < r.nextDue {
-		r.nextDue = due
-	}
-	return true
 }
 
 // Tick runs the clock-driven part of the receiver — the reference only
@@ -702,7 +531,7 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 	if now-r.lastHeard >= r.silence {
 		if r.gapOpen() {
 			end := r.expected
-			for end < r.highest && end-r.expected < r.window-1 && r.slotSeq[(end+1)&r.mask] != end+1 {
+			for end < r.highest && end-r.expected < r.window-1 && !r.ring.has(end+1) {
 				end++
 			}
 			r.stats.Faults++
@@ -716,7 +545,7 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 		}
 		return
 	}
-	if now >= r.nextDue {
+	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
 }
@@ -733,7 +562,7 @@ func (r *Receiver) ResetAfterReplay(tip uint64) {
 	if r.highest < tip {
 		r.highest = tip
 	}
-	r.nextDue = math.MinInt64
+	r.loss.nextDue = math.MinInt64
 	r.noteEnded(r.lastNow)
 }
 
@@ -744,13 +573,13 @@ func (r *Receiver) ResetAfterReplay(tip uint64) {
 func (r *Receiver) Resync() {
 	r.clearAll()
 	r.begin()
-	r.nextDue = noDue
+	r.loss.nextDue = noDue
 	r.end, r.endSet = 0, false // a new stream has not ended
 	r.endedSeen = false
 }
 
 func (r *Receiver) clearAll() {
-	for i := range r.slotSeq {
+	for i := range r.ring.slots {
 		r.clear(uint64(i))
 	}
 	r.holeFrom, r.holeTo = 0, 0

@@ -3,7 +3,6 @@ package protocol
 import (
 	"math"
 
-	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wal"
 )
 
@@ -193,11 +192,11 @@ func (r *Receiver) backoffLimit() int64 {
 // groupSample learns, when a seq this receiver missed (slot i) arrives,
 // whether another receiver had NAKed it too.
 func (r *Receiver) groupSample(i uint64) {
-	if !r.grp.on || (r.retries[i] == 0 && r.nakAt[i] == 0 && !r.grp.heard[i]) {
+	if !r.grp.on || (r.loss.gaps[i].retries == 0 && r.loss.gaps[i].at == 0 && !r.loss.gaps[i].heard) {
 		return
 	}
 	v := int64(0)
-	if r.grp.heard[i] {
+	if r.loss.gaps[i].heard {
 		v = sharedOne
 	}
 	r.grp.shared += (v - r.grp.shared) / 8
@@ -215,10 +214,10 @@ func (r *Receiver) groupSample(i uint64) {
 // overestimate when it was lost (rare: the loss rate), which errs on the
 // side of fewer NAKs.
 func (r *Receiver) groupRTTSample(i uint64, now int64) {
-	if !r.grp.on || r.grp.size <= 1 || r.retries[i] < 2 {
+	if !r.grp.on || r.grp.size <= 1 || r.loss.gaps[i].retries < 2 {
 		return
 	}
-	if at := r.grp.firstAt[i]; at != 0 && at != r.sampleAt && now > at {
+	if at := r.loss.gaps[i].first; at != 0 && at != r.sampleAt && now > at {
 		r.sampleAt = at
 		r.rtt.Sample(now - at)
 		r.stats.RTTSamples++
@@ -229,26 +228,6 @@ func (r *Receiver) groupRTTSample(i uint64, now int64) {
 // SharedLoss is the receiver's estimate (0..1) of how often a seq it
 // misses is missed by another receiver of its group too.
 func (r *Receiver) SharedLoss() float64 { return float64(r.grp.shared) / sharedOne }
-
-// firstNak asks for seqs from … to, just found missing: at once when the
-// receiver is alone; in a group after a back-off (the pump sends it when
-// due, unless a NAK heard from another receiver or the repair comes
-// first). Their NAK history starts now.
-func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
-	g := r.grp.peers.group(now)
-	r.grp.size = g
-	if g <= 1 {
-		r.sendNak(from, to, 0, true, now, out)
-		return
-	}
-	for seq := from; seq <= to; seq++ {
-		i := seq & r.mask
-		r.nakAt[i], r.retries[i], r.grp.notBefore[i] = now, 0, 0
-	}
-	if due := now + backoff(r.id, from, 0, g, r.backoffLimit()); due < r.nextDue {
-		r.nextDue = due
-	}
-}
 
 // runDue is when the run starting at start (slot i), NAKed rt times, the
 // last at at (for rt = 0: when it was found missing, 0 in unicast), may
@@ -272,7 +251,7 @@ func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
 	if g > 1 {
 		due += backoff(r.id, start, rt, g, r.backoffLimit())
 	}
-	return max(due, r.grp.notBefore[i])
+	return max(due, r.loss.gaps[i].notBefore)
 }
 
 // heardNak handles a NAK another receiver sent to the group: the seqs it
@@ -307,13 +286,13 @@ func (r *Receiver) heardNak(p []byte, now int64) {
 	}
 	for seq := from; seq <= to && seq >= from; seq++ {
 		i := seq & r.mask
-		if r.slotSeq[i] == seq {
+		if r.ring.has(seq) {
 			continue
 		}
-		r.grp.heard[i] = true
-		nb := now + max(r.renakDelay(max(r.retries[i], 1)), 1)
-		if nb > r.grp.notBefore[i] {
-			r.grp.notBefore[i] = nb
+		r.loss.gaps[i].heard = true
+		nb := now + max(r.renakDelay(max(r.loss.gaps[i].retries, 1)), 1)
+		if nb > r.loss.gaps[i].notBefore {
+			r.loss.gaps[i].notBefore = nb
 			r.stats.Suppressed++
 		}
 	}

@@ -84,7 +84,7 @@ func (r *Receiver) rackOn() bool {
 
 // lostByOrder reports whether data the sender sent after answering the
 // last NAK of the run in slot i has arrived while its repair has not.
-func (r *Receiver) lostByOrder(i uint64) bool { return r.rackOn() && r.rackSeen > r.nakEdge[i] }
+func (r *Receiver) lostByOrder(i uint64) bool { return r.rackOn() && r.rackSeen > r.loss.gaps[i].edge }
 
 // pinnedDelay is the re-NAK delay of the run at the window's left edge
 // while pinned: NakFloor, doubled per retry.
@@ -256,7 +256,7 @@ func (r *Receiver) Leave(now int64, out *batch.Vec) {
 func (r *Receiver) Deadline() int64 {
 	d := int64(math.MaxInt64)
 	if r.out.Kind == Live {
-		d = r.nextDue
+		d = r.loss.nextDue
 		if r.heardInit {
 			d = min(d, r.lastHeard+r.silence)
 		}

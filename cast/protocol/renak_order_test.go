@@ -89,7 +89,7 @@ func TestOrderReNakOfLostRepair(t *testing.T) {
 	if ns := naks(out); len(ns) != 1 || ns[0].From != 5 || ns[0].Count != 1 {
 		t.Fatalf("after data beyond the NAK's edge: NAKs %v, want exactly 5 again", ns)
 	}
-	if sp := r.spent[5&r.mask]; sp != 1 {
+	if sp := r.loss.gaps[5&r.mask].spent; sp != 1 {
 		t.Fatalf("the order re-NAK, sooner than the timer, spent budget: %d NAKs counted, want 1", sp)
 	}
 	st := r.Stats()

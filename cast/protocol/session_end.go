@@ -118,7 +118,7 @@ func (r *Receiver) sessionEnd(p []byte, now int64, out *batch.Vec) {
 		return
 	}
 	r.raise(e.Final, false, now, out) // NAKs the tail the window holds
-	if now >= r.nextDue {
+	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
 }
