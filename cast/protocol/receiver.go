@@ -18,14 +18,10 @@ type Receiver struct {
 	window   uint64
 	ring     reorderRing  // records ahead of expected
 	loss     lossDetector // NAK state of the missing seqs
-	maxEdge  uint64       // highest edge (delivered+window) any Status advertised
-	rackSeen uint64       // highest data seq heard that lay within maxEdge
-	rackMin  uint64       // lowest gap edge of the runs awaiting a repair (≤)
 	expected uint64       // next seq to deliver; 0 = not synced (StartNow only)
 	live     uint64       // highest seq this Receiver delivered (not replay); 0 = none
 	late     uint64       // seq at which a StartNow delivery began after seq 1; 0 = none
 	highest  uint64       // highest seq known to exist
-	nextDue  int64        // earliest time a NAKed run may be re-NAKed
 	holeFrom uint64       // pending Skip: seqs holeFrom … holeTo have no record (0: none)
 	holeTo   uint64
 	pending  SkipNotice
@@ -82,7 +78,6 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		mask:     uint64(cfg.ReorderSlots - 1),
 		window:   uint64(cfg.ReorderSlots),
 		ring:     newReorderRing(cfg.ReorderSlots, cfg.MaxFrame),
-		loss:     newLossDetector(cfg.ReorderSlots),
 		debounce: int64(cfg.NakDebounce),
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
 		id:       cfg.ID,
@@ -91,8 +86,8 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	for r.id == 0 {
 		r.id = rand.Uint64()
 	}
+	r.loss = newLossDetector(cfg, r.id)
 	r.st.lastAt = never
-	r.rackMin = math.MaxUint64
 	r.grp.init(cfg)
 	r.begin()
 	return r, nil
@@ -350,12 +345,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		}
 		return
 	}
-	if seq > r.rackSeen && seq <= r.maxEdge && r.rackOn() {
-		r.rackSeen = seq
-		if seq > r.rackMin {
-			r.loss.nextDue = min(r.loss.nextDue, now) // a repair sent before seq is lost
-		}
-	}
+	r.orderSeen(seq, now)
 	r.rttSample(seq&r.mask, now)
 	r.groupSample(seq & r.mask)
 	if seq > r.maxData {
@@ -395,19 +385,6 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 	if now >= r.loss.nextDue {
 		r.pump(now, out)
 	}
-}
-
-// rttSample takes a NAK → retransmit round trip when the record in slot
-// i was NAKed exactly once (Karn: a run NAKed twice is ambiguous), once
-// per NAK batch.
-func (r *Receiver) rttSample(i uint64, now int64) {
-	if r.loss.gaps[i].retries == 1 && r.loss.gaps[i].at != r.sampleAt {
-		r.sampleAt = r.loss.gaps[i].at
-		r.rtt.Sample(now - r.loss.gaps[i].at)
-		r.stats.RTTSamples++
-		return
-	}
-	r.groupRTTSample(i, now)
 }
 
 // clear empties slot i of the ring and the loss detector: its seq was
@@ -592,5 +569,6 @@ func (r *Receiver) clearAll() {
 	r.maxData = 0
 	r.overrunN, r.overrunFar = 0, 0
 	r.suspect = false
-	r.maxEdge, r.rackSeen, r.rackMin = 0, 0, math.MaxUint64
+	r.st.maxEdge = 0
+	r.loss.delay.order = orderRule{min: math.MaxUint64}
 }

@@ -23,7 +23,8 @@ import (
 // before the time any run becomes due (noDue: none open).
 type lossDetector struct {
 	gaps    []gap
-	nextDue int64 // earliest time a run may be NAKed (noDue: none)
+	nextDue int64       // earliest time a run may be NAKed (noDue: none)
+	delay   delayPolicy // when each run is due
 }
 
 // gap is the NAK history of one missing seq.
@@ -39,8 +40,8 @@ type gap struct {
 
 const noDue = math.MaxInt64
 
-func newLossDetector(slots int) lossDetector {
-	return lossDetector{gaps: make([]gap, slots), nextDue: noDue}
+func newLossDetector(cfg ReceiverConfig, id uint64) lossDetector {
+	return lossDetector{gaps: make([]gap, cfg.ReorderSlots), nextDue: noDue, delay: newDelayPolicy(cfg, id)}
 }
 
 // found notes that the seq of slot i arrived out of order: its NAK
@@ -65,7 +66,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 		return // nextDue stays due: the pump runs once the input is read
 	}
 	r.loss.nextDue = noDue
-	r.rackMin = math.MaxUint64
+	r.loss.delay.order.reset()
 	if !r.gapOpen() {
 		return
 	}
@@ -97,7 +98,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 				r.loss.nextDue = due
 			}
 			if rt != 0 {
-				r.rackMin = min(r.rackMin, r.loss.gaps[i].edge)
+				r.loss.delay.order.awaiting(r.loss.gaps[i].edge)
 			}
 			continue
 		}
@@ -112,7 +113,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			// receiver the machine did not run has yet to read; it still
 			// goes out, but draining a deep socket buffer must not spend
 			// a whole budget (flow control bounds that backlog).
-			count = !r.fcPeer || (r.lastHeard > at && r.grp.backlogSince == 0)
+			count = !r.fcPeer || (r.lastHeard > at && !r.loss.delay.backlog.pending())
 		}
 		byOrder, byPin := rt != 0 && r.lostByOrder(i), rt != 0 && start == r.expected && r.pinned()
 		if byOrder && now-at < r.retryDelay(start, rt) {
@@ -123,7 +124,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 		}
 		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
 			r.loss.nextDue = now // more to do on the next Tick
-			r.rackMin = 0
+			r.loss.delay.order.unsure()
 			return
 		}
 		if byOrder {
@@ -167,13 +168,13 @@ func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, ou
 		r.loss.gaps[i].retries = rt
 		r.loss.gaps[i].spent = sp
 		r.loss.gaps[i].at = now
-		r.loss.gaps[i].edge = r.maxEdge
+		r.loss.gaps[i].edge = r.st.maxEdge
 		r.loss.gaps[i].notBefore = 0
 		if first {
 			r.loss.gaps[i].first = now
 		}
 	}
-	r.rackMin = min(r.rackMin, r.maxEdge)
+	r.loss.delay.order.awaiting(r.st.maxEdge)
 	r.stats.NaksSent++
 	r.stats.NakSeqs += to - from + 1
 	r.stats.NakRounds[min(int(rt), len(r.stats.NakRounds)-1)]++
@@ -209,7 +210,7 @@ func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
 		i := seq & r.mask
 		r.loss.gaps[i].at, r.loss.gaps[i].retries, r.loss.gaps[i].notBefore = now, 0, 0
 	}
-	if due := now + backoff(r.id, from, 0, g, r.backoffLimit()); due < r.loss.nextDue {
+	if due := now + r.loss.delay.backoff.delay(from, 0, g, r.RTT()); due < r.loss.nextDue {
 		r.loss.nextDue = due
 	}
 }

@@ -16,6 +16,8 @@ type statusState struct {
 	state     OutcomeKind
 	serial    uint32
 
+	maxEdge uint64 // highest edge (delivered+window) any Status advertised; never lowered
+
 	echoTS uint64 // probe ts to echo in the next Status (0: none)
 	echoAt int64  // when that probe was heard
 }
@@ -35,99 +37,6 @@ func (r *Receiver) RTT() RTT {
 // SpeaksProbes reports whether the sender's last heartbeat was a probe:
 // it has heard this receiver's Status and honours its window.
 func (r *Receiver) SpeaksProbes() bool { return r.fcPeer }
-
-// NakDelay is the current first re-NAK delay in ns: adaptive while the
-// sender speaks probes, else NakDebounce.
-func (r *Receiver) NakDelay() int64 { return r.renakDelay(1) }
-
-// renakDelay is how long a run waits after its rt-th NAK before the next.
-func (r *Receiver) renakDelay(rt uint16) int64 {
-	if !r.fcPeer {
-		return r.debounce
-	}
-	c := r.renakCap()
-	d := r.RTT().Timeout(r.cfg.NakFloor, c)
-	if rt > 1 {
-		d <<= min(rt-1, 30)
-	}
-	return min(d, c)
-}
-
-// retryDelay is how long the run starting at start waits after its
-// rt-th NAK before the next on the timer: renakDelay, or for the window's
-// oldest gap while pinned the shorter pinnedDelay.
-func (r *Receiver) retryDelay(start uint64, rt uint16) int64 {
-	d := r.renakDelay(rt)
-	if start == r.expected && r.pinned() {
-		d = min(d, r.pinnedDelay(rt))
-	}
-	return d
-}
-
-// pinned reports whether this unicast receiver holds its sender exactly
-// at the highest edge it ever advertised (the sender never lowers an
-// edge, so a later Status with less consumer room does not stop what is
-// already allowed): every seq up to it is known to exist and none beyond,
-// so nothing but repairs can be in flight to it.
-func (r *Receiver) pinned() bool {
-	return r.rackOn() && r.expected != 0 && r.highest == r.maxEdge
-}
-
-// rackOn reports whether the order rule (and the pinned one) may judge
-// repairs: a unicast receiver whose sender speaks probes and honours its
-// edge — nothing is known to exist beyond the highest edge it advertised.
-// A receiver its sender released (far behind, repairs from the WAL while
-// the stream runs on: highest beyond the edge) keeps the timers.
-func (r *Receiver) rackOn() bool {
-	return r.fcPeer && r.grp.size <= 1 && r.maxEdge != 0 && r.highest <= r.maxEdge
-}
-
-// lostByOrder reports whether data the sender sent after answering the
-// last NAK of the run in slot i has arrived while its repair has not.
-func (r *Receiver) lostByOrder(i uint64) bool { return r.rackOn() && r.rackSeen > r.loss.gaps[i].edge }
-
-// pinnedDelay is the re-NAK delay of the run at the window's left edge
-// while pinned: NakFloor, doubled per retry.
-func (r *Receiver) pinnedDelay(rt uint16) int64 {
-	d := r.cfg.NakFloor
-	if d <= 0 {
-		return math.MaxInt64
-	}
-	if rt > 1 {
-		d <<= min(rt-1, 30)
-	}
-	return d
-}
-
-// shortestRenak is the shortest delay after which this receiver may NAK
-// a run again on a timer (Status renak_ns): a unicast receiver's pinned
-// delay, else its first re-NAK delay. The sender keeps its dedup window
-// below half of it. (An order re-NAK can come sooner; a sender that
-// dedups it is asked again once newer data passes the run again.)
-func (r *Receiver) shortestRenak() int64 {
-	d := r.renakDelay(1)
-	if r.fcPeer && r.grp.size <= 1 {
-		d = min(d, r.pinnedDelay(1))
-	}
-	return d
-}
-
-// renakCap is the longest re-NAK delay: NakDebounce; in a group (other
-// receivers heard) a quarter of the silence time instead, at least
-// NakDebounce. A repair that has not come within a few RTTs in a group is
-// late because some host is behind (the sender, or this receiver
-// draining its backlog) far more often than because it was lost; each
-// re-NAK goes to every member and each repair to every member, so a
-// group's re-NAKs keep doubling rather than settle at NakDebounce: a run
-// is asked for about log2(its repair latency / RTT) times, not latency /
-// NakDebounce times, and an overloaded group sheds NAK traffic instead of
-// adding to it.
-func (r *Receiver) renakCap() int64 {
-	if r.grp.size <= 1 {
-		return r.debounce
-	}
-	return max(r.debounce, r.silence/4)
-}
 
 // advWindow is the number of records the receiver accepts beyond the
 // last delivered one: the reorder window, bounded by the consumer's room
@@ -215,8 +124,8 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 	st.highest = r.highest
 	st.window = r.advWindow()
 	st.state = r.out.Kind
-	if r.expected != 0 && st.delivered+st.window > r.maxEdge {
-		r.maxEdge = st.delivered + st.window
+	if r.expected != 0 && st.delivered+st.window > st.maxEdge {
+		st.maxEdge = st.delivered + st.window
 	}
 	s := Status{
 		Delivered:  st.delivered,

@@ -27,8 +27,8 @@ func lostRepairReceiver(t *testing.T, slots int) (*Receiver, *batch.Vec, int64) 
 	r.Handle(dataFrame(1), now, out, nop)
 	now += int64(DefaultStatusInterval)
 	r.Tick(now, out)
-	if r.st.lastAt != now || r.maxEdge != 1+uint64(slots) {
-		t.Fatalf("no Status with edge %d went out (maxEdge %d)", 1+slots, r.maxEdge)
+	if r.st.lastAt != now || r.st.maxEdge != 1+uint64(slots) {
+		t.Fatalf("no Status with edge %d went out (maxEdge %d)", 1+slots, r.st.maxEdge)
 	}
 	if d := r.NakDelay(); d != int64(srtt+4*rttvar) {
 		t.Fatalf("re-NAK delay %v, want %v", time.Duration(d), srtt+4*rttvar)
@@ -56,7 +56,7 @@ func hasNak(ns []wal.Nak, from uint64) bool {
 // arrived) and triggers nothing.
 func TestOrderReNakOfLostRepair(t *testing.T) {
 	r, out, now := lostRepairReceiver(t, 2048)
-	edge0 := r.maxEdge // 2049
+	edge0 := r.st.maxEdge // 2049
 	// 2 and 5 are lost; both NAKed at once.
 	for _, s := range []uint64{3, 4, 6} {
 		r.Handle(dataFrame(s), now, out, nop)
@@ -69,8 +69,8 @@ func TestOrderReNakOfLostRepair(t *testing.T) {
 	r.Handle(dataFrame(2), now, out, nop)
 	now += int64(DefaultStatusInterval)
 	r.Tick(now, out)
-	if r.maxEdge != 4+2048 {
-		t.Fatalf("maxEdge %d after delivering 4, want %d", r.maxEdge, 4+2048)
+	if r.st.maxEdge != 4+2048 {
+		t.Fatalf("maxEdge %d after delivering 4, want %d", r.st.maxEdge, 4+2048)
 	}
 	if ns := naks(out); len(ns) != 0 {
 		t.Fatalf("re-NAK %v before any evidence", ns)
@@ -152,8 +152,8 @@ func TestPinnedReNakOfOldestGap(t *testing.T) {
 		r.SetConsumerRoom(0, now, out)
 		now += int64(DefaultStatusInterval)
 		r.Tick(now, out)
-		if r.st.window != 0 || r.maxEdge != 1+slots {
-			t.Fatalf("after SetConsumerRoom(0): advertised window %d, maxEdge %d", r.st.window, r.maxEdge)
+		if r.st.window != 0 || r.st.maxEdge != 1+slots {
+			t.Fatalf("after SetConsumerRoom(0): advertised window %d, maxEdge %d", r.st.window, r.st.maxEdge)
 		}
 		naks(out)
 		r.Handle(dataFrame(3), now, out, nop) // 2 is lost
@@ -224,7 +224,7 @@ func TestReleasedReceiverKeepsTimers(t *testing.T) {
 		r.Handle(dataFrame(s), now, out, nop)
 	}
 	if r.pinned() || r.rackOn() {
-		t.Fatalf("released receiver: pinned %v, order rule on %v (highest %d, maxEdge %d)", r.pinned(), r.rackOn(), r.highest, r.maxEdge)
+		t.Fatalf("released receiver: pinned %v, order rule on %v (highest %d, maxEdge %d)", r.pinned(), r.rackOn(), r.highest, r.st.maxEdge)
 	}
 	r.Tick(t0+int64(DefaultNakFloor), out)
 	if ns := naks(out); hasNak(ns, 2) {
