@@ -75,7 +75,7 @@ func TestGroupNakGolden(t *testing.T) {
 	if !bytes.Equal(buf, plain) {
 		t.Fatalf("un-negotiated group NAK %x differs from the reference's %x", buf, plain)
 	}
-	r.fcPeer = true
+	r.peer.probes = true
 	r.putNak(buf, 2, 4)
 	if want := unhex(t, goldenGroupNakHex); !bytes.Equal(buf, want) {
 		t.Fatalf("group NAK\n got  %x\n want %x", buf, want)
@@ -87,7 +87,7 @@ func TestGroupNakGolden(t *testing.T) {
 	}
 	// A unicast receiver never adds the id.
 	u, _ := NewReceiver(DefaultReceiverConfig())
-	u.fcPeer = true
+	u.peer.probes = true
 	u.putNak(buf, 2, 4)
 	if !bytes.Equal(buf, plain) {
 		t.Fatalf("unicast NAK carries extra bytes: %x", buf)
@@ -238,7 +238,7 @@ func TestGroupHeardNakSuppresses(t *testing.T) {
 
 func TestGroupOwnNakLoopedBack(t *testing.T) {
 	r, out := inGroup(t, 1)
-	r.fcPeer = true
+	r.peer.probes = true
 	r.Handle(dataFrame(4), 1000, out, nop)
 	r.Handle(groupNakFrame(2, 2, r.ID()), 1001, out, nop)
 	if st := r.Stats(); st.OwnNaks != 1 || st.GroupNaks != 0 || st.Suppressed != 0 {

@@ -219,7 +219,7 @@ func (h *harness) checkWindow() {
 	}
 	if h.r.Outcome().Kind == Live && h.r.ExpectedSeq() != 0 {
 		if acc := h.r.ExpectedSeq() - 1 + h.r.advWindow(); edge > acc {
-			h.t.Fatalf("limit %d beyond what the receiver accepts (%d): expected %d room %d base %d queued %d cap %d receivers %+v", edge, acc, h.r.ExpectedSeq(), h.r.room, h.r.roomBase, h.queued, h.queueCap, h.receivers())
+			h.t.Fatalf("limit %d beyond what the receiver accepts (%d): expected %d room %d base %d queued %d cap %d receivers %+v", edge, acc, h.r.ExpectedSeq(), h.r.st.room, h.r.st.roomBase, h.queued, h.queueCap, h.receivers())
 		}
 	}
 }

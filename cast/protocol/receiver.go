@@ -13,57 +13,67 @@ import (
 // reports sticky outcomes. It never reads a clock, locks, allocates on
 // its hot paths or does I/O. Not safe for concurrent use.
 type Receiver struct {
-	cfg      ReceiverConfig
-	mask     uint64
-	window   uint64
-	ring     reorderRing  // records ahead of expected
-	loss     lossDetector // NAK state of the missing seqs
-	expected uint64       // next seq to deliver; 0 = not synced (StartNow only)
-	live     uint64       // highest seq this Receiver delivered (not replay); 0 = none
-	late     uint64       // seq at which a StartNow delivery began after seq 1; 0 = none
-	highest  uint64       // highest seq known to exist
-	holeFrom uint64       // pending Skip: seqs holeFrom … holeTo have no record (0: none)
-	holeTo   uint64
-	pending  SkipNotice
-	lastSkip SkipNotice
-	debounce int64
-	silence  int64
+	cfg    ReceiverConfig
+	mask   uint64 // ReorderSlots − 1
+	window uint64 // ReorderSlots
 
-	lastHeard int64
-	heardInit bool
-	silent    bool
-
-	id       uint64
-	heardAny bool   // anything valid heard from the sender (Status may go out)
-	fcPeer   bool   // the last heartbeat was a probe
-	room     int    // consumer room (SetConsumerRoom) or UnlimitedRoom
-	roomBase uint64 // delivered seq when room was set
-	peerSRTT int64  // the sender's estimate, from its last probe (ns)
-	peerVar  int64
+	// Stream position. Invariants: once synced (expected ≠ 0),
+	// expected−1 ≤ highest; live ≤ expected−1; every seq below expected
+	// was delivered or declared without a record by a Skip.
+	expected uint64 // next seq to deliver; 0 = not synced (StartNow only)
+	live     uint64 // highest seq this Receiver delivered (not replay); 0 = none
+	late     uint64 // seq at which a StartNow delivery began after seq 1; 0 = none
+	lateOwed bool   // LateStart is queued before the next delivery
+	highest  uint64 // highest seq known to exist
 	maxData  uint64 // highest data seq received (delivered or buffered)
-	rtt      RTT
-	sampleAt int64 // nakAt of the last RTT sample (one sample per NAK batch)
-	st       statusState
-	dgramOOW bool // the datagram being handled already counted as overrun evidence
 
-	overrunN, overrunFar      int
-	overrunSince, overrunLast int64
-	suspect                   bool  // one heartbeat below the delivered seq was heard
-	suspectAt                 int64 // when
-	senderID                  uint64
-	probeTS                   uint64 // ts of the newest probe heard from senderID
+	ring     reorderRing  // records ahead of expected (receiver_ring.go)
+	loss     lossDetector // NAK state of the missing seqs and the re-NAK policy (receiver_loss.go)
+	st       statusReporter
+	peer     senderView
+	grp      groupState // multicast: the other receivers (receiver_group.go)
+	overrun  overrunDetector
+	hole     skipHole // a Skip marker waiting for the records before its hole
+	lastSkip SkipNotice
+	end      endState // session end marker (session_end.go)
+	rtt      RTT      // own NAK → repair estimate
+	sampleAt int64    // gap.at of the last RTT sample (one sample per NAK batch)
+	id       uint64
+	debounce int64 // NakDebounce
+	silence  int64 // the silence time: HeartbeatInterval × SilenceIntervals
 
-	grp    groupState // multicast: other receivers, NAK suppression (receiver_group.go)
-	end    uint64     // final seq of a session end marker (session_end.go)
-	endSet bool
+	suspect   bool  // one heartbeat below the delivered seq was heard
+	suspectAt int64 // when
 
-	out   Outcome
-	stats ReceiverStats
+	out     Outcome
+	stats   ReceiverStats
+	events  eventQueue // unread events (NextEvent)
+	lastNow int64      // now of the last Handle or Tick: the time of events ResetAfterReplay raises
+}
 
-	events    eventQueue // unread events (NextEvent)
-	lateOwed  bool       // LateStart is queued before the next delivery
-	endedSeen bool       // Ended reported done when last looked at (StreamEnded)
-	lastNow   int64      // now of the last Handle or Tick: the time of events ResetAfterReplay raises
+// senderView is what the Receiver knows of its sender from what it
+// heard: whether and when, and from its probes its id, the newest probe
+// ts and its RTT estimate. Invariant: silent only while clocked and no
+// gap is open (the silence rule faults a stream with a gap instead).
+type senderView struct {
+	heard     bool   // anything valid heard (Status may go out)
+	clocked   bool   // lastHeard is set (silence counts from the first Tick or frame)
+	lastHeard int64  // when anything valid was last heard
+	silent    bool   // silent for the silence time with no gap open (PeerSilent)
+	probes    bool   // the last heartbeat was a probe: the sender honours Status
+	id        uint64 // the probes' sender id
+	ts        uint64 // ts of the newest probe heard from id
+	srtt      int64  // the sender's RTT estimate from its last probe, ns
+	rttvar    int64
+}
+
+// endState is what a session end marker said. Invariant: final is
+// meaningful only when set; seen mirrors Ended's done as last reported
+// by a StreamEnded event.
+type endState struct {
+	final uint64
+	set   bool
+	seen  bool
 }
 
 // NewReceiver builds a Receiver. Its reorder ring (ReorderSlots × MaxFrame
@@ -81,8 +91,9 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		debounce: int64(cfg.NakDebounce),
 		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
 		id:       cfg.ID,
-		room:     UnlimitedRoom,
+		overrun:  overrunDetector{span: cfg.NakDebounce, need: cfg.OverrunEvidence},
 	}
+	r.st.room = UnlimitedRoom
 	for r.id == 0 {
 		r.id = rand.Uint64()
 	}
@@ -114,7 +125,7 @@ func (r *Receiver) Outcome() Outcome { return r.out }
 
 // PeerSilent reports whether the sender has been silent for the silence
 // time with no gap open. It is not sticky: anything heard clears it.
-func (r *Receiver) PeerSilent() bool { return r.silent }
+func (r *Receiver) PeerSilent() bool { return r.peer.silent }
 
 // LastSkip is the last Skip marker this Receiver applied (zero when
 // none). It is set before the marker itself reaches the deliver callback
@@ -144,7 +155,7 @@ func (r *Receiver) Stats() ReceiverStats { return r.stats }
 func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wal.Header, payload []byte)) {
 	r.lastNow = now
 	first := true
-	r.dgramOOW = false
+	r.overrun.counted = false
 	for len(dgram) > 0 {
 		if r.out.Kind != Live {
 			r.stats.Dropped++
@@ -173,20 +184,20 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 			r.data(h, p, frame, now, out, deliver)
 		}
 	}
-	if r.endSet || r.endedSeen {
+	if r.end.set || r.end.seen {
 		r.noteEnded(now)
 	}
 	r.maybeStatus(now, out)
 }
 
 func (r *Receiver) heard(now int64) {
-	r.lastHeard = now
-	r.heardInit = true
-	if r.silent {
-		r.silent = false
+	r.peer.lastHeard = now
+	r.peer.clocked = true
+	if r.peer.silent {
+		r.peer.silent = false
 		r.event(PeerHeard, now, 0, SkipNotice{})
 	}
-	r.heardAny = true
+	r.peer.heard = true
 }
 
 func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
@@ -197,19 +208,19 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 	}
 	r.stats.Heartbeats++
 	r.heard(now)
-	r.fcPeer = hb.TS != 0
+	r.peer.probes = hb.TS != 0
 	sameSender := false
-	if r.fcPeer {
+	if r.peer.probes {
 		r.stats.Probes++
-		if hb.SenderID == r.senderID && hb.TS < r.probeTS {
+		if hb.SenderID == r.peer.id && hb.TS < r.peer.ts {
 			// A probe overtaken by a newer one (reordered): old news.
 			r.stats.StaleHeartbeats++
 			return
 		}
-		sameSender = hb.SenderID == r.senderID
-		r.senderID, r.probeTS = hb.SenderID, hb.TS
+		sameSender = hb.SenderID == r.peer.id
+		r.peer.id, r.peer.ts = hb.SenderID, hb.TS
 		r.st.echoTS, r.st.echoAt = hb.TS, now
-		r.peerSRTT, r.peerVar = int64(hb.SRTT), int64(hb.RTTVar)
+		r.peer.srtt, r.peer.rttvar = int64(hb.SRTT), int64(hb.RTTVar)
 	}
 	if r.expected == 0 {
 		// StartNow, nothing heard yet: now is just after the highest seq.
@@ -336,9 +347,8 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		// outrunning the window raises Reconnect (overrun).
 		r.stats.OutOfWindow++
 		r.raise(seq, false, now, out)
-		if !r.dgramOOW {
-			r.dgramOOW = true
-			r.overrun(seq, now)
+		if r.overrun.see(seq-r.expected, r.window, r.peer.probes, now) {
+			r.reconnect(seq, now)
 		}
 		if r.out.Kind == Live && now >= r.loss.nextDue {
 			r.pump(now, out)
@@ -370,7 +380,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 		r.stats.Duplicates++
 		return
 	}
-	if r.holeFrom != 0 && seq >= r.holeFrom && seq <= r.holeTo {
+	if r.hole.from != 0 && seq >= r.hole.from && seq <= r.hole.to {
 		r.stats.SkipDiscarded++ // a pending Skip says this seq has no record
 		return
 	}
@@ -394,86 +404,16 @@ func (r *Receiver) clear(i uint64) {
 	r.loss.clear(i)
 }
 
-// skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
-// no record. When every seq before them is delivered (sk.From ≤
-// expected) the stream jumps to the marker at once, dropping what was
-// buffered in between and noting the seqs it had delivered in that range;
-// otherwise the marker is buffered and the jump waits until the records
-// before the hole are in (they are NAKed, the hole is not). The marker is
-// delivered in its place in seq order.
-func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
-	sk, err := wal.ParseSkip(p)
-	if err != nil {
-		r.stats.Bad.ShortPayload++
-		return
-	}
-	if seq < r.expected {
-		r.stats.Duplicates++
-		return
-	}
-	if sk.From > r.expected {
-		// Records before the hole are still missing.
-		if seq-r.expected >= r.window || (r.holeFrom != 0 && r.holeFrom != sk.From) {
-			r.reconnect(seq, now)
-			return
-		}
-		i := seq & r.mask
-		if r.ring.has(seq) || !r.ring.fits(len(frame)) {
-			r.stats.Duplicates++
-			return
-		}
-		r.holeFrom, r.holeTo = sk.From, seq-1
-		r.pending = SkipNotice{Skip: sk}
-		r.ring.put(seq, frame)
-		r.loss.found(i)
-		r.stats.Buffered++
-		r.raise(sk.From-1, false, now, out)
-		r.highest = max(r.highest, seq)
-		if now >= r.loss.nextDue {
-			r.pump(now, out)
-		}
-		return
-	}
-	n := SkipNotice{Skip: sk}
-	if r.expected > sk.From {
-		n.LostFrom, n.LostTo = sk.From, r.expected-1
-		r.stats.SkipLost += r.expected - sk.From
-	}
-	for q := r.expected; q < seq && q-r.expected < r.window; q++ {
-		i := q & r.mask
-		if r.ring.has(q) {
-			r.stats.SkipDiscarded++
-		}
-		r.clear(i)
-	}
-	r.holeFrom, r.holeTo = 0, 0
-	r.expected = seq
-	r.lastSkip = n
-	r.stats.Skips++
-	r.raise(seq, true, now, out)
-	r.stats.Delivered++
-	r.clear(seq & r.mask)
-	r.expected++
-	r.live = seq
-	r.lateDelivery(now)
-	r.event(SkipApplied, now, 0, n)
-	deliver(h, p)
-	r.drain(now, deliver)
-	if now >= r.loss.nextDue {
-		r.pump(now, out)
-	}
-}
-
 // drain delivers buffered records that are now in order.
 func (r *Receiver) drain(now int64, deliver func(wal.Header, []byte)) {
 	for {
-		if r.holeFrom != 0 && r.expected == r.holeFrom {
+		if r.hole.from != 0 && r.expected == r.hole.from {
 			// Everything before a pending Skip is in: jump over its hole
 			// (empty when the marker's From is its own seq) to the
 			// marker, which is buffered.
-			r.expected = r.holeTo + 1
-			r.holeFrom, r.holeTo = 0, 0
-			r.lastSkip = r.pending
+			r.expected = r.hole.to + 1
+			r.hole.from, r.hole.to = 0, 0
+			r.lastSkip = r.hole.marker
 			r.stats.Skips++
 			r.event(SkipApplied, now, 0, r.lastSkip)
 		}
@@ -502,10 +442,10 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 	if r.out.Kind != Live {
 		return
 	}
-	if !r.heardInit {
-		r.lastHeard, r.heardInit = now, true // silence counts from the first Tick
+	if !r.peer.clocked {
+		r.peer.lastHeard, r.peer.clocked = now, true // silence counts from the first Tick
 	}
-	if now-r.lastHeard >= r.silence {
+	if now-r.peer.lastHeard >= r.silence {
 		if r.gapOpen() {
 			end := r.expected
 			for end < r.highest && end-r.expected < r.window-1 && !r.ring.has(end+1) {
@@ -515,8 +455,8 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 			r.setOutcome(Outcome{Kind: Faulted, Cause: Silence, LastDelivered: r.expected - 1, GapStart: r.expected, GapEnd: end}, now)
 			return
 		}
-		if _, ended := r.Ended(); !r.silent && !ended {
-			r.silent = true // an ended stream is done, not silent
+		if _, ended := r.Ended(); !r.peer.silent && !ended {
+			r.peer.silent = true // an ended stream is done, not silent
 			r.stats.PeerSilences++
 			r.event(PeerSilent, now, 0, SkipNotice{})
 		}
@@ -551,23 +491,23 @@ func (r *Receiver) Resync() {
 	r.clearAll()
 	r.begin()
 	r.loss.nextDue = noDue
-	r.end, r.endSet = 0, false // a new stream has not ended
-	r.endedSeen = false
+	r.end.final, r.end.set = 0, false // a new stream has not ended
+	r.end.seen = false
 }
 
 func (r *Receiver) clearAll() {
 	for i := range r.ring.slots {
 		r.clear(uint64(i))
 	}
-	r.holeFrom, r.holeTo = 0, 0
+	r.hole.from, r.hole.to = 0, 0
 	r.out = Outcome{}
-	r.heardInit = false
-	if r.silent {
-		r.silent = false
+	r.peer.clocked = false
+	if r.peer.silent {
+		r.peer.silent = false
 		r.event(PeerHeard, r.lastNow, 0, SkipNotice{})
 	}
 	r.maxData = 0
-	r.overrunN, r.overrunFar = 0, 0
+	r.overrun.n, r.overrun.far = 0, 0
 	r.suspect = false
 	r.st.maxEdge = 0
 	r.loss.delay.order = orderRule{min: math.MaxUint64}

@@ -109,8 +109,8 @@ func (r *Receiver) lateDelivery(now int64) {
 
 // noteEnded queues StreamEnded when Ended turns true.
 func (r *Receiver) noteEnded(now int64) {
-	if final, done := r.Ended(); done != r.endedSeen {
-		r.endedSeen = done
+	if final, done := r.Ended(); done != r.end.seen {
+		r.end.seen = done
 		if done {
 			r.event(StreamEnded, now, final, SkipNotice{})
 		}

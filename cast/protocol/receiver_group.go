@@ -143,7 +143,7 @@ func (r *Receiver) heardStatus(p []byte, now int64) {
 // the reference's bytes exactly.
 func (r *Receiver) putNak(buf []byte, from, to uint64) int {
 	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
-	if r.fcPeer && r.grp.on {
+	if r.peer.probes && r.grp.on {
 		le.PutUint64(buf[wal.HeaderSize+16:], r.id)
 		_ = wal.Seal(buf[:n], wal.TypeNak)
 	}

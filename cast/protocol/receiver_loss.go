@@ -76,8 +76,8 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 	}
 	runs := 0
 	for seq := r.expected; seq <= upper; {
-		if seq == r.holeFrom && seq != 0 && r.holeTo >= seq {
-			seq = r.holeTo + 1 // a pending Skip's seqs have no record: never NAKed
+		if seq == r.hole.from && seq != 0 && r.hole.to >= seq {
+			seq = r.hole.to + 1 // a pending Skip's seqs have no record: never NAKed
 			continue
 		}
 		i := seq & r.mask
@@ -87,7 +87,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 		}
 		start, rt, at, nb := seq, r.loss.gaps[i].retries, r.loss.gaps[i].at, r.loss.gaps[i].notBefore
 		count := true
-		for seq++; seq <= upper && seq != r.holeFrom; seq++ {
+		for seq++; seq <= upper && seq != r.hole.from; seq++ {
 			j := seq & r.mask
 			if r.ring.has(seq) || r.loss.gaps[j].retries != rt || r.loss.gaps[j].at != at || r.loss.gaps[j].notBefore != nb {
 				break
@@ -113,7 +113,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			// receiver the machine did not run has yet to read; it still
 			// goes out, but draining a deep socket buffer must not spend
 			// a whole budget (flow control bounds that backlog).
-			count = !r.fcPeer || (r.lastHeard > at && !r.loss.delay.backlog.pending())
+			count = !r.peer.probes || (r.peer.lastHeard > at && !r.loss.delay.backlog.pending())
 		}
 		byOrder, byPin := rt != 0 && r.lostByOrder(i), rt != 0 && start == r.expected && r.pinned()
 		if byOrder && now-at < r.retryDelay(start, rt) {

@@ -11,7 +11,7 @@ func (r *Receiver) NakDelay() int64 { return r.renakDelay(1) }
 // renakDelay is how long a run waits after its rt-th NAK before the next
 // on the RTT timer.
 func (r *Receiver) renakDelay(rt uint16) int64 {
-	return r.loss.delay.timer.delay(r.RTT(), r.fcPeer, r.grp.size, rt)
+	return r.loss.delay.timer.delay(r.RTT(), r.peer.probes, r.grp.size, rt)
 }
 
 // retryDelay is how long the run starting at start waits after its
@@ -34,7 +34,7 @@ func (r *Receiver) pinned() bool {
 // rackOn reports whether the order rule (and the pinned one) may judge
 // repairs (orderRule.on).
 func (r *Receiver) rackOn() bool {
-	return r.loss.delay.order.on(r.fcPeer, r.grp.size, r.st.maxEdge, r.highest)
+	return r.loss.delay.order.on(r.peer.probes, r.grp.size, r.st.maxEdge, r.highest)
 }
 
 // lostByOrder reports whether data the sender sent after answering the
@@ -58,7 +58,7 @@ func (r *Receiver) orderSeen(seq uint64, now int64) {
 // dedups it is asked again once newer data passes the run again.)
 func (r *Receiver) shortestRenak() int64 {
 	d := r.renakDelay(1)
-	if r.fcPeer && r.grp.size <= 1 {
+	if r.peer.probes && r.grp.size <= 1 {
 		d = min(d, r.loss.delay.pinned.delay(1))
 	}
 	return d

@@ -6,9 +6,12 @@ import (
 	"github.com/walcast/walcast/batch"
 )
 
-// statusState is what the Receiver last told its sender, and what it
-// owes it.
-type statusState struct {
+// statusReporter is the Receiver's side of flow control: what its last
+// Status told the sender, the probe it owes an echo, and the consumer
+// room it advertises. Invariants: maxEdge = max over the Status frames
+// sent of delivered+window, never lowered (the sender never lowers an
+// edge either); echoTS ≠ 0 only until the next Status carries it.
+type statusReporter struct {
 	lastAt    int64 // when the last Status went out; never: none yet
 	delivered uint64
 	highest   uint64
@@ -20,6 +23,9 @@ type statusState struct {
 
 	echoTS uint64 // probe ts to echo in the next Status (0: none)
 	echoAt int64  // when that probe was heard
+
+	room     int    // consumer room (SetConsumerRoom) or UnlimitedRoom
+	roomBase uint64 // delivered seq when room was set
 }
 
 // ID is the receiver id carried in Status.
@@ -31,22 +37,22 @@ func (r *Receiver) ID() uint64 { return r.id }
 // when Karn's rule starves its own: a run whose RTT grew past the re-NAK
 // delay is NAKed twice and gives no sample). Samples counts its own.
 func (r *Receiver) RTT() RTT {
-	return RTT{srtt: max(r.rtt.srtt, r.peerSRTT), rttvar: max(r.rtt.rttvar, r.peerVar), samples: r.rtt.samples}
+	return RTT{srtt: max(r.rtt.srtt, r.peer.srtt), rttvar: max(r.rtt.rttvar, r.peer.rttvar), samples: r.rtt.samples}
 }
 
 // SpeaksProbes reports whether the sender's last heartbeat was a probe:
 // it has heard this receiver's Status and honours its window.
-func (r *Receiver) SpeaksProbes() bool { return r.fcPeer }
+func (r *Receiver) SpeaksProbes() bool { return r.peer.probes }
 
 // advWindow is the number of records the receiver accepts beyond the
 // last delivered one: the reorder window, bounded by the consumer's room
 // (what it said it could take, less what was delivered since).
 func (r *Receiver) advWindow() uint64 {
-	if r.room == UnlimitedRoom {
+	if r.st.room == UnlimitedRoom {
 		return r.window
 	}
-	room := uint64(r.room)
-	if used := r.deliveredSeq() - r.roomBase; used < room {
+	room := uint64(r.st.room)
+	if used := r.deliveredSeq() - r.st.roomBase; used < room {
 		room -= used
 	} else {
 		room = 0
@@ -65,7 +71,7 @@ const UnlimitedRoom = math.MaxInt
 // Status goes out at once when a closed window opens. Call it whenever n
 // may have changed; it is cheap when nothing is due.
 func (r *Receiver) SetConsumerRoom(n int, now int64, out *batch.Vec) {
-	r.room, r.roomBase = max(n, 0), r.deliveredSeq()
+	r.st.room, r.st.roomBase = max(n, 0), r.deliveredSeq()
 	r.maybeStatus(now, out)
 }
 
@@ -90,7 +96,7 @@ func (r *Receiver) statusNews() bool {
 // maybeStatus sends a Status when one is due (docs/protocol.md, "Status
 // cadence at the receiver").
 func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
-	if r.cfg.NoStatus || !r.heardAny {
+	if r.cfg.NoStatus || !r.peer.heard {
 		return
 	}
 	st := &r.st
@@ -139,7 +145,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 	if r.expected != 0 {
 		s.Flags |= StatusSynced
 	}
-	if r.fcPeer {
+	if r.peer.probes {
 		s.ReNak = sat32(r.shortestRenak())
 	}
 	if st.echoTS != 0 {
@@ -155,7 +161,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 // closing flag), so it stops waiting for it at once. Call it before
 // closing the path; it sends even while a sticky outcome is set.
 func (r *Receiver) Leave(now int64, out *batch.Vec) {
-	if !r.cfg.NoStatus && r.heardAny {
+	if !r.cfg.NoStatus && r.peer.heard {
 		r.sendStatus(now, out, StatusClosing)
 	}
 }
@@ -166,11 +172,11 @@ func (r *Receiver) Deadline() int64 {
 	d := int64(math.MaxInt64)
 	if r.out.Kind == Live {
 		d = r.loss.nextDue
-		if r.heardInit {
-			d = min(d, r.lastHeard+r.silence)
+		if r.peer.clocked {
+			d = min(d, r.peer.lastHeard+r.silence)
 		}
 	}
-	if !r.cfg.NoStatus && r.heardAny {
+	if !r.cfg.NoStatus && r.peer.heard {
 		st := &r.st
 		if st.lastAt == never || r.out.Kind != st.state {
 			return math.MinInt64
@@ -182,27 +188,4 @@ func (r *Receiver) Deadline() int64 {
 		}
 	}
 	return d
-}
-
-// overrun counts a datagram that carried data beyond the reorder window
-// and raises Reconnect once OverrunEvidence such datagrams have arrived
-// with no pause longer than NakDebounce, either over at least NakDebounce
-// or — while the sender speaks probes, so it honoured the window and has
-// now moved on without this receiver (it released it) — all at least two
-// windows ahead: a sender that really outran the window, never a single
-// (stray or forged) datagram. A burst before the sender heard the first
-// Status is repaired by NAK instead.
-func (r *Receiver) overrun(seq uint64, now int64) {
-	span := r.cfg.NakDebounce
-	if r.overrunN == 0 || now-r.overrunLast > span {
-		r.overrunSince, r.overrunN, r.overrunFar = now, 0, 0
-	}
-	r.overrunN++
-	if r.fcPeer && seq-r.expected >= 2*r.window {
-		r.overrunFar++
-	}
-	r.overrunLast = now
-	if r.overrunN >= r.cfg.OverrunEvidence && (now-r.overrunSince >= span || r.overrunFar >= r.cfg.OverrunEvidence) {
-		r.reconnect(seq, now)
-	}
 }

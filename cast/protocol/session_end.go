@@ -113,7 +113,7 @@ func (r *Receiver) sessionEnd(p []byte, now int64, out *batch.Vec) {
 	}
 	r.stats.SessionEnds++
 	r.heard(now)
-	r.end, r.endSet = e.Final, true
+	r.end.final, r.end.set = e.Final, true
 	if r.expected == 0 || e.Final < r.expected {
 		return
 	}
@@ -128,5 +128,5 @@ func (r *Receiver) sessionEnd(p []byte, now int64, out *batch.Vec) {
 // its final seq, which it returns. A receiver that never received a
 // record reports the stream ended as soon as it hears the marker.
 func (r *Receiver) Ended() (final uint64, done bool) {
-	return r.end, r.endSet && (r.expected == 0 || r.expected > r.end)
+	return r.end.final, r.end.set && (r.expected == 0 || r.expected > r.end.final)
 }

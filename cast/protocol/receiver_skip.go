@@ -1,0 +1,85 @@
+package protocol
+
+import (
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wal"
+)
+
+// skipHole is a Skip marker buffered while records before its hole are
+// missing. Invariant: from ≠ 0 exactly while one waits; the seqs
+// from … to (empty when to < from) have no record and are never NAKed,
+// and the marker itself (seq to+1) is in the reorder ring.
+type skipHole struct {
+	from, to uint64
+	marker   SkipNotice
+}
+
+// skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
+// no record. When every seq before them is delivered (sk.From ≤
+// expected) the stream jumps to the marker at once, dropping what was
+// buffered in between and noting the seqs it had delivered in that range;
+// otherwise the marker is buffered and the jump waits until the records
+// before the hole are in (they are NAKed, the hole is not). The marker is
+// delivered in its place in seq order.
+func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
+	sk, err := wal.ParseSkip(p)
+	if err != nil {
+		r.stats.Bad.ShortPayload++
+		return
+	}
+	if seq < r.expected {
+		r.stats.Duplicates++
+		return
+	}
+	if sk.From > r.expected {
+		// Records before the hole are still missing.
+		if seq-r.expected >= r.window || (r.hole.from != 0 && r.hole.from != sk.From) {
+			r.reconnect(seq, now)
+			return
+		}
+		i := seq & r.mask
+		if r.ring.has(seq) || !r.ring.fits(len(frame)) {
+			r.stats.Duplicates++
+			return
+		}
+		r.hole.from, r.hole.to = sk.From, seq-1
+		r.hole.marker = SkipNotice{Skip: sk}
+		r.ring.put(seq, frame)
+		r.loss.found(i)
+		r.stats.Buffered++
+		r.raise(sk.From-1, false, now, out)
+		r.highest = max(r.highest, seq)
+		if now >= r.loss.nextDue {
+			r.pump(now, out)
+		}
+		return
+	}
+	n := SkipNotice{Skip: sk}
+	if r.expected > sk.From {
+		n.LostFrom, n.LostTo = sk.From, r.expected-1
+		r.stats.SkipLost += r.expected - sk.From
+	}
+	for q := r.expected; q < seq && q-r.expected < r.window; q++ {
+		i := q & r.mask
+		if r.ring.has(q) {
+			r.stats.SkipDiscarded++
+		}
+		r.clear(i)
+	}
+	r.hole.from, r.hole.to = 0, 0
+	r.expected = seq
+	r.lastSkip = n
+	r.stats.Skips++
+	r.raise(seq, true, now, out)
+	r.stats.Delivered++
+	r.clear(seq & r.mask)
+	r.expected++
+	r.live = seq
+	r.lateDelivery(now)
+	r.event(SkipApplied, now, 0, n)
+	deliver(h, p)
+	r.drain(now, deliver)
+	if now >= r.loss.nextDue {
+		r.pump(now, out)
+	}
+}
