@@ -130,7 +130,7 @@ type ImpairConfig struct {
 	// 2N, 3N, ... (counted since load, over all CPUs) are dropped.
 	EveryNth uint32
 	// RecordType, when >= 0, restricts impairment to datagrams whose first
-	// record has this type (for example wal.TypeNak). -1 impairs every
+	// record has this type (for example wire.TypeNak). -1 impairs every
 	// record type. Datagrams too short to hold a type are never candidates.
 	RecordType int
 	// TCP makes the program impair IPv4/TCP segments instead of UDP

@@ -13,7 +13,7 @@ import (
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/replay"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Record is one record delivered to a Consumer's callback. Payload is
@@ -256,7 +256,7 @@ func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, e
 		}
 		for i := 0; i < n; i++ {
 			d, from := v.Msg(i)
-			if h, _, _, err := wal.DecodeFrame(d); err == nil && h.Type != wal.TypeNak && h.Type != protocol.TypeStatus && from.IsValid() {
+			if h, _, _, err := wire.DecodeFrame(d); err == nil && h.Type != wire.TypeNak && h.Type != wire.TypeStatus && from.IsValid() {
 				ds := [][]byte{append([]byte(nil), d...)}
 				for j := i + 1; j < n; j++ {
 					if d, f := v.Msg(j); f == from {
@@ -287,12 +287,12 @@ func (c *Consumer) event(e Event) {
 // apply hands one record to the application if it is the next one.
 // Records at or below the tip are duplicates (a catch-up overlapping
 // UDP) and are dropped; anything else out of order is a bug below.
-func (c *Consumer) apply(h wal.Header, p []byte) (bool, error) {
-	seq := wal.Seq(p)
+func (c *Consumer) apply(h wire.Header, p []byte) (bool, error) {
+	seq := wire.Seq(p)
 	if seq <= c.tip {
 		return false, nil
 	}
-	if h.Type == wal.TypeSkip {
+	if h.Type == wire.TypeSkip {
 		return c.applySkip(h, p)
 	}
 	if seq != c.tip+1 && c.tip != 0 {
@@ -317,8 +317,8 @@ func (c *Consumer) setTip(seq uint64, crc uint32) {
 // applySkip applies a Skip marker: it reports the seqs of its range this
 // consumer delivered (EventSkip), hands the marker to deliver and moves
 // the tip to it.
-func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
-	sk, err := wal.ParseSkip(p)
+func (c *Consumer) applySkip(h wire.Header, p []byte) (bool, error) {
+	sk, err := wire.ParseSkip(p)
 	if err != nil {
 		return false, fmt.Errorf("%w: bad Skip marker: %w", errOrder, err)
 	}
@@ -341,7 +341,7 @@ func (c *Consumer) applySkip(h wal.Header, p []byte) (bool, error) {
 }
 
 // onRecord is the loop's OnRecord: a record the UDP receiver delivered.
-func (c *Consumer) onRecord(l *Loop, h wal.Header, p []byte) {
+func (c *Consumer) onRecord(l *Loop, h wire.Header, p []byte) {
 	if c.err != nil {
 		return
 	}
@@ -355,7 +355,7 @@ func (c *Consumer) onRecord(l *Loop, h wal.Header, p []byte) {
 	}
 }
 
-func (c *Consumer) tcpRecord(h wal.Header, p []byte) error {
+func (c *Consumer) tcpRecord(h wire.Header, p []byte) error {
 	ok, err := c.apply(h, p)
 	if ok {
 		c.tcpRecords.Add(1)

@@ -13,7 +13,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestConsumerLearnsSender: a consumer told nothing about its producer
@@ -24,7 +24,7 @@ func TestConsumerLearnsSender(t *testing.T) {
 	stranger := netip.MustParseAddrPort("10.0.0.9:9")
 	inj, _ := n.Listen(stranger, mem.AddrB)
 	bad := make([]byte, 80)
-	wal.Header{Type: 100, Len: 64}.Put(bad) // a data frame whose CRC is wrong
+	wire.Header{Type: 100, Len: 64}.Put(bad) // a data frame whose CRC is wrong
 	v := batch.New(1, 128)
 	v.Append(bad, mem.AddrB)
 	endB, _ := n.Listen(mem.AddrB, netip.AddrPort{})
@@ -51,9 +51,9 @@ func TestConsumerLearnsSender(t *testing.T) {
 	p.Flush(ctx)
 	// A stranger's valid frame: seq 11, meant to take the producer's place.
 	frame := make([]byte, 16+64)
-	wal.Seal(frame, 100)
+	wire.Seal(frame, 100)
 	frame[16] = 11
-	wal.Seal(frame, 100)
+	wire.Seal(frame, 100)
 	v.Reset()
 	v.Append(frame, mem.AddrB)
 	for deadline := time.Now().Add(10 * time.Second); c.Stats().UDPRecords < 10; time.Sleep(time.Millisecond) {
@@ -208,7 +208,7 @@ func TestConsumerNakSendError(t *testing.T) {
 	for _, seq := range []byte{1, 3} {
 		f := make([]byte, 16+64)
 		f[16] = seq
-		wal.Seal(f, 100)
+		wire.Seal(f, 100)
 		v.Append(f, mem.AddrB)
 	}
 	a.Send(v)

@@ -13,7 +13,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // outageRig is the outage tests' consumer: live over UDP with records
@@ -224,8 +224,8 @@ func TestConsumerStaleHeartbeat(t *testing.T) {
 		t.Fatal("no record arrived over UDP")
 	}
 	time.Sleep(50 * time.Millisecond) // records durable
-	hb := make([]byte, wal.ControlFrameSize)
-	wal.PutHeartbeatFrame(hb, wal.Heartbeat{Highest: 400})
+	hb := make([]byte, wire.ControlFrameSize)
+	wire.PutHeartbeatFrame(hb, wire.Heartbeat{Highest: 400})
 	// The same heartbeat from a stranger is dropped: only the producer's
 	// data and heartbeats reach the receiver.
 	inj, err := r.net.Listen(netip.MustParseAddrPort("10.0.0.9:9"), mem.AddrB)

@@ -32,9 +32,9 @@ const (
 	// EventSkip: a Skip marker (Event.Skip) says the seqs Skip.From …
 	// Skip.Seq have no record in the sender's log; the stream continues
 	// after it. Skip.LostFrom…LostTo (0, 0: none) are the seqs of that
-	// range already delivered: with reason wal.SkipRestart their content
+	// range already delivered: with reason wire.SkipRestart their content
 	// never became durable at the sender, and the application must drop
-	// what it applied for them. The marker itself (type wal.TypeSkip) is
+	// what it applied for them. The marker itself (type wire.TypeSkip) is
 	// delivered right after this event.
 	EventSkip
 	// EventLogError: the Sender's log cannot make records durable

@@ -13,7 +13,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Loop binds a Sender and/or a Receiver to a Path on one locked, pinned
@@ -40,7 +40,7 @@ type Loop struct {
 	idle   affinity.Idler
 
 	sendRing, recvRing *Ring
-	deliverFn          func(wal.Header, []byte)
+	deliverFn          func(wire.Header, []byte)
 	room               int         // RecvRing free slots last passed to the Receiver
 	roomSeq            uint64      // the Receiver's ExpectedSeq when room was last told
 	windowShut         atomic.Bool // the Sender's flow control refused the last SendRing record
@@ -117,7 +117,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	}
 	ringSlot := cfg.RingSlot
 	if ringSlot == 0 {
-		ringSlot = cfg.Slot - wal.HeaderSize
+		ringSlot = cfg.Slot - wire.HeaderSize
 	}
 	if cfg.SendRing > 0 {
 		l.sendRing = NewRing(cfg.SendRing, ringSlot)
@@ -466,14 +466,14 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 	}
 }
 
-func (l *Loop) deliver(h wal.Header, p []byte) {
+func (l *Loop) deliver(h wire.Header, p []byte) {
 	if s := l.rcv.LateStart(); s != l.lastLate {
 		// Before the record itself, so the application learns where
 		// delivery begins before it sees the first record.
 		l.lastLate = s
 		l.emit(Event{Kind: EventLateStart, At: l.now, Outcome: l.rcv.Outcome(), Seq: s})
 	}
-	if h.Type == wal.TypeSkip && l.rcv != nil {
+	if h.Type == wire.TypeSkip && l.rcv != nil {
 		l.emit(Event{Kind: EventSkip, At: l.now, Skip: l.rcv.LastSkip()})
 	}
 	l.ls.Delivered++
@@ -483,7 +483,7 @@ func (l *Loop) deliver(h wal.Header, p []byte) {
 	if l.recvRing != nil {
 		var seq uint64
 		if len(p) >= 8 {
-			seq = wal.Seq(p)
+			seq = wire.Seq(p)
 		}
 		for i := 0; l.recvRing.Push(h.Type, seq, p) == ErrRingFull; i++ {
 			// The application is behind: wait for it (never drop a

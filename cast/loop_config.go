@@ -12,6 +12,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/cfgerr"
+	"github.com/walcast/walcast/wire"
 
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/defaults"
@@ -82,7 +83,7 @@ type LoopConfig struct {
 	TickInterval time.Duration
 	// OnRecord is called on the loop thread for every record delivered
 	// in seq order; h and payload are valid only during the call.
-	OnRecord func(l *Loop, h wal.Header, payload []byte)
+	OnRecord func(l *Loop, h wire.Header, payload []byte)
 	// OnEvent is called on the loop thread when the Receiver's outcome or
 	// silence changes, when the Sender's flow-control table changes
 	// (receivers joining, leaving, faulting), and when the loop stops on
@@ -144,8 +145,8 @@ func (c LoopConfig) Validate() error {
 		return fmt.Errorf("%w: loop needs a Sender or a Receiver", ErrConfig)
 	case c.Batch < 1 || c.Batch > 1024:
 		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
-	case c.Slot < wal.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
-		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, wal.HeaderSize+8, protocol.MaxDatagram)
+	case c.Slot < wire.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
+		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, wire.HeaderSize+8, protocol.MaxDatagram)
 	case c.TickInterval <= 0:
 		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
 	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:
@@ -230,7 +231,7 @@ func toSender(d []byte) bool {
 		return false
 	}
 	switch uint16(d[2]) | uint16(d[3])<<8 {
-	case wal.TypeNak, protocol.TypeStatus, protocol.TypeBitmapNak:
+	case wire.TypeNak, wire.TypeStatus, wire.TypeBitmapNak:
 		return true
 	}
 	return false
@@ -242,11 +243,11 @@ func toSender(d []byte) bool {
 // (preallocated: Publish stays allocation-free).
 func (l *Loop) checkRecord(typ uint16, payload []byte) error {
 	switch {
-	case protocol.IsControl(typ):
+	case wire.UDPControl(typ):
 		return protocol.ErrControlType
 	case len(payload) < 8:
 		return protocol.ErrPayloadShort
-	case wal.HeaderSize+len(payload) > l.cfg.Slot:
+	case wire.HeaderSize+len(payload) > l.cfg.Slot:
 		return protocol.ErrFrameTooLarge
 	}
 	return nil

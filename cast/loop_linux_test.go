@@ -12,6 +12,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -206,7 +207,7 @@ func TestLoopShutdownUnderTraffic(t *testing.T) {
 				var n atomic.Int64
 				rl := DefaultLoopConfig()
 				rl.Path, rl.Receiver, rl.Idle.Strategy = pb, rcv, idle
-				rl.OnRecord = func(*Loop, wal.Header, []byte) { n.Add(1) }
+				rl.OnRecord = func(*Loop, wire.Header, []byte) { n.Add(1) }
 				rloop, err := StartLoop(rl)
 				if err != nil {
 					t.Fatal(err)
@@ -289,7 +290,7 @@ func TestLoopIterationAllocs(t *testing.T) {
 			var got int
 			rl := DefaultLoopConfig()
 			rl.Path, rl.Receiver = pb, rcv
-			rl.OnRecord = func(*Loop, wal.Header, []byte) { got++ }
+			rl.OnRecord = func(*Loop, wire.Header, []byte) { got++ }
 			rloop, err := NewLoop(rl)
 			if err != nil {
 				t.Fatal(err)
@@ -412,7 +413,7 @@ func BenchmarkNakFlood(b *testing.B) {
 				b.ReportMetric(fr/qr, "flood/quiet")
 				b.ReportMetric(float64(flood.floods)/flood.elapsed.Seconds(), "flood-naks/s")
 				b.ReportMetric(float64(flood.sStats.RetxCold)/float64(flood.floods), "cold-retx/nak")
-				b.ReportMetric(float64(flood.sStats.RetxCold)*(128+wal.HeaderSize)/float64(flood.floods*wal.ControlFrameSize), "cold-bytes/nak-byte")
+				b.ReportMetric(float64(flood.sStats.RetxCold)*(128+wire.HeaderSize)/float64(flood.floods*wire.ControlFrameSize), "cold-bytes/nak-byte")
 				b.ReportMetric(float64(flood.sStats.RetxCold)/flood.elapsed.Seconds(), "cold-retx/s")
 			}
 		})

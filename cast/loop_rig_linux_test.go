@@ -16,6 +16,7 @@ import (
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // openPair opens two connected sockets of the given datapath on loopback.
@@ -188,7 +189,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	if o.viaRings {
 		rl.RecvRing = 1024
 	} else {
-		rl.OnRecord = func(_ *Loop, h wal.Header, p []byte) { check(wal.Seq(p)) }
+		rl.OnRecord = func(_ *Loop, h wire.Header, p []byte) { check(wire.Seq(p)) }
 	}
 	var evs []Event
 	rl.OnEvent = func(e Event) { evs = append(evs, e) }
@@ -310,8 +311,8 @@ type floodPath struct {
 }
 
 func newFloodPath(p datapath.Path, rate float64) *floodPath {
-	f := &floodPath{Path: p, rate: rate, nak: make([]byte, wal.ControlFrameSize), v: batch.New(64, wal.ControlFrameSize)}
-	wal.PutNakFrame(f.nak, wal.Nak{From: 1, Count: math.MaxUint64})
+	f := &floodPath{Path: p, rate: rate, nak: make([]byte, wire.ControlFrameSize), v: batch.New(64, wire.ControlFrameSize)}
+	wire.PutNakFrame(f.nak, wire.Nak{From: 1, Count: math.MaxUint64})
 	return f
 }
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // vPingPong is the casting RTT benchmark's exchange (internal/benchkit
@@ -40,7 +40,7 @@ func newVPingPong(t *testing.T, total, batch int, noFC bool) *vPingPong {
 	lat := mem.Impairment{Latency: 10 * time.Microsecond}
 	pp.p.Net.Impair(mem.AddrA, mem.AddrB, lat)
 	pp.p.Net.Impair(mem.AddrB, mem.AddrA, lat)
-	loop := func(end *mem.End, onRecord func(*Loop, wal.Header, []byte), onPoll func(*Loop, int64)) *Loop {
+	loop := func(end *mem.End, onRecord func(*Loop, wire.Header, []byte), onPoll func(*Loop, int64)) *Loop {
 		sc := protocol.DefaultSenderConfig()
 		sc.NoFlowControl = noFC
 		s, err := protocol.NewSender(sc, nil)
@@ -64,7 +64,7 @@ func newVPingPong(t *testing.T, total, batch int, noFC bool) *vPingPong {
 		t.Cleanup(func() { l.Close() })
 		return l
 	}
-	pp.ping = loop(pp.p.A, func(l *Loop, _ wal.Header, p []byte) {
+	pp.ping = loop(pp.p.A, func(l *Loop, _ wire.Header, p []byte) {
 		if len(p) < 16 || binary.LittleEndian.Uint64(p[8:]) != uint64(pp.i) {
 			return
 		}
@@ -77,7 +77,7 @@ func newVPingPong(t *testing.T, total, batch int, noFC bool) *vPingPong {
 			pp.sendPing(l)
 		}
 	})
-	pp.echo = loop(pp.p.B, func(l *Loop, _ wal.Header, p []byte) {
+	pp.echo = loop(pp.p.B, func(l *Loop, _ wire.Header, p []byte) {
 		pp.replies = append(pp.replies, append([]byte(nil), p...))
 		pp.sendReplies(l)
 	}, func(l *Loop, _ int64) { pp.sendReplies(l) })

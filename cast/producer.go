@@ -19,6 +19,7 @@ import (
 	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // ProducerConfig configures a [Producer]. The zero value of every field
@@ -219,7 +220,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if mf == 0 {
 		mf = protocol.DefaultMaxFrame
 	}
-	p.maxPayload = min(mf-wal.HeaderSize, wal.MaxPayload)
+	p.maxPayload = min(mf-wire.HeaderSize, wire.MaxPayload)
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
 		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
@@ -373,7 +374,7 @@ func (p *Producer) ReplayAddr() netip.AddrPort {
 
 // check refuses a record the stream cannot carry, before it is queued.
 func (p *Producer) check(typ uint16, payload []byte) error {
-	if protocol.IsControl(typ) {
+	if wire.UDPControl(typ) {
 		return fmt.Errorf("%w: type %#x is a control type", ErrRecord, typ)
 	}
 	if len(payload) < 8 || len(payload) > p.maxPayload {

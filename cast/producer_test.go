@@ -16,6 +16,7 @@ import (
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // countData reads end until it is empty and returns the data records it
@@ -36,13 +37,13 @@ func countData(t testing.TB, end *mem.End) int {
 		for i := 0; i < k; i++ {
 			d, _ := v.Msg(i)
 			for len(d) > 0 {
-				h, p, size, err := wal.DecodeFrame(d)
+				h, p, size, err := wire.DecodeFrame(d)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if h.Type == 100 {
 					n++
-					if s := wal.Seq(p); s != uint64(n) {
+					if s := wire.Seq(p); s != uint64(n) {
 						t.Fatalf("record %d carries seq %d", n, s)
 					}
 				}
@@ -151,9 +152,9 @@ func TestProducerRefusesBadRecords(t *testing.T) {
 		typ  uint16
 		n    int
 	}{
-		{"NAK type", wal.TypeNak, 64},
-		{"heartbeat type", wal.TypeHeartbeat, 64},
-		{"Status type", protocol.TypeStatus, 64},
+		{"NAK type", wire.TypeNak, 64},
+		{"heartbeat type", wire.TypeHeartbeat, 64},
+		{"Status type", wire.TypeStatus, 64},
 		{"4-byte payload", 100, 4},
 		{"empty payload", 100, 0},
 		{"payload beyond the frame", 100, protocol.DefaultMaxFrame},
@@ -165,7 +166,7 @@ func TestProducerRefusesBadRecords(t *testing.T) {
 			t.Errorf("%s: TryPublish = %v, want ErrRecord", tc.name, err)
 		}
 	}
-	if err := p.Publish(ctx, 100, make([]byte, protocol.DefaultMaxFrame-wal.HeaderSize)); err != nil {
+	if err := p.Publish(ctx, 100, make([]byte, protocol.DefaultMaxFrame-wire.HeaderSize)); err != nil {
 		t.Fatalf("largest record refused: %v", err)
 	}
 	if err := p.Close(); err != nil {
@@ -193,7 +194,7 @@ func TestLoopPublishRefusesBadRecords(t *testing.T) {
 		n    int
 		want error
 	}{
-		{wal.TypeNak, 64, protocol.ErrControlType},
+		{wire.TypeNak, 64, protocol.ErrControlType},
 		{100, 4, protocol.ErrPayloadShort},
 		{100, 4000, protocol.ErrFrameTooLarge},
 	} {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestProducerCloseSendsOverUDP: Close right after Publish, over a real
@@ -56,13 +56,13 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 				continue // an earlier cycle's producer
 			}
 			for d := buf[:k]; len(d) > 0; {
-				h, pl, size, err := wal.DecodeFrame(d)
+				h, pl, size, err := wire.DecodeFrame(d)
 				if err != nil {
 					t.Fatalf("cycle %d: %v", i, err)
 				}
 				if h.Type == 100 {
 					got++
-					if s := wal.Seq(pl); s != uint64(got) {
+					if s := wire.Seq(pl); s != uint64(got) {
 						t.Fatalf("cycle %d: record %d carries seq %d", i, got, s)
 					}
 				}

@@ -15,10 +15,10 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // monoClock is a real monotonic clock for datapath/mem, so the loops and
@@ -174,7 +174,7 @@ func (r *consRig) lightAfter(seq uint64) {
 		if on.Load() {
 			return mem.Pass
 		}
-		if h, p, _, err := wal.DecodeFrame(b); err == nil && !protocol.IsControl(h.Type) && len(p) >= 8 && wal.Seq(p) > seq {
+		if h, p, _, err := wire.DecodeFrame(b); err == nil && !wire.UDPControl(h.Type) && len(p) >= 8 && wire.Seq(p) > seq {
 			on.Store(true)
 			return mem.Pass
 		}
@@ -224,7 +224,7 @@ func (o *orderCheck) deliver(r Record) error {
 	} else if r.Seq != last+1 && o.err == nil {
 		o.err = fmt.Errorf("record %d after %d", r.Seq, last)
 	}
-	if r.Type != 100 || len(r.Payload) != 64 || wal.Seq(r.Payload) != r.Seq {
+	if r.Type != 100 || len(r.Payload) != 64 || wire.Seq(r.Payload) != r.Seq {
 		o.err = fmt.Errorf("record %d: type %d, %d bytes", r.Seq, r.Type, len(r.Payload))
 	}
 	o.last.Store(r.Seq)

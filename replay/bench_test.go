@@ -2,6 +2,7 @@ package replay
 
 import (
 	"github.com/walcast/walcast/internal/latency"
+	"github.com/walcast/walcast/wire"
 
 	"context"
 	"fmt"
@@ -34,7 +35,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		if err := w.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		frameBytes := float64(sz.n * (wal.HeaderSize + sz.payload))
+		frameBytes := float64(sz.n * (wire.HeaderSize + sz.payload))
 		src := NewWriterSource(w, dir, 1)
 		_, tlsAddr := startServer(b, nil, src)
 		_, plainAddr := startServer(b, func(c *ServerConfig) { c.TLS = nil; c.Plaintext = true }, src)
@@ -67,7 +68,7 @@ func BenchmarkCatchUp(b *testing.B) {
 						if err != nil {
 							b.Fatal(err)
 						}
-						if _, err := cl.CatchUp(context.Background(), func(wal.Header, []byte) error { got++; return nil }); err != nil {
+						if _, err := cl.CatchUp(context.Background(), func(wire.Header, []byte) error { got++; return nil }); err != nil {
 							b.Fatal(err)
 						}
 					}

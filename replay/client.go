@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Handler receives one data record: its header and payload (the payload's
@@ -23,7 +23,7 @@ import (
 // record (the tip moves to its seq). ErrStop also applies it and then
 // ends Run cleanly. Any other error leaves the tip before the record and
 // ends Run (or CatchUp, RunOnce) with that error, without retrying.
-type Handler func(h wal.Header, payload []byte) error
+type Handler func(h wire.Header, payload []byte) error
 
 // ClientConfig configures a [Client]. A zero field means its default
 // (DefaultClientConfig shows them); Endpoints and TLS (or Plaintext) must
@@ -159,8 +159,8 @@ type Event struct {
 	Tip          uint64 // the client's tip when the event happened
 	Err          error
 	Delay        time.Duration
-	CaughtUp     wal.CaughtUp
-	NotAvailable wal.NotAvailable
+	CaughtUp     wire.CaughtUp
+	NotAvailable wire.NotAvailable
 }
 
 // ClientStats are cumulative counters of a [Client].
@@ -200,7 +200,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Client{cfg: cfg, buf: make([]byte, wal.HeaderSize+wal.MaxPayload)}
+	c := &Client{cfg: cfg, buf: make([]byte, wire.HeaderSize+wire.MaxPayload)}
 	tip := cfg.StartTip
 	if cfg.TipPath != "" {
 		t, err := ReadTip(cfg.TipPath)
@@ -502,8 +502,8 @@ func (c *Client) connectFrom(ctx context.Context, ep string, from uint64) (conn,
 		}
 		conn = tc
 	}
-	var f [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(f[:], wal.ReplicationRequest{Stream: c.cfg.Stream, From: from, Flags: wal.ReplayExt})
+	var f [wire.ControlFrameSize]byte
+	wire.PutReplicationRequestFrame(f[:], wire.ReplicationRequest{Stream: c.cfg.Stream, From: from, Flags: wire.ReplayExt})
 	if _, err := conn.Write(f[:]); err != nil {
 		raw.Close()
 		return nil, nil, fmt.Errorf("replay: send request to %s: %w", ep, err)
@@ -538,7 +538,7 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 	buf := c.buf
 	first, caughtUp := true, false
 	for {
-		if _, err := io.ReadFull(br, buf[:wal.HeaderSize]); err != nil {
+		if _, err := io.ReadFull(br, buf[:wire.HeaderSize]); err != nil {
 			if errors.Is(err, io.EOF) && ctx.Err() == nil {
 				if first {
 					// Closed without answering (e.g. a TLS server fed plaintext).
@@ -548,24 +548,24 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 			}
 			return progressed, c.readErr(ctx, err)
 		}
-		hd, err := wal.ParseHeader(buf)
+		hd, err := wire.ParseHeader(buf)
 		if err != nil {
 			c.badFrames.Add(1)
 			return progressed, fmt.Errorf("replay: frame after seq %d from %s: %w", c.tip.Load(), ep, err)
 		}
-		n := wal.HeaderSize + int(hd.Len)
-		if _, err := io.ReadFull(br, buf[wal.HeaderSize:n]); err != nil {
+		n := wire.HeaderSize + int(hd.Len)
+		if _, err := io.ReadFull(br, buf[wire.HeaderSize:n]); err != nil {
 			return progressed, c.readErr(ctx, err)
 		}
-		_, payload, _, err := wal.DecodeFrame(buf[:n])
+		_, payload, _, err := wire.DecodeFrame(buf[:n])
 		if err != nil {
 			c.badFrames.Add(1)
 			return progressed, fmt.Errorf("replay: frame after seq %d from %s: %w", c.tip.Load(), ep, err)
 		}
 		c.bytes.Add(uint64(n))
 		switch hd.Type {
-		case wal.TypeNotAvailable:
-			na, err := wal.ParseNotAvailable(payload)
+		case wire.TypeNotAvailable:
+			na, err := wire.ParseNotAvailable(payload)
 			if err != nil {
 				c.badFrames.Add(1)
 				return progressed, fmt.Errorf("replay: NotAvailable from %s: %w", ep, err)
@@ -583,8 +583,8 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 			c.notAvail.Add(1)
 			c.event(Event{Kind: EventNotAvailable, Endpoint: ep, NotAvailable: na})
 			return progressed, fmt.Errorf("%w: %s holds %d..%d, asked from %d", ErrNotAvailable, ep, na.Oldest, na.Highest, na.Requested)
-		case wal.TypeCaughtUp:
-			cu, err := wal.ParseCaughtUp(payload)
+		case wire.TypeCaughtUp:
+			cu, err := wire.ParseCaughtUp(payload)
 			if err != nil {
 				c.badFrames.Add(1)
 				return progressed, fmt.Errorf("replay: CaughtUp from %s: %w", ep, err)
@@ -603,10 +603,10 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 			if goal != nil && !goal.caughtAt.IsZero() && time.Since(goal.caughtAt) >= goal.grace {
 				return progressed, errCaughtUp
 			}
-		case wal.TypeNak, wal.TypeHeartbeat, wal.TypeReplicationRequest:
+		case wire.TypeNak, wire.TypeHeartbeat, wire.TypeReplicationRequest:
 			return progressed, fmt.Errorf("%w: control record %#x on the replay stream from %s", ErrProtocol, hd.Type, ep)
 		default:
-			seq := wal.Seq(payload)
+			seq := wire.Seq(payload)
 			tip := c.tip.Load()
 			switch {
 			case seq == 0:
@@ -640,11 +640,11 @@ func (c *Client) session(ctx context.Context, conn, raw net.Conn, ep string, h H
 
 // skipFrom reports whether a record is a Skip marker that stands for the
 // seqs from next on: the stream continues at its seq.
-func skipFrom(h wal.Header, payload []byte, next uint64) bool {
-	if h.Type != wal.TypeSkip {
+func skipFrom(h wire.Header, payload []byte, next uint64) bool {
+	if h.Type != wire.TypeSkip {
 		return false
 	}
-	sk, err := wal.ParseSkip(payload)
+	sk, err := wire.ParseSkip(payload)
 	return err == nil && sk.From <= next
 }
 
@@ -695,9 +695,9 @@ func (c *Client) verifySession(ctx context.Context, conn, raw net.Conn, seq uint
 	deadline := time.Now().Add(wait)
 	_ = raw.SetReadDeadline(deadline)
 	br := bufio.NewReaderSize(conn, 4096)
-	var buf [wal.HeaderSize + wal.MaxPayload]byte
+	var buf [wire.HeaderSize + wire.MaxPayload]byte
 	for {
-		if _, err := io.ReadFull(br, buf[:wal.HeaderSize]); err != nil {
+		if _, err := io.ReadFull(br, buf[:wire.HeaderSize]); err != nil {
 			var ne net.Error
 			if errors.As(err, &ne) && ne.Timeout() {
 				return false, nil // not there within wait
@@ -707,25 +707,25 @@ func (c *Client) verifySession(ctx context.Context, conn, raw net.Conn, seq uint
 			}
 			return false, fmt.Errorf("replay: verify: %w", err)
 		}
-		hd, err := wal.ParseHeader(buf[:])
+		hd, err := wire.ParseHeader(buf[:])
 		if err != nil {
 			return false, fmt.Errorf("replay: verify: %w", err)
 		}
-		n := wal.HeaderSize + int(hd.Len)
-		if _, err := io.ReadFull(br, buf[wal.HeaderSize:n]); err != nil {
+		n := wire.HeaderSize + int(hd.Len)
+		if _, err := io.ReadFull(br, buf[wire.HeaderSize:n]); err != nil {
 			return false, fmt.Errorf("replay: verify: %w", err)
 		}
-		_, p, _, err := wal.DecodeFrame(buf[:n])
+		_, p, _, err := wire.DecodeFrame(buf[:n])
 		if err != nil {
 			return false, fmt.Errorf("replay: verify: %w", err)
 		}
 		switch hd.Type {
-		case wal.TypeNotAvailable:
+		case wire.TypeNotAvailable:
 			return false, ErrNotAvailable
-		case wal.TypeCaughtUp:
+		case wire.TypeCaughtUp:
 			continue
 		}
-		if s := wal.Seq(p); s == seq {
+		if s := wire.Seq(p); s == seq {
 			return !checkCRC || hd.CRC == crc, nil
 		} else if s > seq {
 			return false, nil

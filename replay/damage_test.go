@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // flipRecord flips a payload byte of seq's record in the stream directory
@@ -43,9 +44,9 @@ func flipRecord(t *testing.T, root string, stream uint32, seq uint64) string {
 		}
 		defer f.Close()
 		var b [1]byte
-		f.ReadAt(b[:], off+wal.HeaderSize+12)
+		f.ReadAt(b[:], off+wire.HeaderSize+12)
 		b[0] ^= 0x5a
-		if _, err := f.WriteAt(b[:], off+wal.HeaderSize+12); err != nil {
+		if _, err := f.WriteAt(b[:], off+wire.HeaderSize+12); err != nil {
 			t.Fatal(err)
 		}
 		return sf.Path
@@ -132,15 +133,15 @@ func TestReplayEndsAtDamage(t *testing.T) {
 	_, addr2 := startServer(t, nil, ds2)
 	cl2, _ := NewClient(testClientConfig(t, addr2))
 	var got []uint64
-	var skip wal.Skip
-	_, err = cl2.CatchUp(ctx, func(h wal.Header, p []byte) error {
-		if h.Type == wal.TypeSkip {
-			skip, _ = wal.ParseSkip(p)
+	var skip wire.Skip
+	_, err = cl2.CatchUp(ctx, func(h wire.Header, p []byte) error {
+		if h.Type == wire.TypeSkip {
+			skip, _ = wire.ParseSkip(p)
 		}
-		got = append(got, wal.Seq(p))
+		got = append(got, wire.Seq(p))
 		return nil
 	})
-	if err != nil || len(got) != 3000 || skip != (wal.Skip{Seq: 1500, From: 1500, Reason: wal.SkipRepair}) {
+	if err != nil || len(got) != 3000 || skip != (wire.Skip{Seq: 1500, From: 1500, Reason: wire.SkipRepair}) {
 		t.Fatalf("after repair: %v, %d records, skip %+v", err, len(got), skip)
 	}
 	seqs, na = rawReplay(t, addr2, 1, 0)
@@ -152,7 +153,7 @@ func TestReplayEndsAtDamage(t *testing.T) {
 // rawReplay is a reference client: it sends a ReplicationRequest without
 // flags over plaintext or TLS and reads frames until CaughtUp or
 // NotAvailable, returning the data seqs.
-func rawReplay(t *testing.T, addr string, from uint64, flags uint32) ([]uint64, *wal.NotAvailable) {
+func rawReplay(t *testing.T, addr string, from uint64, flags uint32) ([]uint64, *wire.NotAvailable) {
 	t.Helper()
 	raw, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -160,41 +161,41 @@ func rawReplay(t *testing.T, addr string, from uint64, flags uint32) ([]uint64, 
 	}
 	defer raw.Close()
 	tc := tlsClient(t, raw, addr)
-	var req [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(req[:], wal.ReplicationRequest{Stream: 1, From: from, Flags: flags})
+	var req [wire.ControlFrameSize]byte
+	wire.PutReplicationRequestFrame(req[:], wire.ReplicationRequest{Stream: 1, From: from, Flags: flags})
 	if _, err := tc.Write(req[:]); err != nil {
 		t.Fatal(err)
 	}
 	raw.SetReadDeadline(time.Now().Add(30 * time.Second))
 	br := bufio.NewReader(tc)
 	var seqs []uint64
-	buf := make([]byte, wal.HeaderSize+wal.MaxPayload)
+	buf := make([]byte, wire.HeaderSize+wire.MaxPayload)
 	for {
-		if _, err := io.ReadFull(br, buf[:wal.HeaderSize]); err != nil {
+		if _, err := io.ReadFull(br, buf[:wire.HeaderSize]); err != nil {
 			t.Fatalf("after %d records: %v", len(seqs), err)
 		}
-		h, err := wal.ParseHeader(buf)
+		h, err := wire.ParseHeader(buf)
 		if err != nil {
 			t.Fatal(err)
 		}
-		n := wal.HeaderSize + int(h.Len)
-		if _, err := io.ReadFull(br, buf[wal.HeaderSize:n]); err != nil {
+		n := wire.HeaderSize + int(h.Len)
+		if _, err := io.ReadFull(br, buf[wire.HeaderSize:n]); err != nil {
 			t.Fatal(err)
 		}
-		_, p, _, err := wal.DecodeFrame(buf[:n])
+		_, p, _, err := wire.DecodeFrame(buf[:n])
 		if err != nil {
 			t.Fatal(err)
 		}
 		switch h.Type {
-		case wal.TypeNotAvailable:
-			na, _ := wal.ParseNotAvailable(p)
+		case wire.TypeNotAvailable:
+			na, _ := wire.ParseNotAvailable(p)
 			return seqs, &na
-		case wal.TypeCaughtUp:
+		case wire.TypeCaughtUp:
 			return seqs, nil
-		case wal.TypeSkip:
+		case wire.TypeSkip:
 			t.Fatalf("a reference client got a Skip record")
 		}
-		seqs = append(seqs, wal.Seq(p))
+		seqs = append(seqs, wire.Seq(p))
 	}
 }
 
@@ -255,7 +256,7 @@ func TestOneBadStreamDoesNotStopTheOthers(t *testing.T) {
 		}
 		for range 1500 {
 			seq := w.NextSeq()
-			appendRetry(t, w, 100, dataFrame(seq, 64)[wal.HeaderSize:])
+			appendRetry(t, w, 100, dataFrame(seq, 64)[wire.HeaderSize:])
 		}
 		if err := w.Close(); err != nil {
 			t.Fatal(err)
@@ -366,7 +367,7 @@ func TestReplayAcrossACrash(t *testing.T) {
 		}
 		for range 10 {
 			seq := w2.NextSeq()
-			appendRetry(t, w2, 100, dataFrame(seq, 64)[wal.HeaderSize:])
+			appendRetry(t, w2, 100, dataFrame(seq, 64)[wire.HeaderSize:])
 		}
 		if err := w2.Flush(); err != nil {
 			t.Fatal(err)
@@ -383,13 +384,13 @@ func TestReplayAcrossACrash(t *testing.T) {
 				cl.SetTip(from - 1)
 				var got []uint64
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				tip, err := cl.CatchUpTo(ctx, last, time.Second, func(h wal.Header, p []byte) error {
-					if h.Type == wal.TypeSkip {
-						if s, _ := wal.ParseSkip(p); s != *sk {
+				tip, err := cl.CatchUpTo(ctx, last, time.Second, func(h wire.Header, p []byte) error {
+					if h.Type == wire.TypeSkip {
+						if s, _ := wire.ParseSkip(p); s != *sk {
 							t.Errorf("marker %+v, want %+v", s, *sk)
 						}
 					}
-					got = append(got, wal.Seq(p))
+					got = append(got, wire.Seq(p))
 					return nil
 				})
 				cancel()

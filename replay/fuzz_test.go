@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // FuzzClientStream feeds arbitrary bytes to the client as a server's
@@ -17,11 +17,11 @@ func FuzzClientStream(f *testing.F) {
 	for seq := uint64(1); seq <= 3; seq++ {
 		seed = append(seed, dataFrame(seq, 64)...)
 	}
-	var cu [wal.CaughtUpFrameSize]byte
-	wal.PutCaughtUpFrame(cu[:], wal.CaughtUp{Stream: 1, LiveSeq: 3})
+	var cu [wire.CaughtUpFrameSize]byte
+	wire.PutCaughtUpFrame(cu[:], wire.CaughtUp{Stream: 1, LiveSeq: 3})
 	f.Add(append(seed, cu[:]...))
-	var na [wal.ControlFrameSize]byte
-	wal.PutNotAvailableFrame(na[:], wal.NotAvailable{Requested: 1, Oldest: 5, Highest: 9, Stream: 1})
+	var na [wire.ControlFrameSize]byte
+	wire.PutNotAvailableFrame(na[:], wire.NotAvailable{Requested: 1, Oldest: 5, Highest: 9, Stream: 1})
 	f.Add(na[:])
 	f.Add(seed[:40])
 	f.Fuzz(func(t *testing.T, stream []byte) {
@@ -36,9 +36,9 @@ func FuzzClientStream(f *testing.F) {
 		}
 		a, b := net.Pipe()
 		go func() { b.Write(stream); b.Close() }()
-		_, _ = cl.session(context.Background(), a, a, "fuzz", func(h wal.Header, p []byte) error {
-			if wal.Seq(p) != cl.Tip()+1 {
-				t.Fatalf("delivered seq %d after tip %d", wal.Seq(p), cl.Tip())
+		_, _ = cl.session(context.Background(), a, a, "fuzz", func(h wire.Header, p []byte) error {
+			if wire.Seq(p) != cl.Tip()+1 {
+				t.Fatalf("delivered seq %d after tip %d", wire.Seq(p), cl.Tip())
 			}
 			return nil
 		}, nil)
@@ -48,8 +48,8 @@ func FuzzClientStream(f *testing.F) {
 // FuzzServerRequest feeds arbitrary bytes to the server as a request:
 // readRequest must never panic and only accept a verified request frame.
 func FuzzServerRequest(f *testing.F) {
-	var req [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(req[:], wal.ReplicationRequest{Stream: 1, From: 2})
+	var req [wire.ControlFrameSize]byte
+	wire.PutReplicationRequestFrame(req[:], wire.ReplicationRequest{Stream: 1, From: 2})
 	f.Add(req[:])
 	f.Add(req[:20])
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -59,7 +59,7 @@ func FuzzServerRequest(f *testing.F) {
 		r, err := readRequest(a)
 		a.Close()
 		if err == nil {
-			if _, p, _, derr := wal.DecodeFrame(in); derr != nil || len(p) < wal.ControlPayloadSize {
+			if _, p, _, derr := wire.DecodeFrame(in); derr != nil || len(p) < wire.ControlPayloadSize {
 				t.Fatalf("accepted %x as request %+v", in, r)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // memSource is an in-memory stream: Append adds records that are not yet
@@ -32,12 +32,12 @@ func newMemSource(stream uint32, first uint64, payload int) *memSource {
 }
 
 func dataFrame(seq uint64, payload int) []byte {
-	f := make([]byte, wal.HeaderSize+payload)
-	binary.LittleEndian.PutUint64(f[wal.HeaderSize:], seq)
-	for i := wal.HeaderSize + 8; i < len(f); i++ {
+	f := make([]byte, wire.HeaderSize+payload)
+	binary.LittleEndian.PutUint64(f[wire.HeaderSize:], seq)
+	for i := wire.HeaderSize + 8; i < len(f); i++ {
 		f[i] = byte(seq) + byte(i)
 	}
-	_ = wal.Seal(f, 100)
+	_ = wire.Seal(f, 100)
 	return f
 }
 
@@ -194,10 +194,10 @@ type collector struct {
 
 func newCollector(t testing.TB) *collector { return &collector{t: t, note: make(chan struct{}, 1)} }
 
-func (c *collector) handle(h wal.Header, p []byte) error {
-	seq := wal.Seq(p)
+func (c *collector) handle(h wire.Header, p []byte) error {
+	seq := wire.Seq(p)
 	want := dataFrame(seq, len(p))
-	if string(want[wal.HeaderSize:]) != string(p) || h.Type != 100 {
+	if string(want[wire.HeaderSize:]) != string(p) || h.Type != 100 {
 		c.t.Errorf("record %d: payload or type differs from what was written", seq)
 	}
 	c.mu.Lock()

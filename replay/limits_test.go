@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestServerMutualTLSByDefault: a server whose TLS config does not verify
@@ -62,8 +62,8 @@ func rawRequest(t *testing.T, addr string, from uint64) *tls.Conn {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	var req [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(req[:], wal.ReplicationRequest{From: from, Stream: 1})
+	var req [wire.ControlFrameSize]byte
+	wire.PutReplicationRequestFrame(req[:], wire.ReplicationRequest{From: from, Stream: 1})
 	if _, err := c.Write(req[:]); err != nil {
 		t.Fatal(err)
 	}
@@ -71,21 +71,21 @@ func rawRequest(t *testing.T, addr string, from uint64) *tls.Conn {
 }
 
 // readFrame reads one frame from c.
-func readFrame(t *testing.T, c net.Conn) (wal.Header, []byte) {
+func readFrame(t *testing.T, c net.Conn) (wire.Header, []byte) {
 	t.Helper()
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	var b [wal.HeaderSize + wal.MaxPayload]byte
-	if _, err := io.ReadFull(c, b[:wal.HeaderSize]); err != nil {
+	var b [wire.HeaderSize + wire.MaxPayload]byte
+	if _, err := io.ReadFull(c, b[:wire.HeaderSize]); err != nil {
 		t.Fatal(err)
 	}
-	h, err := wal.ParseHeader(b[:])
+	h, err := wire.ParseHeader(b[:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := io.ReadFull(c, b[wal.HeaderSize:wal.HeaderSize+int(h.Len)]); err != nil {
+	if _, err := io.ReadFull(c, b[wire.HeaderSize:wire.HeaderSize+int(h.Len)]); err != nil {
 		t.Fatal(err)
 	}
-	return h, b[wal.HeaderSize : wal.HeaderSize+int(h.Len)]
+	return h, b[wire.HeaderSize : wire.HeaderSize+int(h.Len)]
 }
 
 // TestCaughtUpBeyondTip: a request beyond the tip gets CaughtUp with
@@ -105,15 +105,15 @@ func TestCaughtUpBeyondTip(t *testing.T) {
 	} {
 		c := rawRequest(t, addr, tc.from)
 		for i := 0; i < tc.records; i++ {
-			if h, p := readFrame(t, c); h.Type == wal.TypeCaughtUp || wal.Seq(p) != tc.from+uint64(i) {
-				t.Fatalf("from %d: frame %d is type %d seq %d", tc.from, i, h.Type, wal.Seq(p))
+			if h, p := readFrame(t, c); h.Type == wire.TypeCaughtUp || wire.Seq(p) != tc.from+uint64(i) {
+				t.Fatalf("from %d: frame %d is type %d seq %d", tc.from, i, h.Type, wire.Seq(p))
 			}
 		}
 		h, p := readFrame(t, c)
-		if h.Type != wal.TypeCaughtUp {
+		if h.Type != wire.TypeCaughtUp {
 			t.Fatalf("from %d: type %d, want CaughtUp", tc.from, h.Type)
 		}
-		if cu, err := wal.ParseCaughtUp(p); err != nil || cu.LiveSeq != tc.live {
+		if cu, err := wire.ParseCaughtUp(p); err != nil || cu.LiveSeq != tc.live {
 			t.Fatalf("from %d: CaughtUp %+v (%v), want live_seq %d", tc.from, cu, err, tc.live)
 		}
 	}
@@ -175,8 +175,8 @@ func TestMaxConns(t *testing.T) {
 	a.Close()
 	waitFor(t, func() bool { return srv.Stats().Active == 1 })
 	d := rawRequest(t, addr, 1)
-	if h, p := readFrame(t, d); h.Type == wal.TypeCaughtUp || wal.Seq(p) != 1 {
-		t.Fatalf("after a slot freed: type %d seq %d", h.Type, wal.Seq(p))
+	if h, p := readFrame(t, d); h.Type == wire.TypeCaughtUp || wire.Seq(p) != 1 {
+		t.Fatalf("after a slot freed: type %d seq %d", h.Type, wire.Seq(p))
 	}
 }
 

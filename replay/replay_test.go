@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Catch-up from 40 on a log of 1..100 delivers 40..100, then CaughtUp,
@@ -26,7 +26,7 @@ func TestCatchUpThenLive(t *testing.T) {
 	cfg := testClientConfig(t, addr)
 	cfg.StartTip = 39
 	var caughtAt atomic.Int64
-	caught := make(chan wal.CaughtUp, 4)
+	caught := make(chan wire.CaughtUp, 4)
 	col := newCollector(t)
 	cfg.OnEvent = func(e Event) {
 		if e.Kind == EventCaughtUp {
@@ -99,7 +99,7 @@ func TestNotAvailable(t *testing.T) {
 			srv, addr := startServer(t, nil, src)
 			cfg := testClientConfig(t, addr)
 			cfg.StartTip = tc.startTip
-			var got []wal.NotAvailable
+			var got []wire.NotAvailable
 			cfg.OnEvent = func(e Event) {
 				if e.Kind == EventNotAvailable {
 					got = append(got, e.NotAvailable)
@@ -109,14 +109,14 @@ func TestNotAvailable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cl.RunOnce(context.Background(), func(wal.Header, []byte) error {
+			err = cl.RunOnce(context.Background(), func(wire.Header, []byte) error {
 				t.Error("record delivered")
 				return nil
 			})
 			if !errors.Is(err, ErrAllEndpoints) || !errors.Is(err, ErrNotAvailable) {
 				t.Fatalf("RunOnce = %v, want ErrAllEndpoints wrapping ErrNotAvailable", err)
 			}
-			want := wal.NotAvailable{Requested: tc.startTip + 1, Oldest: tc.oldest, Highest: tc.highs, Stream: 1}
+			want := wire.NotAvailable{Requested: tc.startTip + 1, Oldest: tc.oldest, Highest: tc.highs, Stream: 1}
 			if len(got) != 1 || got[0] != want {
 				t.Errorf("NotAvailable events %+v, want [%+v]", got, want)
 			}
@@ -124,7 +124,7 @@ func TestNotAvailable(t *testing.T) {
 				t.Errorf("server NotAvailable = %d", srv.Stats().NotAvailable)
 			}
 			// Run gives up after the retry budget with ErrBlocked.
-			_, err = cl.CatchUp(context.Background(), func(wal.Header, []byte) error { return nil })
+			_, err = cl.CatchUp(context.Background(), func(wire.Header, []byte) error { return nil })
 			if !errors.Is(err, ErrBlocked) || !errors.Is(err, ErrNotAvailable) {
 				t.Errorf("CatchUp = %v, want ErrBlocked wrapping ErrNotAvailable", err)
 			}
@@ -228,7 +228,7 @@ func TestTLSRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = cl.RunOnce(context.Background(), func(wal.Header, []byte) error {
+			err = cl.RunOnce(context.Background(), func(wire.Header, []byte) error {
 				t.Error("record delivered")
 				return nil
 			})
@@ -287,7 +287,7 @@ func TestMutualTLS(t *testing.T) {
 
 // fakeServer accepts TLS connections and runs script on each with the
 // connection's number (0-based) and the decoded request.
-func fakeServer(t *testing.T, handshake bool, script func(n int, c net.Conn, req wal.ReplicationRequest)) string {
+func fakeServer(t *testing.T, handshake bool, script func(n int, c net.Conn, req wire.ReplicationRequest)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -314,7 +314,7 @@ func fakeServer(t *testing.T, handshake bool, script func(n int, c net.Conn, req
 				defer wg.Done()
 				defer raw.Close()
 				if !handshake {
-					script(n, raw, wal.ReplicationRequest{})
+					script(n, raw, wire.ReplicationRequest{})
 					return
 				}
 				c := tls.Server(raw, serverTLS(t))
@@ -338,7 +338,7 @@ func TestCorruptFrameResumes(t *testing.T) {
 		name    string
 		corrupt func(f []byte)
 	}{
-		{"payload bit flip", func(f []byte) { f[wal.HeaderSize+20] ^= 1 }},
+		{"payload bit flip", func(f []byte) { f[wire.HeaderSize+20] ^= 1 }},
 		{"crc", func(f []byte) { f[8] ^= 0x80 }},
 		{"version", func(f []byte) { f[0] = 2 }},
 		{"version zero", func(f []byte) { f[0] = 0 }},
@@ -347,7 +347,7 @@ func TestCorruptFrameResumes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var reqs []uint64
 			var mu sync.Mutex
-			addr := fakeServer(t, true, func(n int, c net.Conn, req wal.ReplicationRequest) {
+			addr := fakeServer(t, true, func(n int, c net.Conn, req wire.ReplicationRequest) {
 				mu.Lock()
 				reqs = append(reqs, req.From)
 				mu.Unlock()
@@ -365,8 +365,8 @@ func TestCorruptFrameResumes(t *testing.T) {
 						return
 					}
 				}
-				var cu [wal.CaughtUpFrameSize]byte
-				wal.PutCaughtUpFrame(cu[:], wal.CaughtUp{Stream: 1, LiveSeq: 20})
+				var cu [wire.CaughtUpFrameSize]byte
+				wire.PutCaughtUpFrame(cu[:], wire.CaughtUp{Stream: 1, LiveSeq: 20})
 				c.Write(cu[:])
 				io.Copy(io.Discard, c)
 			})
@@ -395,15 +395,15 @@ func TestStalledServerTimeouts(t *testing.T) {
 	cases := []struct {
 		name      string
 		handshake bool
-		script    func(n int, c net.Conn, req wal.ReplicationRequest)
+		script    func(n int, c net.Conn, req wire.ReplicationRequest)
 		wantIdle  bool
 	}{
-		{"no handshake", false, func(_ int, c net.Conn, _ wal.ReplicationRequest) { io.Copy(io.Discard, c) }, false},
-		{"no data", true, func(_ int, c net.Conn, _ wal.ReplicationRequest) { io.Copy(io.Discard, c) }, true},
-		{"silent after CaughtUp", true, func(_ int, c net.Conn, _ wal.ReplicationRequest) {
+		{"no handshake", false, func(_ int, c net.Conn, _ wire.ReplicationRequest) { io.Copy(io.Discard, c) }, false},
+		{"no data", true, func(_ int, c net.Conn, _ wire.ReplicationRequest) { io.Copy(io.Discard, c) }, true},
+		{"silent after CaughtUp", true, func(_ int, c net.Conn, _ wire.ReplicationRequest) {
 			c.Write(dataFrame(1, 64))
-			var cu [wal.CaughtUpFrameSize]byte
-			wal.PutCaughtUpFrame(cu[:], wal.CaughtUp{Stream: 1, LiveSeq: 1})
+			var cu [wire.CaughtUpFrameSize]byte
+			wire.PutCaughtUpFrame(cu[:], wire.CaughtUp{Stream: 1, LiveSeq: 1})
 			c.Write(cu[:])
 			io.Copy(io.Discard, c)
 		}, true},
@@ -417,7 +417,7 @@ func TestStalledServerTimeouts(t *testing.T) {
 			cfg.IdleTimeout = 300 * time.Millisecond
 			cl, _ := NewClient(cfg)
 			start := time.Now()
-			err := cl.RunOnce(context.Background(), func(wal.Header, []byte) error { return nil })
+			err := cl.RunOnce(context.Background(), func(wire.Header, []byte) error { return nil })
 			el := time.Since(start)
 			if err == nil {
 				t.Fatal("RunOnce returned nil against a stalled server")
@@ -483,8 +483,8 @@ func TestSlowConsumerDropped(t *testing.T) {
 	cfgTLS := clientTLS(t).Clone()
 	cfgTLS.ServerName = "127.0.0.1"
 	stuck := tls.Client(raw, cfgTLS)
-	var req [wal.ControlFrameSize]byte
-	wal.PutReplicationRequestFrame(req[:], wal.ReplicationRequest{Stream: 1, From: 1})
+	var req [wire.ControlFrameSize]byte
+	wire.PutReplicationRequestFrame(req[:], wire.ReplicationRequest{Stream: 1, From: 1})
 	if _, err := stuck.Write(req[:]); err != nil {
 		t.Fatal(err)
 	}
@@ -582,9 +582,9 @@ func TestRestartResumesFromTip(t *testing.T) {
 		t.Fatal(err)
 	}
 	col := newCollector(t)
-	err = cl.Run(context.Background(), func(h wal.Header, p []byte) error {
+	err = cl.Run(context.Background(), func(h wire.Header, p []byte) error {
 		col.handle(h, p)
-		if wal.Seq(p) == 60 {
+		if wire.Seq(p) == 60 {
 			return ErrStop
 		}
 		return nil
@@ -611,8 +611,8 @@ func TestRestartResumesFromTip(t *testing.T) {
 	// A handler error leaves the tip before the failed record and ends Run.
 	src.AppendFlush(5)
 	boom := errors.New("boom")
-	err = cl2.Run(context.Background(), func(h wal.Header, p []byte) error {
-		if wal.Seq(p) == 103 {
+	err = cl2.Run(context.Background(), func(h wire.Header, p []byte) error {
+		if wire.Seq(p) == 103 {
 			return boom
 		}
 		return nil
@@ -629,7 +629,7 @@ func TestVerify(t *testing.T) {
 	src.AppendFlush(10)
 	_, addr := startServer(t, nil, src)
 	cl, _ := NewClient(testClientConfig(t, addr))
-	crc := func(seq uint64) uint32 { h, _ := wal.ParseHeader(dataFrame(seq, 64)); return h.CRC }
+	crc := func(seq uint64) uint32 { h, _ := wire.ParseHeader(dataFrame(seq, 64)); return h.CRC }
 	cases := []struct {
 		name     string
 		seq      uint64

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // ServerConfig configures a [Server]. A zero field means its default
@@ -319,8 +320,8 @@ func (s *Server) session(raw net.Conn, rep *ConnReport) error {
 	// request above the highest seq waits for it.
 	if src == nil || !(req.From == 0 || (durable != 0 && req.From >= oldest)) {
 		s.notAvail.Add(1)
-		var f [wal.ControlFrameSize]byte
-		wal.PutNotAvailableFrame(f[:], wal.NotAvailable{Requested: req.From, Oldest: oldest, Highest: durable, Stream: req.Stream})
+		var f [wire.ControlFrameSize]byte
+		wire.PutNotAvailableFrame(f[:], wire.NotAvailable{Requested: req.From, Oldest: oldest, Highest: durable, Stream: req.Stream})
 		_ = raw.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
 		if _, err := conn.Write(f[:]); err != nil {
 			return fmt.Errorf("replay: send NotAvailable: %w", err)
@@ -358,11 +359,11 @@ func (s *Server) session(raw net.Conn, rep *ConnReport) error {
 		mem.release()
 	}()
 	st := streamer{
-		s: s, src: src, rep: rep, ext: req.Flags&wal.ReplayExt != 0, req: req, rbuf: mem.r,
+		s: s, src: src, rep: rep, ext: req.Flags&wire.ReplayExt != 0, req: req, rbuf: mem.r,
 		bw: &connWriter{w: &deadlineWriter{c: conn, raw: raw, d: s.cfg.WriteTimeout}, buf: mem.w},
 	}
 	err = st.run(ctx, req.From, oldest, durable)
-	if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wal.ErrCorrupt) {
+	if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wire.ErrCorrupt) {
 		s.damaged.Add(1)
 		if werr := st.damage(err); werr != nil {
 			err = errors.Join(err, werr)
@@ -389,27 +390,27 @@ func (s *Server) session(raw net.Conn, rep *ConnReport) error {
 // readRequest reads and verifies the ReplicationRequest frame: version,
 // type, length (64..1024 bytes, so a hostile length cannot make us
 // allocate), then CRC before the payload is interpreted.
-func readRequest(c net.Conn) (wal.ReplicationRequest, error) {
-	var b [wal.HeaderSize + 1024]byte
-	if _, err := io.ReadFull(c, b[:wal.HeaderSize]); err != nil {
-		return wal.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
+func readRequest(c net.Conn) (wire.ReplicationRequest, error) {
+	var b [wire.HeaderSize + 1024]byte
+	if _, err := io.ReadFull(c, b[:wire.HeaderSize]); err != nil {
+		return wire.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
 	}
-	h, err := wal.ParseHeader(b[:])
+	h, err := wire.ParseHeader(b[:])
 	if err != nil {
-		return wal.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
+		return wire.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
 	}
-	if h.Type != wal.TypeReplicationRequest || h.Len < wal.ControlPayloadSize || int(h.Len) > len(b)-wal.HeaderSize {
-		return wal.ReplicationRequest{}, fmt.Errorf("%w: request type %#x len %d", ErrProtocol, h.Type, h.Len)
+	if h.Type != wire.TypeReplicationRequest || h.Len < wire.ControlPayloadSize || int(h.Len) > len(b)-wire.HeaderSize {
+		return wire.ReplicationRequest{}, fmt.Errorf("%w: request type %#x len %d", ErrProtocol, h.Type, h.Len)
 	}
-	n := wal.HeaderSize + int(h.Len)
-	if _, err := io.ReadFull(c, b[wal.HeaderSize:n]); err != nil {
-		return wal.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
+	n := wire.HeaderSize + int(h.Len)
+	if _, err := io.ReadFull(c, b[wire.HeaderSize:n]); err != nil {
+		return wire.ReplicationRequest{}, fmt.Errorf("replay: read request: %w", err)
 	}
-	_, p, _, err := wal.DecodeFrame(b[:n])
+	_, p, _, err := wire.DecodeFrame(b[:n])
 	if err != nil {
-		return wal.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
+		return wire.ReplicationRequest{}, fmt.Errorf("replay: request: %w", err)
 	}
-	return wal.ParseReplicationRequest(p)
+	return wire.ParseReplicationRequest(p)
 }
 
 // deadlineWriter arms the write deadline before every write that reaches
@@ -444,8 +445,8 @@ type streamer struct {
 	rbuf []byte
 
 	hold []byte // a frame read ahead of the durable seq, waiting for it
-	ext  bool   // the client set wal.ReplayExt: Skip records and damage details
-	req  wal.ReplicationRequest
+	ext  bool   // the client set wire.ReplayExt: Skip records and damage details
+	req  wire.ReplicationRequest
 	last uint64 // last seq sent
 }
 
@@ -461,12 +462,12 @@ func (st *streamer) damage(cause error) error {
 		next = de.Seq
 	}
 	oldest, highest := st.src.Bounds()
-	na := wal.NotAvailable{Requested: next, Oldest: oldest, Highest: highest, Stream: st.src.Stream()}
+	na := wire.NotAvailable{Requested: next, Oldest: oldest, Highest: highest, Stream: st.src.Stream()}
 	if st.ext {
 		na.Damaged = next
 	}
-	var f [wal.ControlFrameSize]byte
-	wal.PutNotAvailableFrame(f[:], na)
+	var f [wire.ControlFrameSize]byte
+	wire.PutNotAvailableFrame(f[:], na)
 	if _, err := st.bw.Write(f[:]); err != nil {
 		return err
 	}
@@ -507,11 +508,11 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 					return fmt.Errorf("replay: read stream %d after %d: %w", st.src.Stream(), last, err)
 				}
 			}
-			h, herr := wal.ParseHeader(f)
-			if herr != nil || len(f) != wal.HeaderSize+int(h.Len) {
-				return fmt.Errorf("replay: source frame after %d: %w", last, wal.ErrCorrupt)
+			h, herr := wire.ParseHeader(f)
+			if herr != nil || len(f) != wire.HeaderSize+int(h.Len) {
+				return fmt.Errorf("replay: source frame after %d: %w", last, wire.ErrCorrupt)
 			}
-			seq := wal.Seq(f[wal.HeaderSize:])
+			seq := wire.Seq(f[wire.HeaderSize:])
 			if seq <= last {
 				st.hold = nil
 				continue
@@ -519,12 +520,12 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 			skip := false
 			if seq != last+1 {
 				// A Skip marker stands for the seqs before it.
-				sk, serr := wal.ParseSkip(f[wal.HeaderSize:])
-				if h.Type != wal.TypeSkip || serr != nil || sk.From > last+1 {
+				sk, serr := wire.ParseSkip(f[wire.HeaderSize:])
+				if h.Type != wire.TypeSkip || serr != nil || sk.From > last+1 {
 					return fmt.Errorf("%w: source jumped from %d to %d", ErrGap, last, seq)
 				}
 				skip = true
-			} else if h.Type == wal.TypeSkip {
+			} else if h.Type == wire.TypeSkip {
 				skip = true
 			}
 			if seq > durable {
@@ -576,7 +577,7 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wal.ErrCorrupt) {
+			if errors.Is(err, wal.ErrDamaged) || errors.Is(err, wire.ErrCorrupt) {
 				// The source's own reader stopped at damage right after
 				// the last record this connection sent.
 				return err
@@ -602,8 +603,8 @@ func (st *streamer) run(ctx context.Context, from, oldest, durable uint64) error
 // the reference writes from_seq there, which claims a record that does
 // not exist).
 func (st *streamer) caughtUp(last uint64) error {
-	var f [wal.CaughtUpFrameSize]byte
-	wal.PutCaughtUpFrame(f[:], wal.CaughtUp{TsNs: uint64(time.Now().UnixNano()), Stream: st.src.Stream(), LiveSeq: last})
+	var f [wire.CaughtUpFrameSize]byte
+	wire.PutCaughtUpFrame(f[:], wire.CaughtUp{TsNs: uint64(time.Now().UnixNano()), Stream: st.src.Stream(), LiveSeq: last})
 	_, err := st.bw.Write(f[:])
 	return err
 }

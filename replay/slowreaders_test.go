@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // slowReaders is the child process of BenchmarkSlowReaders: it opens n
@@ -27,8 +27,8 @@ func slowReaders(addr string, n int, dir string) {
 			fmt.Println("error:", err)
 			os.Exit(3)
 		}
-		var req [wal.ControlFrameSize]byte
-		wal.PutReplicationRequestFrame(req[:], wal.ReplicationRequest{From: 1, Stream: 1})
+		var req [wire.ControlFrameSize]byte
+		wire.PutReplicationRequestFrame(req[:], wire.ReplicationRequest{From: 1, Stream: 1})
 		if _, err := c.Write(req[:]); err != nil {
 			fmt.Println("error:", err)
 			os.Exit(3)

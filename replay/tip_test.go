@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func TestTipFile(t *testing.T) {
@@ -73,7 +73,7 @@ func TestTipPersistedPeriodically(t *testing.T) {
 	cl, _ := NewClient(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- cl.Run(ctx, func(wal.Header, []byte) error { return nil }) }()
+	go func() { done <- cl.Run(ctx, func(wire.Header, []byte) error { return nil }) }()
 	for range 50 {
 		src.AppendFlush(10)
 		time.Sleep(5 * time.Millisecond)
@@ -140,8 +140,8 @@ func consumerProcess(addr string) {
 		fatal(err)
 	}
 	w := bufio.NewWriter(os.Stdout)
-	cl.Run(context.Background(), func(_ wal.Header, p []byte) error {
-		fmt.Fprintln(w, wal.Seq(p))
+	cl.Run(context.Background(), func(_ wire.Header, p []byte) error {
+		fmt.Fprintln(w, wire.Seq(p))
 		w.Flush()
 		time.Sleep(50 * time.Microsecond) // slow enough to be killed mid-stream
 		return nil

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // WriterSource serves a stream from a [wal.Writer] in the same process:
@@ -176,7 +177,7 @@ func (s *DirSource) refresh() {
 			}
 			break
 		}
-		h = wal.Seq(f[wal.HeaderSize:])
+		h = wire.Seq(f[wire.HeaderSize:])
 	}
 	if h > s.highest {
 		s.highest = h

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // openWAL opens a writer on a fresh directory with small segments so the
@@ -34,8 +35,8 @@ func appendN(t testing.TB, w *wal.Writer, n, size int) uint64 {
 	var last uint64
 	for range n {
 		seq := w.NextSeq()
-		f := appendRetry(t, w, 100, dataFrame(seq, size)[wal.HeaderSize:])
-		last = wal.Seq(f[wal.HeaderSize:])
+		f := appendRetry(t, w, 100, dataFrame(seq, size)[wire.HeaderSize:])
+		last = wire.Seq(f[wire.HeaderSize:])
 	}
 	return last
 }
@@ -69,7 +70,7 @@ func TestWALCatchUpThenLive(t *testing.T) {
 			_, addr := startServer(t, nil, src)
 			cfg := testClientConfig(t, addr)
 			cfg.StartTip = 39
-			caught := make(chan wal.CaughtUp, 1)
+			caught := make(chan wire.CaughtUp, 1)
 			cfg.OnEvent = func(e Event) {
 				if e.Kind == EventCaughtUp {
 					caught <- e.CaughtUp

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // Benchmarks. Run under the machine's bench lock:
@@ -54,7 +55,7 @@ func BenchmarkAppend(b *testing.B) {
 	}
 	w.Flush()
 	bp0 := w.Stats().Backpressure
-	b.SetBytes(HeaderSize + 128)
+	b.SetBytes(wire.HeaderSize + 128)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -78,7 +79,7 @@ func BenchmarkSustained(b *testing.B) {
 	}
 	defer w.Close()
 	p := make([]byte, 128)
-	b.SetBytes(HeaderSize + 128)
+	b.SetBytes(wire.HeaderSize + 128)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		appendSpin(w, p)
@@ -264,7 +265,7 @@ func TestLargeMillion(t *testing.T) {
 	for i := 0; i < 10000; i++ {
 		seq := 1 + rng.Uint64N(n)
 		k, err := w.ReadAt(seq, buf)
-		if err != nil || k != 144 || Seq(buf[HeaderSize:]) != seq {
+		if err != nil || k != 144 || wire.Seq(buf[wire.HeaderSize:]) != seq {
 			t.Fatalf("ReadAt(%d): %d %v", seq, k, err)
 		}
 	}
@@ -275,7 +276,7 @@ func TestLargeMillion(t *testing.T) {
 	defer r.Close()
 	for seq := uint64(1); seq <= n; seq++ {
 		fr, err := r.Next()
-		if err != nil || Seq(fr[HeaderSize:]) != seq {
+		if err != nil || wire.Seq(fr[wire.HeaderSize:]) != seq {
 			t.Fatalf("replay at %d: %v", seq, err)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/internal/feature"
+	"github.com/walcast/walcast/internal/pressure"
+	"github.com/walcast/walcast/wire"
 )
 
 // Config configures a [Writer]. A zero field means its default
@@ -140,7 +142,8 @@ var (
 	ErrNotFound = errors.New("wal: record not found")
 	// ErrBackpressure: Append cannot take the record now (buffer full or
 	// flush lag above MaxFlushLag); nothing was appended. Retry later.
-	ErrBackpressure = errors.New("wal: backpressure")
+	// protocol.ErrBackpressure matches it too (both are pressure.Err).
+	ErrBackpressure = pressure.Err
 	// ErrClosed: the Writer or Reader is closed.
 	ErrClosed = errors.New("wal: closed")
 	// ErrPayloadSize: Append's payload is shorter than 8 bytes (no room
@@ -160,7 +163,7 @@ var (
 
 // FrameError names a bad frame in a file: the file, its byte offset and
 // what is wrong (Err is one of the codec's sentinels; errors.Is(err,
-// ErrCorrupt) holds).
+// wire.ErrCorrupt) holds).
 type FrameError struct {
 	File string
 	Off  int64
@@ -175,7 +178,14 @@ func (e *FrameError) Error() string {
 func (e *FrameError) Unwrap() error { return e.Err }
 
 // errSeq: a frame decodes but carries the wrong seq.
-var errSeq error = &corruptError{"wal: record carries an unexpected seq"}
+var errSeq error = seqError{}
+
+// seqError is errSeq's type: it matches wire.ErrCorrupt like every other
+// bad-frame error.
+type seqError struct{}
+
+func (seqError) Error() string        { return "wal: record carries an unexpected seq" }
+func (seqError) Is(target error) bool { return target == wire.ErrCorrupt }
 
 // ErrSeq is returned (wrapped in FrameError) when a frame is intact but its
 // seq is not the one its position requires.

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // The crash test runs this test binary again as a child (env
@@ -195,7 +197,7 @@ func runCrashes(t *testing.T, rounds int) {
 			}
 			fr, err := r.Next()
 			r.Close()
-			if h, _ := ParseHeader(fr); err != nil || h.Type != TypeSkip || Seq(fr[HeaderSize:]) != sk.Seq {
+			if h, _ := wire.ParseHeader(fr); err != nil || h.Type != wire.TypeSkip || wire.Seq(fr[wire.HeaderSize:]) != sk.Seq {
 				w.Close()
 				t.Fatalf("round %d: reader inside the hole got %v %v", round, h, err)
 			}

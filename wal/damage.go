@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // ErrDamaged matches every [DamageError]: the log holds records that were
@@ -77,30 +79,30 @@ type frameSource interface {
 // or ok false when nothing good follows (a torn tail).
 func resync(f frameSource, size, off int64, expect uint64, idx []byte, idxFirst uint64) (at int64, seq uint64, how string, ok bool) {
 	good := func(o int64, min uint64) (uint64, bool) {
-		var hdr [HeaderSize]byte
+		var hdr [wire.HeaderSize]byte
 		if _, err := f.ReadAt(hdr[:], o); err != nil {
 			return 0, false
 		}
-		h, err := ParseHeader(hdr[:])
-		if err != nil || h.Len < 8 || o+HeaderSize+int64(h.Len) > size {
+		h, err := wire.ParseHeader(hdr[:])
+		if err != nil || h.Len < 8 || o+wire.HeaderSize+int64(h.Len) > size {
 			return 0, false
 		}
-		fr := make([]byte, HeaderSize+int(h.Len))
+		fr := make([]byte, wire.HeaderSize+int(h.Len))
 		if _, err := f.ReadAt(fr, o); err != nil {
 			return 0, false
 		}
-		if _, p, _, err := DecodeFrame(fr); err == nil {
-			if s := Seq(p); s >= min && s <= expect+uint64(o-off)/(HeaderSize+8)+1 {
+		if _, p, _, err := wire.DecodeFrame(fr); err == nil {
+			if s := wire.Seq(p); s >= min && s <= expect+uint64(o-off)/(wire.HeaderSize+8)+1 {
 				return s, true
 			}
 		}
 		return 0, false
 	}
 	// 1. The header's length.
-	var hdr [HeaderSize]byte
+	var hdr [wire.HeaderSize]byte
 	if _, err := f.ReadAt(hdr[:], off); err == nil {
-		if h, err := ParseHeader(hdr[:]); err == nil {
-			next := off + HeaderSize + int64(h.Len)
+		if h, err := wire.ParseHeader(hdr[:]); err == nil {
+			next := off + wire.HeaderSize + int64(h.Len)
 			if s, ok := good(next, expect+1); ok {
 				return next, s, "frame length", true
 			}
@@ -121,19 +123,19 @@ func resync(f frameSource, size, off int64, expect uint64, idx []byte, idxFirst 
 	}
 	// 3. A byte scan: version byte 1, then a decodable frame.
 	const chunk = 64 << 10
-	buf := make([]byte, chunk+HeaderSize)
+	buf := make([]byte, chunk+wire.HeaderSize)
 	for base := off + 1; base < size; base += chunk {
 		n, _ := f.ReadAt(buf, base)
 		if n == 0 {
 			break
 		}
 		for i := 0; i < min(n, chunk); i++ {
-			if buf[i] != Version {
+			if buf[i] != wire.Version {
 				continue
 			}
-			if i+HeaderSize <= n {
+			if i+wire.HeaderSize <= n {
 				l := int64(binary.LittleEndian.Uint16(buf[i+4:]))
-				if l < 8 || base+int64(i)+HeaderSize+l > size {
+				if l < 8 || base+int64(i)+wire.HeaderSize+l > size {
 					continue
 				}
 			}
@@ -246,21 +248,21 @@ func (b badRecord) damage(file string) *DamageError {
 
 // firstRecord reads the first frame of a segment file: its type and, for
 // a Skip marker, the marker.
-func firstRecord(path string) (typ uint16, sk Skip, ok bool) {
+func firstRecord(path string) (typ uint16, sk wire.Skip, ok bool) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, Skip{}, false
+		return 0, wire.Skip{}, false
 	}
 	defer f.Close()
-	var b [HeaderSize + 4096]byte
+	var b [wire.HeaderSize + 4096]byte
 	n, _ := f.ReadAt(b[:], 0)
-	h, p, _, err := DecodeFrame(b[:n])
+	h, p, _, err := wire.DecodeFrame(b[:n])
 	if err != nil {
-		return 0, Skip{}, false
+		return 0, wire.Skip{}, false
 	}
-	if h.Type == TypeSkip {
-		if sk, err = ParseSkip(p); err != nil {
-			return 0, Skip{}, false
+	if h.Type == wire.TypeSkip {
+		if sk, err = wire.ParseSkip(p); err != nil {
+			return 0, wire.Skip{}, false
 		}
 	}
 	return h.Type, sk, true
@@ -276,15 +278,15 @@ func FirstSeq(path string) (seq, covers uint64, err error) {
 		return 0, 0, err
 	}
 	defer f.Close()
-	var b [HeaderSize + 4096]byte
+	var b [wire.HeaderSize + 4096]byte
 	n, _ := f.ReadAt(b[:], 0)
-	h, p, _, err := DecodeFrame(b[:n])
-	if err != nil || Seq(p) == 0 {
+	h, p, _, err := wire.DecodeFrame(b[:n])
+	if err != nil || wire.Seq(p) == 0 {
 		return 0, 0, ErrNotFound
 	}
-	seq, covers = Seq(p), Seq(p)
-	if h.Type == TypeSkip {
-		if sk, err := ParseSkip(p); err == nil {
+	seq, covers = wire.Seq(p), wire.Seq(p)
+	if h.Type == wire.TypeSkip {
+		if sk, err := wire.ParseSkip(p); err == nil {
 			covers = sk.From
 		}
 	}
@@ -295,7 +297,7 @@ func FirstSeq(path string) (seq, covers uint64, err error) {
 // Skip marker for from…first: the hole before it is explained.
 func skipExplains(path string, from, first uint64) bool {
 	typ, sk, ok := firstRecord(path)
-	return ok && typ == TypeSkip && sk.From == from && sk.Seq == first
+	return ok && typ == wire.TypeSkip && sk.From == from && sk.Seq == first
 }
 
 // missing is the damage of seqs that no segment holds and no Skip

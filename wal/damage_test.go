@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // dirHash hashes every file of a stream directory (names and contents),
@@ -67,7 +69,7 @@ func TestDamageRefusedNamedAndRepaired(t *testing.T) {
 			sf := files[1]
 			seq := sf.First + 3
 			off := frameOff(t, sf.Path, seq)
-			writeAt(t, sf.Path, off+HeaderSize+20, []byte{0x5a})
+			writeAt(t, sf.Path, off+wire.HeaderSize+20, []byte{0x5a})
 			return sf.Path, off, seq
 		}, true, []uint64{0}},
 		{"byte flipped mid-active segment", func(t *testing.T, files []SegmentFile) (string, int64, uint64) {
@@ -75,7 +77,7 @@ func TestDamageRefusedNamedAndRepaired(t *testing.T) {
 			first := firstSeq(t, sf.Path)
 			seq := first + 5
 			off := frameOff(t, sf.Path, seq)
-			writeAt(t, sf.Path, off+HeaderSize+20, []byte{0x5a})
+			writeAt(t, sf.Path, off+wire.HeaderSize+20, []byte{0x5a})
 			return sf.Path, off, seq
 		}, false, []uint64{0}},
 		{"zero-length sealed segment", func(t *testing.T, files []SegmentFile) (string, int64, uint64) {
@@ -165,7 +167,7 @@ func TestDamageRefusedNamedAndRepaired(t *testing.T) {
 					t.Fatalf("read at %d: %v", seq, err)
 				}
 				next := checkRecord(t, seq, fr)
-				if h, _ := ParseHeader(fr); h.Type == TypeSkip {
+				if h, _ := wire.ParseHeader(fr); h.Type == wire.TypeSkip {
 					lost += next - seq
 				}
 				seq = next
@@ -264,7 +266,7 @@ func TestReaderStopsAtDamage(t *testing.T) {
 	files, _ := ListSegments(StreamDir(c.Dir, c.Stream), c.Stream)
 	act := files[len(files)-1]
 	seq := firstSeq(t, act.Path) + 4
-	writeAt(t, act.Path, frameOff(t, act.Path, seq)+HeaderSize+9, []byte{0xa5})
+	writeAt(t, act.Path, frameOff(t, act.Path, seq)+wire.HeaderSize+9, []byte{0xa5})
 	r, err := OpenReader(c.Dir, c.Stream, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -279,7 +281,7 @@ func TestReaderStopsAtDamage(t *testing.T) {
 	}
 	_, err = r.Next()
 	var de *DamageError
-	if !errors.As(err, &de) || de.Seq != seq || de.File != act.Path || !errors.Is(err, ErrCRC) {
+	if !errors.As(err, &de) || de.Seq != seq || de.File != act.Path || !errors.Is(err, wire.ErrCRC) {
 		t.Fatalf("at the damaged record: %v; want damage at seq %d in %s", err, seq, act.Path)
 	}
 }

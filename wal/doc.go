@@ -1,16 +1,14 @@
-// Package wal owns the casting record and the write-ahead log that stores
-// records on disk in exactly the bytes that travel on the wire and on the
-// TCP replay stream.
+// Package wal is the write-ahead log that stores casting records on disk
+// in exactly the bytes that travel on UDP and on the TCP replay stream.
 //
-// # Codec
+// # Records
 //
-// A frame is a 16-byte [Header] followed by its payload. Data records carry
-// their sequence number in the first 8 bytes of the payload. All integers
-// are little-endian. The CRC covers the payload only. The codec functions
-// ([ParseHeader], [DecodeFrame], [Seal], the Put/Parse functions of the
-// control records) never allocate and never panic on input from the
-// network or the disk: bad input is reported with one of the sentinel
-// errors that match [ErrCorrupt].
+// A record is a frame of package wire: a 16-byte header (type, payload
+// length, CRC-32C of the payload) followed by its payload, whose first 8
+// bytes are the record's seq. The log stores exactly those bytes; wire
+// owns their codec, the record types and the golden bytes. A frame that
+// does not decode is reported with an error matching wire.ErrCorrupt,
+// wrapped in a [*FrameError] naming file and offset.
 //
 // # Log
 //
@@ -28,9 +26,9 @@
 // # Seqs and damage
 //
 // No seq is handed out before a durable reservation covers it, so after a
-// crash Open continues past the reservation behind a [Skip] marker (record
-// type [TypeSkip]) that stands for the seqs that never became durable: a
-// seq never carries two contents. A seq hole lies only between segments,
+// crash Open continues past the reservation behind a Skip marker
+// (wire.Skip, record type wire.TypeSkip) that stands for the seqs that
+// never became durable: a seq never carries two contents. A seq hole lies only between segments,
 // explained by the Skip that starts the next one. A damaged log (a
 // durable record that does not read back, seqs no segment holds) is
 // refused by Open with a [*DamageError] naming file, offset and seq, and
@@ -42,8 +40,9 @@
 // damaged log.
 //
 // Package wal imports nothing else from walcast but leaf packages of
-// plumbing: its file-call shim (wal/internal/unix, so that it builds and
-// runs on every GOOS: O_DIRECT and preallocation where Linux has them,
-// plain writes and fsync elsewhere), the "not supported" error family,
-// the configuration error builder and the zero-means-default rules.
+// plumbing: the record codec (wire), its file-call shim (wal/internal/unix,
+// so that it builds and runs on every GOOS: O_DIRECT and preallocation
+// where Linux has them, plain writes and fsync elsewhere), the "not
+// supported" error family, the shared backpressure sentinel, the
+// configuration error builder and the zero-means-default rules.
 package wal

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Append assigns each record the next seq and stamps it into the first 8
@@ -28,8 +29,8 @@ func ExampleWriter_Append() {
 		if err != nil {
 			log.Fatal(err) // wal.ErrBackpressure: the disk is behind, try again later
 		}
-		h, p, _, _ := wal.DecodeFrame(frame)
-		fmt.Printf("seq %d: type %d, %d-byte payload %q, frame %d bytes\n", wal.Seq(p), h.Type, h.Len, p[8:], len(frame))
+		h, p, _, _ := wire.DecodeFrame(frame)
+		fmt.Printf("seq %d: type %d, %d-byte payload %q, frame %d bytes\n", wire.Seq(p), h.Type, h.Len, p[8:], len(frame))
 	}
 	if err := w.Flush(); err != nil {
 		log.Fatal(err)
@@ -59,13 +60,13 @@ func ExampleWriter_ReadAt() {
 		}
 	}
 	w.Flush()
-	buf := make([]byte, 16+wal.MaxPayload)
+	buf := make([]byte, 16+wire.MaxPayload)
 	n, err := w.ReadAt(742, buf)
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, p, _, _ := wal.DecodeFrame(buf[:n])
-	fmt.Printf("seq %d: %s\n", wal.Seq(p), p[8:])
+	_, p, _, _ := wire.DecodeFrame(buf[:n])
+	fmt.Printf("seq %d: %s\n", wire.Seq(p), p[8:])
 	_, err = w.ReadAt(1001, buf)
 	fmt.Println(errors.Is(err, wal.ErrNotFound))
 	// Output:
@@ -105,8 +106,8 @@ func ExampleReader() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		_, p, _, _ := wal.DecodeFrame(frame)
-		fmt.Printf("%d: %s\n", wal.Seq(p), p[8:])
+		_, p, _, _ := wire.DecodeFrame(frame)
+		fmt.Printf("%d: %s\n", wire.Seq(p), p[8:])
 	}
 	fmt.Println(len(segs) > 1)
 	// Output:

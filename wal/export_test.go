@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/internal/reflog"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestExportReadsCleanly: walcast's active segment is preallocated, so a
@@ -57,7 +58,7 @@ func TestExportReadsCleanly(t *testing.T) {
 		if filepath.Ext(e.Name()) != ".wal" {
 			t.Errorf("the copy holds %s", e.Name())
 		}
-		if len(b) >= HeaderSize && bytes.Equal(b[len(b)-HeaderSize:], make([]byte, HeaderSize)) {
+		if len(b) >= wire.HeaderSize && bytes.Equal(b[len(b)-wire.HeaderSize:], make([]byte, wire.HeaderSize)) {
 			t.Errorf("%s ends in zeros", e.Name())
 		}
 		total += int64(len(b))
@@ -93,7 +94,7 @@ func TestExportMislabelledAndDamaged(t *testing.T) {
 	}
 
 	dc, files := damagedLog(t)
-	writeAt(t, files[1].Path, frameOff(t, files[1].Path, files[1].First+1)+HeaderSize+9, []byte{0x77})
+	writeAt(t, files[1].Path, frameOff(t, files[1].Path, files[1].First+1)+wire.HeaderSize+9, []byte{0x77})
 	if _, err := Export(StreamDir(dc.Dir, dc.Stream), dc.Stream, t.TempDir()); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("export of a damaged log: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // The fuzz targets run the scanners in memory (a bytes.Reader is the
@@ -72,15 +73,15 @@ func FuzzScanSegment(f *testing.F) {
 	f.Add(seedSegment(f))
 	f.Add([]byte{1, 0, 100, 0, 255, 255, 0, 0, 1, 2, 3, 4})
 	f.Add(make([]byte, 40))
-	var sk [SkipFrameSize]byte
-	PutSkipFrame(sk[:], Skip{Seq: 5, From: 1, Reason: SkipRepair})
+	var sk [wire.SkipFrameSize]byte
+	wire.PutSkipFrame(sk[:], wire.Skip{Seq: 5, From: 1, Reason: wire.SkipRepair})
 	f.Add(sk[:])
 	f.Fuzz(func(t *testing.T, data []byte) {
 		src := bytes.NewReader(data)
 		size := int64(len(data))
 		scanRecords(src, "0_1_5.wal", size, nil, 0, func(r ScannedRecord) bool {
 			if r.CRCOK {
-				if _, _, _, err := DecodeFrame(r.Frame); err != nil {
+				if _, _, _, err := wire.DecodeFrame(r.Frame); err != nil {
 					t.Fatalf("accepted a frame that does not decode: %v", err)
 				}
 			}
@@ -167,8 +168,8 @@ func FuzzRepair(f *testing.F) {
 		for i, n := range []int{20, 5, 15} {
 			start := off
 			for k := 0; k < n; k++ {
-				h, _ := ParseHeader(b[off:])
-				off += HeaderSize + int64(h.Len)
+				h, _ := wire.ParseHeader(b[off:])
+				off += wire.HeaderSize + int64(h.Len)
 			}
 			segs[i] = b[start:off]
 		}
@@ -210,17 +211,17 @@ func FuzzRepair(f *testing.F) {
 			if err != nil {
 				t.Fatalf("read at %d: %v", seq, err)
 			}
-			h, p, _, _ := DecodeFrame(fr)
-			if h.Type == TypeSkip {
-				sk, err := ParseSkip(p)
+			h, p, _, _ := wire.DecodeFrame(fr)
+			if h.Type == wire.TypeSkip {
+				sk, err := wire.ParseSkip(p)
 				if err != nil || sk.From > seq || sk.Seq < seq {
 					t.Fatalf("at %d: Skip %+v %v", seq, sk, err)
 				}
 				seq = sk.Seq + 1
 				continue
 			}
-			if Seq(p) != seq {
-				t.Fatalf("at %d: record %d", seq, Seq(p))
+			if wire.Seq(p) != seq {
+				t.Fatalf("at %d: record %d", seq, wire.Seq(p))
 			}
 			seq++
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // ErrMislabelled matches every [*MislabelError]: sealed segments whose
@@ -82,7 +84,7 @@ func viewSegment(sf SegmentFile) segView {
 		typ, sk, ok := firstRecord(sf.Path)
 		if seq, _, err := FirstSeq(sf.Path); err == nil {
 			v.known, v.first = true, seq
-			if ok && typ == TypeSkip {
+			if ok && typ == wire.TypeSkip {
 				v.skipFrom = sk.From
 			}
 		}
@@ -98,7 +100,7 @@ func viewSegment(sf SegmentFile) segView {
 	v := segView{first: a.first(), last: a.last()}
 	v.known = a.ioe == nil && len(a.bad) == 0 && a.torn == nil && a.records() > 0
 	v.clean = v.known && a.end == fi.Size() && len(a.runs) == 1
-	if a.head.firstType == TypeSkip && a.head.last != 0 {
+	if a.head.firstType == wire.TypeSkip && a.head.last != 0 {
 		v.skipFrom = a.head.firstSkip.From
 	}
 	if v.clean {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/internal/reflog"
+	"github.com/walcast/walcast/wire"
 )
 
 // snapshot lists every file and directory under dir (lock files
@@ -87,7 +88,7 @@ func readEvery(t *testing.T, root string, stream uint32) uint64 {
 		if err != nil {
 			t.Fatalf("after %d records: %v", n, err)
 		}
-		if s := Seq(fr[HeaderSize:]); s != n+1 {
+		if s := wire.Seq(fr[wire.HeaderSize:]); s != n+1 {
 			t.Fatalf("record %d has seq %d", n+1, s)
 		}
 		n++
@@ -179,7 +180,7 @@ func TestMislabelledReferenceLog(t *testing.T) {
 	buf := make([]byte, 4096)
 	for seq := uint64(1); seq <= 100100; seq++ {
 		n, err := w.ReadAt(seq, buf)
-		if err != nil || n != 80 || Seq(buf[HeaderSize:]) != seq {
+		if err != nil || n != 80 || wire.Seq(buf[wire.HeaderSize:]) != seq {
 			t.Fatalf("ReadAt(%d): %d bytes, %v", seq, n, err)
 		}
 	}

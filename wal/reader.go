@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // Reader reads one stream's records in seq order from the files on disk,
@@ -51,7 +52,7 @@ func OpenReader(dir string, stream uint32, from uint64) (*Reader, error) {
 
 // MinReaderBuffer is the smallest buffer [OpenReaderBuffer] takes: one
 // frame of the largest payload, in bytes.
-const MinReaderBuffer = HeaderSize + MaxPayload
+const MinReaderBuffer = wire.HeaderSize + wire.MaxPayload
 
 // OpenReaderBuffer is [OpenReader] reading through buf (at least
 // MinReaderBuffer bytes) instead of a 1 MiB buffer of its own, so the
@@ -142,7 +143,7 @@ func (r *Reader) openOnce(last bool) (ok, stale bool, err error) {
 			// Seqs no segment holds: a Skip marker at the start of sf
 			// explains them (the reader continues with it), or the oldest
 			// segment starts after them (pruned), or a segment is missing.
-			if typ, sk, ok := firstRecord(sf.Path); ok && typ == TypeSkip && sk.Seq == sf.First && sk.From <= r.next {
+			if typ, sk, ok := firstRecord(sf.Path); ok && typ == wire.TypeSkip && sk.Seq == sf.First && sk.From <= r.next {
 				r.next = sf.First
 				pick = sf
 				break
@@ -181,8 +182,8 @@ func (r *Reader) openOnce(last bool) (ok, stale bool, err error) {
 		fr, _, err := s0.next()
 		r.unverified = err != nil
 		if err == nil {
-			if first := Seq(fr[HeaderSize:]); first > r.next {
-				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && le.Uint16(fr[2:]) == TypeSkip && sk.From <= r.next {
+			if first := wire.Seq(fr[wire.HeaderSize:]); first > r.next {
+				if sk, err := wire.ParseSkip(fr[wire.HeaderSize:]); err == nil && le.Uint16(fr[2:]) == wire.TypeSkip && sk.From <= r.next {
 					r.next = first // the Skip marker at the start explains the seqs before it
 					r.sc.seek(0)
 					r.seeked = false
@@ -254,12 +255,12 @@ func (r *Reader) Next() (frame []byte, err error) {
 		}
 		fr, off, err := r.sc.next()
 		if err == nil {
-			seq := Seq(fr[HeaderSize:])
+			seq := wire.Seq(fr[wire.HeaderSize:])
 			if r.next != 0 && seq < r.next {
 				continue // seeking forward from an index checkpoint
 			}
-			if r.next != 0 && seq > r.next && le.Uint16(fr[2:]) == TypeSkip {
-				if sk, err := ParseSkip(fr[HeaderSize:]); err == nil && sk.From <= r.next {
+			if r.next != 0 && seq > r.next && le.Uint16(fr[2:]) == wire.TypeSkip {
+				if sk, err := wire.ParseSkip(fr[wire.HeaderSize:]); err == nil && sk.From <= r.next {
 					r.seeked, r.unverified = false, false
 					r.next = seq + 1 // the marker stands for the seqs up to it
 					return fr, nil
@@ -307,7 +308,7 @@ func (r *Reader) Next() (frame []byte, err error) {
 				continue
 			}
 			if err == errPartial {
-				err = &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: ErrLen}
+				err = &FrameError{File: r.sc.name, Off: off, Seq: r.next, Err: wire.ErrLen}
 			}
 			return nil, r.damaged(off, err)
 		}
@@ -388,11 +389,11 @@ func readsBack(path string, off int64, seq uint64) bool {
 	}
 	defer unix.Close(fd)
 	base := alignDown(off, pageSize)
-	buf := alignedBuf(int(alignUp(2*pageSize+HeaderSize+MaxPayload, pageSize)), pageSize)
+	buf := alignedBuf(int(alignUp(2*pageSize+wire.HeaderSize+wire.MaxPayload, pageSize)), pageSize)
 	n, err := preadFull(unix.Pread, fd, buf, base)
-	if err != nil || int64(n) < off-base+HeaderSize {
+	if err != nil || int64(n) < off-base+wire.HeaderSize {
 		return false
 	}
-	_, p, _, err := DecodeFrame(buf[off-base : n])
-	return err == nil && Seq(p) == seq
+	_, p, _, err := wire.DecodeFrame(buf[off-base : n])
+	return err == nil && wire.Seq(p) == seq
 }

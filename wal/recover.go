@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // recover loads the stream directory: sealed segments with their indexes
@@ -119,7 +120,7 @@ func (w *Writer) recover() error {
 	w.oldest.Store(w.segs[0].first)
 	if w.segs[0].count() > 0 {
 		// A log that begins with a Skip covers the seqs from its From.
-		if typ, sk, ok := firstRecord(w.segs[0].path); ok && typ == TypeSkip && sk.Seq == w.segs[0].first {
+		if typ, sk, ok := firstRecord(w.segs[0].path); ok && typ == wire.TypeSkip && sk.Seq == w.segs[0].first {
 			w.oldest.Store(sk.From)
 		}
 	}
@@ -343,8 +344,8 @@ func (w *Writer) verifyEntry(fd int, e []byte, i, want uint64) bool {
 	if err != nil || int64(n) < int64(off)+int64(l)-base {
 		return false
 	}
-	_, p, size, err := DecodeFrame(buf[int64(off)-base : int64(off)-base+int64(l)])
-	return err == nil && size == int(l) && Seq(p) == want
+	_, p, size, err := wire.DecodeFrame(buf[int64(off)-base : int64(off)-base+int64(l)])
+	return err == nil && size == int(l) && wire.Seq(p) == want
 }
 
 // activePlan is what analyzeActive found in the active segment.
@@ -420,7 +421,7 @@ func (w *Writer) analyzeActive(path string, prevLast uint64) (activePlan, []*Dam
 			What: fmt.Sprintf("the active segment starts at seq %d, inside sealed data (which ends at %d)", first, prevLast)})
 	}
 	if prevLast != 0 && first > prevLast+1 && a.records() > 0 {
-		if h := a.head; h.firstType != TypeSkip || h.firstSkip.From != prevLast+1 || h.firstSkip.Seq != first || len(a.bad) > 0 && a.bad[0].off == 0 {
+		if h := a.head; h.firstType != wire.TypeSkip || h.firstSkip.From != prevLast+1 || h.firstSkip.Seq != first || len(a.bad) > 0 && a.bad[0].off == 0 {
 			dmg = append(dmg, missing(prevLast+1, first-1, path))
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 func activePath(c Config) string {
@@ -281,13 +283,13 @@ func TestCorruptRecordInTheMiddle(t *testing.T) {
 	}
 	px, ox := offOf(x)
 	py, oy := offOf(y)
-	writeAt(t, px, ox+HeaderSize+9, []byte{0xa5}) // a payload byte: CRC mismatch
-	writeAt(t, py, oy+HeaderSize+9, []byte{0xa5})
+	writeAt(t, px, ox+wire.HeaderSize+9, []byte{0xa5}) // a payload byte: CRC mismatch
+	writeAt(t, py, oy+wire.HeaderSize+9, []byte{0xa5})
 	buf := make([]byte, 1<<17)
 	for _, bad := range []uint64{x, y} {
 		_, err := w.ReadAt(bad, buf)
 		var fe *FrameError
-		if !errors.As(err, &fe) || fe.Err != ErrCRC {
+		if !errors.As(err, &fe) || fe.Err != wire.ErrCRC {
 			t.Fatalf("ReadAt(%d) of a damaged record: %v", bad, err)
 		}
 	}
@@ -315,7 +317,7 @@ func TestCorruptRecordInTheMiddle(t *testing.T) {
 			t.Fatal("Open extended a damaged log")
 		}
 		var de *DamageError
-		if !errors.As(err, &de) || !errors.Is(err, ErrDamaged) || !errors.Is(err, ErrCRC) || de.File != file || de.Off != off || de.Seq != seq {
+		if !errors.As(err, &de) || !errors.Is(err, ErrDamaged) || !errors.Is(err, wire.ErrCRC) || de.File != file || de.Off != off || de.Seq != seq {
 			t.Fatalf("Open: %v; want damage at %s offset %d seq %d", err, file, off, seq)
 		}
 		for _, want := range []string{filepath.Base(file), fmt.Sprint(off), fmt.Sprint(seq)} {
@@ -353,9 +355,9 @@ func TestCorruptRecordInTheMiddle(t *testing.T) {
 			t.Fatalf("after repair: ReadAt(%d): %v", seq, err)
 		}
 		if seq == x || seq == y {
-			h, p, _, err := DecodeFrame(buf[:n])
-			sk, serr := ParseSkip(p)
-			if err != nil || h.Type != TypeSkip || serr != nil || sk != (Skip{Seq: seq, From: seq, Reason: SkipRepair}) {
+			h, p, _, err := wire.DecodeFrame(buf[:n])
+			sk, serr := wire.ParseSkip(p)
+			if err != nil || h.Type != wire.TypeSkip || serr != nil || sk != (wire.Skip{Seq: seq, From: seq, Reason: wire.SkipRepair}) {
 				t.Fatalf("after repair: seq %d is %v %+v %v", seq, h, sk, serr)
 			}
 			continue

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // RepairReport is what [Repair] found and did.
@@ -23,10 +25,10 @@ type RepairReport struct {
 	Damage     []DamageError `json:"damage"`
 	// Markers are the Skip markers (reason SkipRepair) written in place of
 	// the damaged or missing records: each stands for seqs From…Seq.
-	Markers []Skip   `json:"markers"`
-	Removed []string `json:"removed"` // files taken out of the log (kept in Quarantine)
-	Written []string `json:"written"` // segment files written in their place
-	Lost    uint64   `json:"lost"`    // seqs whose records are gone from the log
+	Markers []wire.Skip `json:"markers"`
+	Removed []string    `json:"removed"` // files taken out of the log (kept in Quarantine)
+	Written []string    `json:"written"` // segment files written in their place
+	Lost    uint64      `json:"lost"`    // seqs whose records are gone from the log
 	// Renamed lists the mislabelled segments given their truthful
 	// names (no record moved); Relabel is the directory (inside Dir)
 	// with the undo record: undo.json, undo.sh, report.txt.
@@ -63,7 +65,7 @@ func Repair(dir string, stream uint32) (RepairReport, error) {
 // piece is one segment file of the repaired log: records copied from an
 // original file, possibly led by a Skip marker.
 type piece struct {
-	marker      *Skip
+	marker      *wire.Skip
 	src         string    // original file the runs come from
 	runs        []goodRun // consecutive, seqs continue each other (and the marker)
 	first, last uint64
@@ -261,9 +263,9 @@ func planSegment(sf SegmentFile, prevLast uint64) (segPlan, []*DamageError, erro
 		return pl, nil, fmt.Errorf("wal: repair: %s starts at seq %d, inside the previous segment (which ends at %d): move one of them away", sf.Path, first, prevLast)
 	}
 	var dmg []*DamageError
-	if prevLast != 0 && first > prevLast+1 && !(a.head.firstType == TypeSkip && a.head.firstSkip.From == prevLast+1 && a.first() == first) {
+	if prevLast != 0 && first > prevLast+1 && !(a.head.firstType == wire.TypeSkip && a.head.firstSkip.From == prevLast+1 && a.first() == first) {
 		dmg = append(dmg, missing(prevLast+1, first-1, sf.Path))
-		sk := Skip{Seq: first - 1, From: prevLast + 1, Reason: SkipRepair}
+		sk := wire.Skip{Seq: first - 1, From: prevLast + 1, Reason: wire.SkipRepair}
 		pl.pieces = append(pl.pieces, piece{marker: &sk, first: sk.Seq, last: sk.Seq})
 	}
 	dmg = append(dmg, inner...)
@@ -300,7 +302,7 @@ func planSegment(sf SegmentFile, prevLast uint64) (segPlan, []*DamageError, erro
 				continue
 			}
 			flush()
-			sk := Skip{Seq: hi, From: b.seq, Reason: SkipRepair}
+			sk := wire.Skip{Seq: hi, From: b.seq, Reason: wire.SkipRepair}
 			cur = &piece{marker: &sk, src: sf.Path, first: hi, last: hi}
 		}
 		if ri == len(a.runs) {
@@ -330,7 +332,7 @@ func planSegment(sf SegmentFile, prevLast uint64) (segPlan, []*DamageError, erro
 	case !sf.Active && a.last() < sf.Last:
 		// The data ends before the name's last seq.
 		from := max(a.last()+1, sf.First)
-		sk := Skip{Seq: sf.Last, From: from, Reason: SkipRepair}
+		sk := wire.Skip{Seq: sf.Last, From: from, Reason: wire.SkipRepair}
 		pl.pieces = append(pl.pieces, piece{marker: &sk, first: sf.Last, last: sf.Last})
 		cut(a.end, size, "")
 	case !sf.Active:
@@ -368,15 +370,15 @@ func writePiece(path string, stream uint32, p *piece) error {
 	var idx []byte
 	var off int64
 	if p.marker != nil {
-		var m [SkipFrameSize]byte
-		PutSkipFrame(m[:], *p.marker)
+		var m [wire.SkipFrameSize]byte
+		wire.PutSkipFrame(m[:], *p.marker)
 		if _, err := f.Write(m[:]); err != nil {
 			return fmt.Errorf("wal: repair: %w", err)
 		}
 		var e [idxEntrySize]byte
-		putIdxEntry(e[:], 0, SkipFrameSize)
+		putIdxEntry(e[:], 0, wire.SkipFrameSize)
 		idx = append(idx, e[:]...)
-		off = SkipFrameSize
+		off = wire.SkipFrameSize
 	}
 	if len(p.runs) > 0 {
 		src, err := os.Open(p.src)
@@ -533,7 +535,7 @@ func (r *RepairReport) Text() string {
 	for _, d := range r.Damage {
 		fmt.Fprintf(&b, "  lost: %s\n", strings.TrimPrefix(d.Error(), "wal: damaged log: "))
 	}
-	markers := append([]Skip(nil), r.Markers...)
+	markers := append([]wire.Skip(nil), r.Markers...)
 	sort.Slice(markers, func(i, j int) bool { return markers[i].Seq < markers[j].Seq })
 	for _, m := range markers {
 		fmt.Fprintf(&b, "  Skip marker at seq %d stands for seqs %d…%d\n", m.Seq, m.From, m.Seq)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // Seq reservation. Append hands a frame to the sender before it is durable,
@@ -17,7 +18,7 @@ import (
 // SeqReserve seqs ahead of the appender (one small write + fdatasync every
 // SeqReserve/2 records, never on the appender's thread). After a crash,
 // Open continues past the reservation and writes a Skip marker for the
-// seqs in between (see [Skip]); a clean Close shrinks the reservation to
+// seqs in between (see [wire.Skip]); a clean Close shrinks the reservation to
 // the durable seq, so a clean restart writes no marker.
 //
 // File <sid>.seq: two 32-byte slots written alternately, each
@@ -47,7 +48,7 @@ func readReservation(path string) (reserved, gen uint64, err error) {
 	}
 	for off := 0; off+seqSlotSize <= len(b) && off < seqFileSize; off += seqSlotSize {
 		sl := b[off : off+seqSlotSize]
-		if [8]byte(sl[0:8]) != seqMagic || binary.LittleEndian.Uint32(sl[24:]) != CRC(sl[:24]) {
+		if [8]byte(sl[0:8]) != seqMagic || binary.LittleEndian.Uint32(sl[24:]) != wire.CRC(sl[:24]) {
 			continue
 		}
 		if g := binary.LittleEndian.Uint64(sl[16:]); g >= gen {
@@ -84,7 +85,7 @@ func (w *Writer) writeReservation(r uint64) error {
 	copy(sl[0:8], seqMagic[:])
 	binary.LittleEndian.PutUint64(sl[8:], r)
 	binary.LittleEndian.PutUint64(sl[16:], g)
-	binary.LittleEndian.PutUint32(sl[24:], CRC(sl[:24]))
+	binary.LittleEndian.PutUint32(sl[24:], wire.CRC(sl[:24]))
 	if err := pwriteFull(unix.Pwrite, w.seqFd, sl[:], int64(g&1)*seqSlotSize); err != nil {
 		return fmt.Errorf("wal: write seq reservation: %w", err)
 	}
@@ -128,9 +129,9 @@ func (w *Writer) skipPast(r uint64) error {
 		unix.Close(w.actIdxFd)
 	}
 	w.actIdxFd = createActiveIdx(idxName(w.act.path), r+1, nil)
-	sk := Skip{Seq: r + 1, From: from, Reason: SkipRestart}
-	w.skipFrame = make([]byte, SkipFrameSize)
-	PutSkipFrame(w.skipFrame, sk)
+	sk := wire.Skip{Seq: r + 1, From: from, Reason: wire.SkipRestart}
+	w.skipFrame = make([]byte, wire.SkipFrameSize)
+	wire.PutSkipFrame(w.skipFrame, sk)
 	w.st.recovery.Skip = &sk
 	return nil
 }
@@ -138,12 +139,12 @@ func (w *Writer) skipPast(r uint64) error {
 // writeSkip appends the Skip marker prepared by skipPast and waits until
 // it is durable: nothing is handed out before it.
 func (w *Writer) writeSkip() error {
-	f, err := w.Append(TypeSkip, w.skipFrame[HeaderSize:])
+	f, err := w.Append(wire.TypeSkip, w.skipFrame[wire.HeaderSize:])
 	if err != nil {
 		return fmt.Errorf("wal: open: append Skip marker: %w", err)
 	}
-	if Seq(f[HeaderSize:]) != Seq(w.skipFrame[HeaderSize:]) {
-		return fmt.Errorf("wal: open: Skip marker got seq %d, want %d", Seq(f[HeaderSize:]), Seq(w.skipFrame[HeaderSize:]))
+	if wire.Seq(f[wire.HeaderSize:]) != wire.Seq(w.skipFrame[wire.HeaderSize:]) {
+		return fmt.Errorf("wal: open: Skip marker got seq %d, want %d", wire.Seq(f[wire.HeaderSize:]), wire.Seq(w.skipFrame[wire.HeaderSize:]))
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("wal: open: write Skip marker: %w", err)

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // File naming (the reference implementation's, so each reads the other's
@@ -162,7 +164,7 @@ func checkIdxEntries(e []byte, size int64) uint64 {
 	var end int64
 	for i := uint64(0); i < n; i++ {
 		off, l := idxEntryAt(e, i)
-		if int64(off) != end || l < HeaderSize+8 || int64(off)+int64(l) > size {
+		if int64(off) != end || l < wire.HeaderSize+8 || int64(off)+int64(l) > size {
 			return i
 		}
 		end = int64(off) + int64(l)
@@ -189,8 +191,8 @@ const scanBufSize = 1 << 20
 // larger than the data (small files, fuzzing).
 func newScannerAt(src frameSource, name string, size, off int64) *frameScanner {
 	n := int64(scanBufSize)
-	if size >= 0 && size-off+HeaderSize < n {
-		n = max(size-off+HeaderSize, 4096)
+	if size >= 0 && size-off+wire.HeaderSize < n {
+		n = max(size-off+wire.HeaderSize, 4096)
 	}
 	return &frameScanner{f: src, name: name, buf: make([]byte, n), off: off}
 }
@@ -245,21 +247,21 @@ var errPartial = io.ErrUnexpectedEOF
 // frame is valid until the next call.
 func (s *frameScanner) next() (frame []byte, off int64, err error) {
 	off = s.off
-	if err := s.fill(HeaderSize); err != nil {
+	if err := s.fill(wire.HeaderSize); err != nil {
 		if err == io.EOF && s.w-s.r > 0 && !allZero(s.buf[s.r:s.w]) {
 			return nil, off, errPartial
 		}
 		return nil, off, err
 	}
-	hdr := s.buf[s.r : s.r+HeaderSize]
+	hdr := s.buf[s.r : s.r+wire.HeaderSize]
 	if allZero(hdr) {
 		return nil, off, io.EOF
 	}
-	h, err := ParseHeader(hdr)
+	h, err := wire.ParseHeader(hdr)
 	if err != nil {
 		return nil, off, &FrameError{File: s.name, Off: off, Err: err}
 	}
-	need := HeaderSize + int(h.Len)
+	need := wire.HeaderSize + int(h.Len)
 	if err := s.fill(need); err != nil {
 		if err == io.EOF {
 			return nil, off, errPartial
@@ -267,13 +269,13 @@ func (s *frameScanner) next() (frame []byte, off int64, err error) {
 		return nil, off, err
 	}
 	frame = s.buf[s.r : s.r+need]
-	if CRC(frame[HeaderSize:]) != h.CRC {
+	if wire.CRC(frame[wire.HeaderSize:]) != h.CRC {
 		if s.loose {
 			s.r += need
 			s.off += int64(need)
-			return frame, off, &FrameError{File: s.name, Off: off, Err: ErrCRC}
+			return frame, off, &FrameError{File: s.name, Off: off, Err: wire.ErrCRC}
 		}
-		return nil, off, &FrameError{File: s.name, Off: off, Err: ErrCRC}
+		return nil, off, &FrameError{File: s.name, Off: off, Err: wire.ErrCRC}
 	}
 	s.r += need
 	s.off += int64(need)
@@ -282,12 +284,12 @@ func (s *frameScanner) next() (frame []byte, off int64, err error) {
 
 // scanResult is what a sequential scan of a segment found.
 type scanResult struct {
-	first, last uint64 // seqs of the first and last good record (0 if none)
-	end         int64  // byte offset after the last good record
-	entries     []byte // index entries from the scan start
-	bad         error  // the first bad frame (nil at a clean end)
-	firstType   uint16 // record type of the first good record
-	firstSkip   Skip   // the first record when it is a Skip marker
+	first, last uint64    // seqs of the first and last good record (0 if none)
+	end         int64     // byte offset after the last good record
+	entries     []byte    // index entries from the scan start
+	bad         error     // the first bad frame (nil at a clean end)
+	firstType   uint16    // record type of the first good record
+	firstSkip   wire.Skip // the first record when it is a Skip marker
 }
 
 // scanSegment reads frames from off, where seq expect is required (0 = take
@@ -307,7 +309,7 @@ func scanSegmentAt(f frameSource, name string, size, off int64, expect uint64) s
 		if err != nil {
 			if err != io.EOF {
 				if err == errPartial {
-					err = &FrameError{File: s.name, Off: at, Seq: expect, Err: ErrLen}
+					err = &FrameError{File: s.name, Off: at, Seq: expect, Err: wire.ErrLen}
 				} else if fe, ok := err.(*FrameError); ok {
 					fe.Seq = expect
 				}
@@ -315,7 +317,7 @@ func scanSegmentAt(f frameSource, name string, size, off int64, expect uint64) s
 			}
 			return res
 		}
-		seq := Seq(fr[HeaderSize:])
+		seq := wire.Seq(fr[wire.HeaderSize:])
 		if (expect != 0 && seq != expect) || seq == 0 || int64(len(fr)) > 1<<32-1 || at > 1<<32-1 {
 			res.bad = &FrameError{File: s.name, Off: at, Seq: expect, Err: ErrSeq}
 			return res
@@ -323,8 +325,8 @@ func scanSegmentAt(f frameSource, name string, size, off int64, expect uint64) s
 		if res.first == 0 {
 			res.first = seq
 			res.firstType = le.Uint16(fr[2:])
-			if res.firstType == TypeSkip {
-				res.firstSkip, _ = ParseSkip(fr[HeaderSize:])
+			if res.firstType == wire.TypeSkip {
+				res.firstSkip, _ = wire.ParseSkip(fr[wire.HeaderSize:])
 			}
 		}
 		res.last = seq
@@ -335,3 +337,5 @@ func scanSegmentAt(f frameSource, name string, size, off int64, expect uint64) s
 		res.end = at + int64(len(fr))
 	}
 }
+
+var le = binary.LittleEndian

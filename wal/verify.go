@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // SegmentReport is what Verify found in one segment file.
@@ -37,7 +39,7 @@ type VerifyReport struct {
 	Damage []DamageError `json:"damage,omitempty"`
 	// Skips lists the Skip markers in the log (holes a crash or a repair
 	// left, each explained).
-	Skips []Skip `json:"skips,omitempty"`
+	Skips []wire.Skip `json:"skips,omitempty"`
 	// Mislabelled lists sealed segments whose records are whole and
 	// continue the log but whose names say other seqs; the rest of the
 	// report reads them by their records. Bad is then a *MislabelError
@@ -148,7 +150,7 @@ func verifyFiles(dir string, stream uint32, files []SegmentFile) VerifyReport {
 	return rep
 }
 
-func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *Skip, []*DamageError, error) {
+func verifySegment(sf SegmentFile, prevLast uint64) (SegmentReport, *wire.Skip, []*DamageError, error) {
 	f, err := os.Open(sf.Path)
 	if err != nil {
 		return SegmentReport{Path: sf.Path, Active: sf.Active, Problem: err.Error()}, nil, nil, err
@@ -179,7 +181,7 @@ type sidecarState struct {
 // verifySource checks one segment's bytes (src, size bytes long) against
 // its name and the previous segment's last seq; it does no file I/O, so
 // the fuzz targets run it in memory.
-func verifySource(f frameSource, size int64, sf SegmentFile, prevLast uint64, side sidecarState) (SegmentReport, *Skip, []*DamageError, error) {
+func verifySource(f frameSource, size int64, sf SegmentFile, prevLast uint64, side sidecarState) (SegmentReport, *wire.Skip, []*DamageError, error) {
 	sr := SegmentReport{Path: sf.Path, Active: sf.Active, FileSize: size}
 	expect := sf.First
 	if sf.Active {
@@ -198,8 +200,8 @@ func verifySource(f frameSource, size int64, sf SegmentFile, prevLast uint64, si
 	if a.ioe != nil {
 		bad = a.ioe
 	}
-	var sk *Skip
-	if a.head.firstType == TypeSkip && a.head.last != 0 {
+	var sk *wire.Skip
+	if a.head.firstType == wire.TypeSkip && a.head.last != 0 {
 		s := a.head.firstSkip
 		sk = &s
 	}
@@ -359,11 +361,11 @@ func scanRecords(f frameSource, path string, size int64, idx []byte, ifirst uint
 		var fe *FrameError
 		switch {
 		case err == nil:
-		case errors.As(err, &fe) && fe.Err == ErrCRC && fr != nil:
+		case errors.As(err, &fe) && fe.Err == wire.ErrCRC && fr != nil:
 		case err == io.EOF:
 			return nil
 		case err == errPartial || errors.As(err, &fe):
-			bad := &FrameError{File: path, Off: off, Seq: expect, Err: ErrLen}
+			bad := &FrameError{File: path, Off: off, Seq: expect, Err: wire.ErrLen}
 			if fe != nil {
 				bad.Err = fe.Err
 			}
@@ -384,8 +386,8 @@ func scanRecords(f frameSource, path string, size int64, idx []byte, ifirst uint
 		default:
 			return err
 		}
-		h, _ := ParseHeader(fr)
-		seq := Seq(fr[HeaderSize:])
+		h, _ := wire.ParseHeader(fr)
+		seq := wire.Seq(fr[wire.HeaderSize:])
 		if err == nil {
 			expect = seq + 1
 		} else if expect != 0 {

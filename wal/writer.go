@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 // Writer appends records to one stream's log. One goroutine calls Append
@@ -309,13 +310,13 @@ func (w *Writer) Bounds() (oldest, highest uint64) {
 // flushes fail) — or waits, with BlockOnBackpressure. Records are never
 // dropped or reordered.
 func (w *Writer) Append(typ uint16, payload []byte) (frame []byte, err error) {
-	if len(payload) < 8 || len(payload) > MaxPayload {
+	if len(payload) < 8 || len(payload) > wire.MaxPayload {
 		return nil, ErrPayloadSize
 	}
 	if w.closed.Load() {
 		return nil, ErrClosed
 	}
-	n := uint64(HeaderSize + len(payload))
+	n := uint64(wire.HeaderSize + len(payload))
 	var pos uint64
 	for {
 		var ok bool
@@ -353,9 +354,9 @@ func (w *Writer) Append(typ uint16, payload []byte) (frame []byte, err error) {
 	seq := w.seq
 	phys := pos & w.rmask
 	buf := w.ring[phys : phys+n : phys+n]
-	copy(buf[HeaderSize:], payload)
-	binary.LittleEndian.PutUint64(buf[HeaderSize:], seq)
-	Header{Type: typ, Len: uint16(len(payload)), CRC: CRC(buf[HeaderSize:])}.Put(buf)
+	copy(buf[wire.HeaderSize:], payload)
+	binary.LittleEndian.PutUint64(buf[wire.HeaderSize:], seq)
+	wire.Header{Type: typ, Len: uint16(len(payload)), CRC: wire.CRC(buf[wire.HeaderSize:])}.Put(buf)
 	w.rpos[seq&w.smask] = pos
 	w.head = pos + n
 	w.seq = seq + 1

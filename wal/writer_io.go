@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/wal/internal/unix"
+	"github.com/walcast/walcast/wire"
 )
 
 func (w *Writer) ioLoop() {
@@ -72,7 +73,7 @@ func (w *Writer) rotPending() bool { return w.rot.nextFd >= 0 || w.rot.sealed }
 
 func (w *Writer) frameAt(seq uint64) (phys, n uint64) {
 	phys = w.rpos[seq&w.smask] & w.rmask
-	n = HeaderSize + uint64(binary.LittleEndian.Uint16(w.ring[phys+4:]))
+	n = wire.HeaderSize + uint64(binary.LittleEndian.Uint16(w.ring[phys+4:]))
 	return phys, n
 }
 

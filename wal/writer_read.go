@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // ReadAt copies the frame of seq into dst and returns its length. It is
@@ -146,15 +148,15 @@ func (w *Writer) readDisk(seq uint64, maxFrames int, dst []byte) (frames, bytes 
 		return 0, 0, fmt.Errorf("wal: read %s at %d: %w", s.path, base, err)
 	}
 	if int64(got) < endOff-base {
-		return 0, 0, &FrameError{File: s.path, Off: int64(off0), Seq: seq, Err: ErrLen}
+		return 0, 0, &FrameError{File: s.path, Off: int64(off0), Seq: seq, Err: wire.ErrLen}
 	}
 	w.coldReads.Add(1)
 	p := int64(off0) - base
 	for j := uint64(0); j < k; j++ {
 		o, l := idxEntryAt(s.idx, i0+j)
 		fr := buf[p : p+int64(l)]
-		h, payload, size, derr := DecodeFrame(fr)
-		if derr == nil && (size != int(l) || Seq(payload) != seq+j) {
+		h, payload, size, derr := wire.DecodeFrame(fr)
+		if derr == nil && (size != int(l) || wire.Seq(payload) != seq+j) {
 			derr = ErrSeq
 		}
 		_ = h

@@ -3,6 +3,8 @@ package wal
 import (
 	"slices"
 	"time"
+
+	"github.com/walcast/walcast/wire"
 )
 
 type ioStats struct {
@@ -30,7 +32,7 @@ type Recovery struct {
 	// Skip is the marker Open wrote because the log had not been closed
 	// cleanly (nil when it did not write one): seqs Skip.From … Skip.Seq−1
 	// were reserved and may have been sent, but never became durable.
-	Skip *Skip
+	Skip *wire.Skip
 	// Unknown lists *.wal files in the stream directory that are not
 	// segments of this stream (ignored, reported).
 	Unknown []string

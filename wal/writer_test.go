@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/walcast/walcast/wire"
 )
 
 // testConfig is a small, fast configuration in a fresh directory.
@@ -70,8 +74,8 @@ func appendN(t testing.TB, w *Writer, n int) {
 // Skip marker standing for seq; it returns the seq after fr.
 func checkRecord(t testing.TB, seq uint64, fr []byte) uint64 {
 	t.Helper()
-	if h, p, _, err := DecodeFrame(fr); err == nil && h.Type == TypeSkip {
-		sk, err := ParseSkip(p)
+	if h, p, _, err := wire.DecodeFrame(fr); err == nil && h.Type == wire.TypeSkip {
+		sk, err := wire.ParseSkip(p)
 		if err != nil || sk.From > seq || sk.Seq < seq {
 			t.Fatalf("seq %d: Skip %+v (%v)", seq, sk, err)
 		}
@@ -84,7 +88,7 @@ func checkRecord(t testing.TB, seq uint64, fr []byte) uint64 {
 // checkFrame verifies that fr is the record seq appended by appendN.
 func checkFrame(t testing.TB, seq uint64, fr []byte) {
 	t.Helper()
-	h, p, size, err := DecodeFrame(fr)
+	h, p, size, err := wire.DecodeFrame(fr)
 	if err != nil || size != len(fr) {
 		t.Fatalf("seq %d: decode: %v (size %d of %d)", seq, err, size, len(fr))
 	}
@@ -114,7 +118,7 @@ func TestAppendStampsSeqAndFrame(t *testing.T) {
 	}
 	// The golden data frame of the spec: type 100, seq 1, 64-byte payload.
 	want := mustHex(t, "01006400400000006504c67700000000")
-	if !bytes.Equal(fr[:16], want) || Seq(fr[16:]) != 1 {
+	if !bytes.Equal(fr[:16], want) || wire.Seq(fr[16:]) != 1 {
 		t.Fatalf("frame header % x, want % x", fr[:16], want)
 	}
 	if _, err := w.Append(100, make([]byte, 7)); err != ErrPayloadSize {
@@ -463,7 +467,7 @@ func TestConcurrentReadsWhileAppending(t *testing.T) {
 						errs <- fmt.Errorf("ReadAt(%d) with highest %d: %w", seq, hi, err)
 						return
 					}
-					if got := Seq(buf[HeaderSize:n]); got != seq {
+					if got := wire.Seq(buf[wire.HeaderSize:n]); got != seq {
 						errs <- fmt.Errorf("ReadAt(%d) returned seq %d", seq, got)
 						return
 					}
@@ -476,9 +480,9 @@ func TestConcurrentReadsWhileAppending(t *testing.T) {
 				}
 				p := buf[:b]
 				for i := 0; i < k; i++ {
-					_, pl, size, err := DecodeFrame(p)
-					if err != nil || Seq(pl) != seq+uint64(i) {
-						errs <- fmt.Errorf("ReadRange(%d) frame %d: %v seq %d", seq, i, err, Seq(pl))
+					_, pl, size, err := wire.DecodeFrame(p)
+					if err != nil || wire.Seq(pl) != seq+uint64(i) {
+						errs <- fmt.Errorf("ReadRange(%d) frame %d: %v seq %d", seq, i, err, wire.Seq(pl))
 						return
 					}
 					p = p[size:]
@@ -589,9 +593,18 @@ func TestIndexArrayReusedAcrossRotations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ReadAt(%d): %v", seq, err)
 		}
-		h, pl, _, err := DecodeFrame(buf[:n])
-		if err != nil || h.Type != 100 || len(pl) != len(p) || Seq(pl) != seq {
-			t.Fatalf("ReadAt(%d): type %d, %d bytes, seq %d, %v", seq, h.Type, len(pl), Seq(pl), err)
+		h, pl, _, err := wire.DecodeFrame(buf[:n])
+		if err != nil || h.Type != 100 || len(pl) != len(p) || wire.Seq(pl) != seq {
+			t.Fatalf("ReadAt(%d): type %d, %d bytes, seq %d, %v", seq, h.Type, len(pl), wire.Seq(pl), err)
 		}
 	}
+}
+
+func mustHex(t testing.TB, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(strings.ReplaceAll(s, " ", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

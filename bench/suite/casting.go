@@ -9,7 +9,7 @@ import (
 	"github.com/walcast/walcast/bench/peers/saw"
 	"github.com/walcast/walcast/bench/report"
 	"github.com/walcast/walcast/internal/benchkit"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The casting rows of rtt and throughput come from the runners the
@@ -50,7 +50,7 @@ func rttConfig(o Options) benchkit.RTTConfig {
 // one of them compared with floor-loop of the same run.
 func castingRTT(o Options, r *report.Report) []harness.Result {
 	var out []harness.Result
-	size := o.Harness.Payload + wal.HeaderSize
+	size := o.Harness.Payload + wire.HeaderSize
 	floorRow, ferr := benchkit.RTTFloor(rttConfig(o))
 	if ferr != nil {
 		out = append(out, failed("rtt", "floor-loop", size, ferr))

@@ -19,7 +19,7 @@ import (
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/replay"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // This file drives walcast itself for the workloads whose runner the
@@ -325,7 +325,7 @@ func castingLossRow(o Options, ln *lossNet, name string, drop float64, rate floa
 func castingTput(o Options, workload, name, path string, payload int, withWAL bool) harness.Result {
 	cs := castStream{Path: path, Payload: payload, SendFor: min(o.Harness.Budget, 2*time.Second), DrainFor: 2 * time.Second,
 		WAL: withWAL, Consumer: withWAL, Dir: o.Dir, CPUA: o.Harness.ClientCPU, CPUB: o.Harness.ServerCPU}
-	size := payload + wal.HeaderSize
+	size := payload + wire.HeaderSize
 	res := harness.Result{Row: benchkit.Row{Workload: workload, Name: name, Path: path, Mode: "spin"}, Size: size, Pinned: true}
 	out, err := cs.run()
 	if err != nil {
@@ -387,7 +387,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	el := cast.DefaultLoopConfig()
 	el.Path, el.Sender, el.Receiver = ep, es, er
 	el.Thread = affinity.OnCPU(cfg.ServerCPU)
-	el.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
+	el.OnRecord = func(_ *cast.Loop, h wire.Header, p []byte) {
 		copy(echoBuf, p)
 		echoPending = true
 	}
@@ -437,7 +437,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 			inflight = true
 		}
 	}
-	cl.OnRecord = func(_ *cast.Loop, hd wal.Header, p []byte) {
+	cl.OnRecord = func(_ *cast.Loop, hd wire.Header, p []byte) {
 		if !inflight || binary.LittleEndian.Uint64(p[8:]) != uint64(count) {
 			return
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // OutageGap is the gap of the reference's outage figure, in records.
@@ -150,13 +151,13 @@ func catchUps(base string, size, gap, payloadSize, repeat int) ([]harness.Result
 			next := uint64(size-gap) + 1
 			var order error
 			t0 := time.Now()
-			tip, err := cl.CatchUp(ctx, func(h wal.Header, p []byte) error {
-				if s := wal.Seq(p); s != next && order == nil {
+			tip, err := cl.CatchUp(ctx, func(h wire.Header, p []byte) error {
+				if s := wire.Seq(p); s != next && order == nil {
 					order = fmt.Errorf("seq %d where %d was due", s, next)
 				}
 				next++
 				got++
-				bytes += int64(wal.HeaderSize + len(p))
+				bytes += int64(wire.HeaderSize + len(p))
 				return nil
 			})
 			el := time.Since(t0)
@@ -167,7 +168,7 @@ func catchUps(base string, size, gap, payloadSize, repeat int) ([]harness.Result
 				return harness.Result{}, fmt.Errorf("catch-up delivered %d of %d, tip %d of %d (%v)", got, gap, tip, size, order)
 			}
 			res := harness.Result{Row: benchkit.Row{Workload: "outage", Name: fmt.Sprintf("catch-up-%s-of-%s", short(gap), short(size)), Path: "tcp+tls",
-				Records: got, Seconds: el.Seconds(), RecPerS: float64(got) / el.Seconds(), Gbps: float64(bytes) * 8 / el.Seconds() / 1e9}, Size: wal.HeaderSize + payloadSize,
+				Records: got, Seconds: el.Seconds(), RecPerS: float64(got) / el.Seconds(), Gbps: float64(bytes) * 8 / el.Seconds() / 1e9}, Size: wire.HeaderSize + payloadSize,
 				Sent: got, Delivered: got, DeliveredPct: 100, Pinned: false}
 			res.Note = fmt.Sprintf("%d-record gap in a %d-record WAL over TLS 1.3 on loopback: %.3f s, %.0f MB/s", gap, size, el.Seconds(), float64(bytes)/el.Seconds()/1e6)
 

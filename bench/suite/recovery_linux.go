@@ -15,7 +15,7 @@ import (
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/benchkit"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // gapPath loses the first arrival of the first record of every burst
@@ -37,8 +37,8 @@ func (g *gapPath) Recv(v *batch.Vec) (int, error) {
 	k := 0
 	for i := 0; i < n; i++ {
 		m, a := v.Msg(i)
-		if h, perr := wal.ParseHeader(m); perr == nil && h.Type == 1 && len(m) >= wal.HeaderSize+8 {
-			seq := wal.Seq(m[wal.HeaderSize:])
+		if h, perr := wire.ParseHeader(m); perr == nil && h.Type == 1 && len(m) >= wire.HeaderSize+8 {
+			seq := wire.Seq(m[wire.HeaderSize:])
 			b := int((seq - 1) / g.burst)
 			if b < len(g.lost) {
 				if (seq-1)%g.burst == 0 && !g.lost[b] {

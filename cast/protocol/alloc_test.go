@@ -5,7 +5,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // preLog is an allocation-free Log for the allocation tests.
@@ -15,11 +15,11 @@ type preLog struct {
 }
 
 func (l *preLog) Append(typ uint16, payload []byte) ([]byte, error) {
-	f := l.buf[:wal.HeaderSize+len(payload)]
-	copy(f[wal.HeaderSize:], payload)
-	le.PutUint64(f[wal.HeaderSize:], l.next)
+	f := l.buf[:wire.HeaderSize+len(payload)]
+	copy(f[wire.HeaderSize:], payload)
+	le.PutUint64(f[wire.HeaderSize:], l.next)
 	l.next++
-	return f, wal.Seal(f, typ)
+	return f, wire.Seal(f, typ)
 }
 
 func (l *preLog) NextSeq() uint64 { return l.next }
@@ -29,7 +29,7 @@ func TestZeroAllocs(t *testing.T) {
 	out := batch.New(64, 2048)
 	out2 := batch.New(64, 2048)
 	var sink uint64
-	deliver := func(h wal.Header, p []byte) { sink += uint64(h.Len) }
+	deliver := func(h wire.Header, p []byte) { sink += uint64(h.Len) }
 
 	check := func(name string, f func()) {
 		t.Helper()

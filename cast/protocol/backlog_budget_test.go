@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wire"
 )
 
 // A unicast receiver whose sender speaks probes, woken after the machine
@@ -21,7 +22,7 @@ func TestReNakWithBacklogSpendsNoBudget(t *testing.T) {
 		}
 		out := batch.New(64, 2048)
 		now := int64(1_000_000)
-		r.Handle(probeFrame(Probe{Highest: 1, TS: 1, SenderID: 7}), now, out, nop)
+		r.Handle(probeFrame(wire.Probe{Highest: 1, TS: 1, SenderID: 7}), now, out, nop)
 		r.Handle(dataFrame(1), now, out, nop)
 		seq := uint64(3) // 2 is lost, and so is every repair of it
 		r.SetBacklog(backlog, now)

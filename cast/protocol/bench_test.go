@@ -5,7 +5,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The benchmarks time the core without I/O: the cost per record that a
@@ -19,7 +19,7 @@ func BenchmarkCRC128(b *testing.B) {
 	b.ReportAllocs()
 	var x uint32
 	for b.Loop() {
-		x += wal.CRC(p)
+		x += wire.CRC(p)
 	}
 	_ = x
 }
@@ -62,7 +62,7 @@ func frames(n int) [][]byte {
 func BenchmarkReceiverHandle(b *testing.B) {
 	fs := frames(1 << 16)
 	var sink int
-	deliver := func(_ wal.Header, p []byte) { sink += len(p) }
+	deliver := func(_ wire.Header, p []byte) { sink += len(p) }
 	b.Run("in order", func(b *testing.B) {
 		r, _ := NewReceiver(DefaultReceiverConfig())
 		out := batch.New(64, 2048)
@@ -101,10 +101,10 @@ func BenchmarkReceiverHandle(b *testing.B) {
 }
 
 func BenchmarkNakEncode(b *testing.B) {
-	buf := make([]byte, wal.ControlFrameSize)
+	buf := make([]byte, wire.ControlFrameSize)
 	b.ReportAllocs()
 	for b.Loop() {
-		wal.PutNakFrame(buf, wal.Nak{From: 12345, Count: 3})
+		wire.PutNakFrame(buf, wire.Nak{From: 12345, Count: 3})
 	}
 }
 
@@ -113,19 +113,19 @@ func BenchmarkNakDecode(b *testing.B) {
 	b.ReportAllocs()
 	var sum uint64
 	for b.Loop() {
-		_, p, _, err := wal.DecodeFrame(f)
+		_, p, _, err := wire.DecodeFrame(f)
 		if err != nil {
 			b.Fatal(err)
 		}
-		n, _ := wal.ParseNak(p)
+		n, _ := wire.ParseNak(p)
 		sum += n.Count
 	}
 	_ = sum
 }
 
 func BenchmarkHeaderEncodeDecode(b *testing.B) {
-	buf := make([]byte, wal.HeaderSize)
-	h := wal.Header{Type: 100, Len: 128, CRC: 0xdeadbeef}
+	buf := make([]byte, wire.HeaderSize)
+	h := wire.Header{Type: 100, Len: 128, CRC: 0xdeadbeef}
 	b.Run("encode", func(b *testing.B) {
 		for b.Loop() {
 			h.Put(buf)
@@ -134,7 +134,7 @@ func BenchmarkHeaderEncodeDecode(b *testing.B) {
 	b.Run("decode", func(b *testing.B) {
 		h.Put(buf)
 		for b.Loop() {
-			_, _ = wal.ParseHeader(buf)
+			_, _ = wire.ParseHeader(buf)
 		}
 	})
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // ColdRequest asks the loop to read Count consecutive records starting at
@@ -226,13 +226,13 @@ func (q *coldQueue) done(req ColdRequest, frames []byte, now int64, em *emitter,
 	}
 	end := req.From + uint64(req.Count)
 	for len(frames) > 0 {
-		_, p, n, err := wal.DecodeFrame(frames)
+		_, p, n, err := wire.DecodeFrame(frames)
 		if err != nil {
 			q.stats.Bad.count(err, true)
 			frames = nil
 			break
 		}
-		seq := wal.Seq(p)
+		seq := wire.Seq(p)
 		if seq >= req.From && seq < end && len(p) >= 8 {
 			if !em.emit(frames[:n], seq, out) {
 				return frames

@@ -6,7 +6,7 @@ import (
 	"math"
 	"net/netip"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // ErrConfig matches every configuration error returned by Validate and by
@@ -49,7 +49,7 @@ const (
 	// record·ns arithmetic cannot overflow.
 	maxColdRate = 1 << 30
 	// minDataFrame is a header plus the 8-byte seq.
-	minDataFrame = wal.HeaderSize + 8
+	minDataFrame = wire.HeaderSize + 8
 )
 
 // SenderConfig configures a [Sender]. A zero field means its default

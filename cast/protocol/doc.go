@@ -75,11 +75,11 @@
 //
 // # Flow control, RTT and probes (negotiated)
 //
-// A Receiver sends [Status] frames (type 0x10: delivered seq, window =
+// A Receiver sends [wire.Status] frames (type 0x10: delivered seq, window =
 // min(ReorderSlots, consumer room), receiver id, echoed probe timestamp,
 // state) to its sender. A Sender that hears a valid one keeps every seq it
 // sends within that receiver's window (Send returns ErrBackpressure),
-// sends [Probe]s (heartbeats carrying a timestamp) for RTT and tail loss,
+// sends [wire.Probe]s (heartbeats carrying a timestamp) for RTT and tail loss,
 // and reports receivers joining, restarting, faulting, leaving or going
 // silent through NextEvent. A Receiver that hears probes re-NAKs after
 // clamp(srtt + 4·rttvar, NakFloor, NakDebounce), doubling per retry. Until

@@ -7,7 +7,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The sans-I/O core over the in-memory datapath, on a virtual clock: the
@@ -26,7 +26,7 @@ func Example() {
 	rcv.ResetAfterReplay(0) // expect seq 1: a gap at the start is a gap too
 
 	out, in := batch.New(64, 2048), batch.New(64, 2048)
-	deliver := func(h wal.Header, p []byte) { fmt.Printf("delivered seq %d: %s\n", wal.Seq(p), p[8:]) }
+	deliver := func(h wire.Header, p []byte) { fmt.Printf("delivered seq %d: %s\n", wire.Seq(p), p[8:]) }
 	step := func() { // one round of both loops, then 1 ms passes
 		now := pair.Clock.Now()
 		pair.A.Send(out)

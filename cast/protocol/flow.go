@@ -4,7 +4,8 @@ import (
 	"math"
 	"net/netip"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/internal/pressure"
+	"github.com/walcast/walcast/wire"
 )
 
 // ErrBackpressure is returned by Sender.Send and SendFrame while flow
@@ -20,7 +21,7 @@ type backpressure struct{}
 
 func (backpressure) Error() string { return "cast: receiver window closed (flow control)" }
 
-func (backpressure) Is(target error) bool { return target == wal.ErrBackpressure }
+func (backpressure) Is(target error) bool { return target == pressure.Err }
 
 // ReceiverInfo is what the Sender knows of one receiver under flow
 // control, as of its last Status.
@@ -104,7 +105,7 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 		fc.stats.Ignored++
 		return statusNews{}
 	}
-	st, err := ParseStatus(p)
+	st, err := wire.ParseStatus(p)
 	if err != nil {
 		fc.stats.BadStatus++
 		return statusNews{}
@@ -142,9 +143,9 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 	}
 	r.serial = st.Serial
 	in.LastHeard = now
-	in.Delivered, in.Highest, in.Window, in.State = st.Delivered, st.Highest, st.Window, st.State
-	in.Synced = st.Flags&StatusSynced != 0
-	in.Closing = st.Flags&StatusClosing != 0
+	in.Delivered, in.Highest, in.Window, in.State = st.Delivered, st.Highest, st.Window, OutcomeKind(st.State)
+	in.Synced = st.Flags&wire.StatusSynced != 0
+	in.Closing = st.Flags&wire.StatusClosing != 0
 	in.ReNak = int64(st.ReNak)
 	if in.Synced {
 		in.Edge = max(in.Edge, st.Edge())

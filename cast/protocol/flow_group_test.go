@@ -6,14 +6,15 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wire"
 )
 
 func TestFlowPolicies(t *testing.T) {
 	// Three receivers with edges 1100, 1500 and 1300.
-	st := []Status{
-		{ReceiverID: 11, Delivered: 100, Window: 1000, Serial: 1, Flags: StatusSynced},
-		{ReceiverID: 12, Delivered: 500, Window: 1000, Serial: 1, Flags: StatusSynced},
-		{ReceiverID: 13, Delivered: 300, Window: 1000, Serial: 1, Flags: StatusSynced},
+	st := []wire.Status{
+		{ReceiverID: 11, Delivered: 100, Window: 1000, Serial: 1, Flags: wire.StatusSynced},
+		{ReceiverID: 12, Delivered: 500, Window: 1000, Serial: 1, Flags: wire.StatusSynced},
+		{ReceiverID: 13, Delivered: 300, Window: 1000, Serial: 1, Flags: wire.StatusSynced},
 	}
 	for _, c := range []struct {
 		policy FlowPolicy

@@ -8,6 +8,7 @@ import (
 
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestInitialWindow: before any Status a fresh sender sends at most
@@ -72,10 +73,10 @@ func TestInitialWindow(t *testing.T) {
 func TestFlowHostileStatus(t *testing.T) {
 	s, out := newTestSender(t, senderCfg(), newFakeLog(1))
 	sendN(t, s, out, 10)
-	st := Status{Delivered: 5, Highest: 10, ReceiverID: 7, Window: 10, Serial: 2, Flags: StatusSynced}
-	frameOf := func(st Status) []byte {
-		b := make([]byte, wal.ControlFrameSize)
-		PutStatusFrame(b, st)
+	st := wire.Status{Delivered: 5, Highest: 10, ReceiverID: 7, Window: 10, Serial: 2, Flags: wire.StatusSynced}
+	frameOf := func(st wire.Status) []byte {
+		b := make([]byte, wire.ControlFrameSize)
+		wire.PutStatusFrame(b, st)
 		return b
 	}
 	s.Handle(frameOf(st), rogue, 0, out) // wrong source
@@ -143,8 +144,8 @@ func TestFlowHostileStatus(t *testing.T) {
 // errors.Is, and a refused Send consumes no seq.
 func TestBackpressureError(t *testing.T) {
 	s, out := newTestSender(t, senderCfg(), newFakeLog(1))
-	b := make([]byte, wal.ControlFrameSize)
-	PutStatusFrame(b, Status{Delivered: 0, ReceiverID: 1, Window: 3, Serial: 1, Flags: StatusSynced})
+	b := make([]byte, wire.ControlFrameSize)
+	wire.PutStatusFrame(b, wire.Status{Delivered: 0, ReceiverID: 1, Window: 3, Serial: 1, Flags: wire.StatusSynced})
 	s.Handle(b, mem.AddrB, 0, out)
 	sendN(t, s, out, 3)
 	if _, err := s.Send(100, make([]byte, 64), 0, out); err != ErrBackpressure || !isWalBackpressure(err) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // FuzzReceiverHandle feeds arbitrary datagrams (a sequence split on a
@@ -15,10 +15,10 @@ func FuzzReceiverHandle(f *testing.F) {
 	f.Add(frame(1, 64), frame(3, 64), hbFrame(5))
 	f.Add(hbFrame(1<<63), frame(1, 8), nakFrame(1, 1))
 	f.Add(append(frame(1, 64), frame(2, 64)...), []byte{1, 0}, frame(0, 64))
-	f.Add(frame(1, 64), skipFrame(40, 2, wal.SkipRestart), frame(41, 64))
-	f.Add(frame(1, 64), skipFrame(40, 5, wal.SkipRestart), frame(3, 64))
-	f.Add(frame(1, 64), probeFrame(Probe{Highest: 1 << 40, TS: 5, SenderID: 9, SRTT: 1 << 31}), frame(5000, 64))
-	f.Add(frame(7, 64), statusFrame(Status{ReceiverID: 3, Window: 9}), probeFrame(Probe{Highest: 3, TS: 1, SenderID: 2}))
+	f.Add(frame(1, 64), skipFrame(40, 2, wire.SkipRestart), frame(41, 64))
+	f.Add(frame(1, 64), skipFrame(40, 5, wire.SkipRestart), frame(3, 64))
+	f.Add(frame(1, 64), probeFrame(wire.Probe{Highest: 1 << 40, TS: 5, SenderID: 9, SRTT: 1 << 31}), frame(5000, 64))
+	f.Add(frame(7, 64), statusFrame(wire.Status{ReceiverID: 3, Window: 9}), probeFrame(wire.Probe{Highest: 3, TS: 1, SenderID: 2}))
 	cfg := DefaultReceiverConfig()
 	cfg.ReorderSlots = 64
 	f.Fuzz(func(t *testing.T, a, b, c []byte) {
@@ -28,11 +28,11 @@ func FuzzReceiverHandle(f *testing.F) {
 		}
 		out := batch.New(256, 2048)
 		var last uint64
-		deliver := func(h wal.Header, p []byte) {
-			seq := wal.Seq(p)
+		deliver := func(h wire.Header, p []byte) {
+			seq := wire.Seq(p)
 			// In order; a Skip marker may jump (the seqs it stands for
 			// have no record).
-			if last != 0 && seq != last+1 && !(h.Type == wal.TypeSkip && seq > last) {
+			if last != 0 && seq != last+1 && !(h.Type == wire.TypeSkip && seq > last) {
 				t.Fatalf("delivered %d after %d", seq, last)
 			}
 			last = seq
@@ -43,17 +43,17 @@ func FuzzReceiverHandle(f *testing.F) {
 		}
 		for i := 0; i < out.Len(); i++ {
 			m, _ := out.Msg(i)
-			h, p, _, err := wal.DecodeFrame(m)
-			if err == nil && h.Type == TypeStatus {
-				if st, err := ParseStatus(p); err != nil || st.Window > uint32(cfg.ReorderSlots) {
+			h, p, _, err := wire.DecodeFrame(m)
+			if err == nil && h.Type == wire.TypeStatus {
+				if st, err := wire.ParseStatus(p); err != nil || st.Window > uint32(cfg.ReorderSlots) {
 					t.Fatalf("Status %+v (%v)", st, err)
 				}
 				continue
 			}
-			if err != nil || h.Type != wal.TypeNak {
+			if err != nil || h.Type != wire.TypeNak {
 				t.Fatalf("emitted % x", m)
 			}
-			n, _ := wal.ParseNak(p)
+			n, _ := wire.ParseNak(p)
 			if n.Count == 0 || n.Count > uint64(cfg.ReorderSlots) {
 				t.Fatalf("NAK %+v", n)
 			}
@@ -68,8 +68,8 @@ func FuzzSenderHandle(f *testing.F) {
 	f.Add(nakFrame(0, 1<<63))
 	f.Add(append(nakFrame(90, 20), nakFrame(1, 1)...))
 	f.Add([]byte{1, 0, 0x11, 0, 64, 0})
-	f.Add(statusFrame(Status{Delivered: 50, Highest: 99, ReceiverID: 1, Window: 10, Serial: 1, Flags: StatusSynced}))
-	f.Add(append(statusFrame(Status{Delivered: 1 << 63, ReceiverID: 2, Window: 1 << 31, EchoTS: 1 << 62, Serial: 5, Flags: 3}), nakFrame(1, 200)...))
+	f.Add(statusFrame(wire.Status{Delivered: 50, Highest: 99, ReceiverID: 1, Window: 10, Serial: 1, Flags: wire.StatusSynced}))
+	f.Add(append(statusFrame(wire.Status{Delivered: 1 << 63, ReceiverID: 2, Window: 1 << 31, EchoTS: 1 << 62, Serial: 5, Flags: 3}), nakFrame(1, 200)...))
 	cfg := senderCfg()
 	cfg.RingSlots = 64
 	// One batch for every input: a worker runs its inputs one at a time, and
@@ -89,7 +89,7 @@ func FuzzSenderHandle(f *testing.F) {
 		}
 		out.Reset()
 		s.Handle(d, mem.AddrB, 0, out)
-		if out.Len() > cfg.RingSlots*(len(d)/wal.ControlFrameSize+1) {
+		if out.Len() > cfg.RingSlots*(len(d)/wire.ControlFrameSize+1) {
 			t.Fatalf("%d retransmits for a %d-byte datagram", out.Len(), len(d))
 		}
 		var reqs [16]ColdRequest
@@ -99,14 +99,14 @@ func FuzzSenderHandle(f *testing.F) {
 	})
 }
 
-func statusFrame(st Status) []byte {
-	f := make([]byte, wal.ControlFrameSize)
-	PutStatusFrame(f, st)
+func statusFrame(st wire.Status) []byte {
+	f := make([]byte, wire.ControlFrameSize)
+	wire.PutStatusFrame(f, st)
 	return f
 }
 
-func probeFrame(p Probe) []byte {
-	f := make([]byte, wal.ControlFrameSize)
-	PutProbeFrame(f, p)
+func probeFrame(p wire.Probe) []byte {
+	f := make([]byte, wire.ControlFrameSize)
+	wire.PutProbeFrame(f, p)
 	return f
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The group behaviours that keep a loaded multicast group out of a NAK
@@ -57,7 +57,7 @@ func TestGroupBacklogHoldsNaks(t *testing.T) {
 	}
 	r2.SetBacklog(true, now+r2.debounce)
 	r2.Tick(now+r2.debounce, out2)
-	if n := naks(out2); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2}) {
+	if n := naks(out2); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2}) {
 		t.Fatalf("after NakDebounce of backlog: %+v", n)
 	}
 
@@ -87,7 +87,7 @@ func slowRepairs(t *testing.T, r *Receiver, gaps int, lat int64, peer bool) []in
 	var per []int
 	for g := range gaps {
 		if peer {
-			r.Handle(statusFrame(Status{ReceiverID: testPeerID, Serial: uint32(g + 2), Window: 1024, Flags: StatusSynced}), now, out, nop)
+			r.Handle(statusFrame(wire.Status{ReceiverID: testPeerID, Serial: uint32(g + 2), Window: 1024, Flags: wire.StatusSynced}), now, out, nop)
 			out.Reset()
 		}
 		r.Handle(dataFrame(seq+1), now, out, nop) // seq missing
@@ -128,9 +128,9 @@ func TestGroupReNakFollowsRepairLatency(t *testing.T) {
 		}
 		out := batch.New(64, 2048)
 		if group {
-			r.Handle(statusFrame(Status{ReceiverID: testPeerID, Serial: 1, Window: 1024, Flags: StatusSynced}), 10, out, nop)
+			r.Handle(statusFrame(wire.Status{ReceiverID: testPeerID, Serial: 1, Window: 1024, Flags: wire.StatusSynced}), 10, out, nop)
 		}
-		r.Handle(probeFrame(Probe{TS: 1, SenderID: 7, SRTT: 100_000, RTTVar: 25_000}), 10, out, nop)
+		r.Handle(probeFrame(wire.Probe{TS: 1, SenderID: 7, SRTT: 100_000, RTTVar: 25_000}), 10, out, nop)
 		r.Handle(dataFrame(1), 10, out, nop)
 		return r
 	}
@@ -181,7 +181,7 @@ func TestGroupSenderDedup(t *testing.T) {
 			return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 1)}), 2000)
 		}
 		for i := range c.receivers {
-			st := Status{ReceiverID: uint64(20 + i), Delivered: 4, Highest: 10, Window: 1000, ReNak: reNak, Serial: 1, Flags: StatusSynced}
+			st := wire.Status{ReceiverID: uint64(20 + i), Delivered: 4, Highest: 10, Window: 1000, ReNak: reNak, Serial: 1, Flags: wire.StatusSynced}
 			s.Handle(statusFrame(st), from(i), 1, out)
 		}
 		out.Reset()

@@ -10,7 +10,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // groupHarness runs one Sender and N Receivers of one multicast stream
@@ -211,8 +211,8 @@ func (h *groupHarness) step() {
 	h.flush(h.f.S, h.sOut)
 	for i, r := range h.rs {
 		d := &h.del[i]
-		deliver := func(_ wal.Header, p []byte) {
-			seq := wal.Seq(p)
+		deliver := func(_ wire.Header, p []byte) {
+			seq := wire.Seq(p)
 			if d.err == nil && d.n > 0 && seq != d.last+1 {
 				d.err = fmt.Errorf("receiver %d: seq %d after %d", i, seq, d.last)
 			}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // goldenGroupNakHex is a NAK (from 2, count 3) of receiver
@@ -35,27 +35,27 @@ func groupReceiver(t testing.TB, id uint64) *Receiver {
 }
 
 func dataFrame(seq uint64) []byte {
-	f := make([]byte, wal.HeaderSize+64)
-	le.PutUint64(f[wal.HeaderSize:], seq)
-	_ = wal.Seal(f, 100)
+	f := make([]byte, wire.HeaderSize+64)
+	le.PutUint64(f[wire.HeaderSize:], seq)
+	_ = wire.Seal(f, 100)
 	return f
 }
 
 func groupNakFrame(from, count, id uint64) []byte {
-	f := make([]byte, wal.ControlFrameSize)
-	wal.PutNakFrame(f, wal.Nak{From: from, Count: count})
-	le.PutUint64(f[wal.HeaderSize+16:], id)
-	_ = wal.Seal(f, wal.TypeNak)
+	f := make([]byte, wire.ControlFrameSize)
+	wire.PutNakFrame(f, wire.Nak{From: from, Count: count})
+	le.PutUint64(f[wire.HeaderSize+16:], id)
+	_ = wire.Seal(f, wire.TypeNak)
 	return f
 }
 
 // naks returns the NAK records in out, and resets it.
-func naks(out *batch.Vec) []wal.Nak {
-	var ns []wal.Nak
+func naks(out *batch.Vec) []wire.Nak {
+	var ns []wire.Nak
 	for i := range out.Len() {
 		m, _ := out.Msg(i)
-		if h, p, _, err := wal.DecodeFrame(m); err == nil && h.Type == wal.TypeNak {
-			n, _ := wal.ParseNak(p)
+		if h, p, _, err := wire.DecodeFrame(m); err == nil && h.Type == wire.TypeNak {
+			n, _ := wire.ParseNak(p)
 			ns = append(ns, n)
 		}
 	}
@@ -63,15 +63,15 @@ func naks(out *batch.Vec) []wal.Nak {
 	return ns
 }
 
-func nop(wal.Header, []byte) {}
+func nop(wire.Header, []byte) {}
 
 func TestGroupNakGolden(t *testing.T) {
 	r := groupReceiver(t, 0x0123456789abcdef)
-	buf := make([]byte, wal.ControlFrameSize)
+	buf := make([]byte, wire.ControlFrameSize)
 	// Before the sender speaks probes: the reference's bytes.
 	r.putNak(buf, 2, 4)
-	plain := make([]byte, wal.ControlFrameSize)
-	wal.PutNakFrame(plain, wal.Nak{From: 2, Count: 3})
+	plain := make([]byte, wire.ControlFrameSize)
+	wire.PutNakFrame(plain, wire.Nak{From: 2, Count: 3})
 	if !bytes.Equal(buf, plain) {
 		t.Fatalf("un-negotiated group NAK %x differs from the reference's %x", buf, plain)
 	}
@@ -81,8 +81,8 @@ func TestGroupNakGolden(t *testing.T) {
 		t.Fatalf("group NAK\n got  %x\n want %x", buf, want)
 	}
 	// A reference sender reads from and count only.
-	_, p, _, err := wal.DecodeFrame(buf)
-	if n, _ := wal.ParseNak(p); err != nil || n.From != 2 || n.Count != 3 {
+	_, p, _, err := wire.DecodeFrame(buf)
+	if n, _ := wire.ParseNak(p); err != nil || n.From != 2 || n.Count != 3 {
 		t.Fatalf("reference view %+v %v", n, err)
 	}
 	// A unicast receiver never adds the id.
@@ -164,8 +164,8 @@ func inGroup(t *testing.T, id uint64) (*Receiver, *batch.Vec) {
 	t.Helper()
 	r := groupReceiver(t, id)
 	out := batch.New(64, 2048)
-	r.Handle(statusFrame(Status{ReceiverID: testPeerID, Serial: 1, Window: 1024, Flags: StatusSynced}), 10, out, nop)
-	r.Handle(probeFrame(Probe{TS: 1, SenderID: 7, SRTT: 100_000, RTTVar: 25_000}), 10, out, nop)
+	r.Handle(statusFrame(wire.Status{ReceiverID: testPeerID, Serial: 1, Window: 1024, Flags: wire.StatusSynced}), 10, out, nop)
+	r.Handle(probeFrame(wire.Probe{TS: 1, SenderID: 7, SRTT: 100_000, RTTVar: 25_000}), 10, out, nop)
 	r.Handle(dataFrame(1), 20, out, nop)
 	out.Reset()
 	if g := r.GroupSize(20); g != 2 {
@@ -193,7 +193,7 @@ func TestGroupBackoffThenNak(t *testing.T) {
 		}
 	}
 	r.Tick(due, out)
-	if n := naks(out); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2}) {
+	if n := naks(out); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2}) {
 		t.Fatalf("after the back-off: %+v", n)
 	}
 }
@@ -231,7 +231,7 @@ func TestGroupHeardNakSuppresses(t *testing.T) {
 	r2.Handle(dataFrame(4), now, out2, nop)
 	r2.Handle(groupNakFrame(2, 2, testPeerID), now+1, out2, nop)
 	r2.Tick(now+1+wait+r2.backoffLimit(), out2)
-	if n := naks(out2); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2}) {
+	if n := naks(out2); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2}) {
 		t.Fatalf("no own NAK once the heard one went unanswered: %+v", n)
 	}
 }
@@ -249,7 +249,7 @@ func TestGroupOwnNakLoopedBack(t *testing.T) {
 func TestGroupHostileNaks(t *testing.T) {
 	r, out := inGroup(t, 1)
 	r.Handle(dataFrame(4), 1000, out, nop)
-	for _, n := range []wal.Nak{{From: 0, Count: 0}, {From: 2, Count: math.MaxUint64}, {From: math.MaxUint64, Count: math.MaxUint64},
+	for _, n := range []wire.Nak{{From: 0, Count: 0}, {From: 2, Count: math.MaxUint64}, {From: math.MaxUint64, Count: math.MaxUint64},
 		{From: 1, Count: 1 << 40}, {From: 1 << 62, Count: 5}, {From: 3, Count: 0}} {
 		r.Handle(groupNakFrame(n.From, n.Count, testPeerID), 1001, out, nop)
 	}
@@ -260,9 +260,9 @@ func TestGroupHostileNaks(t *testing.T) {
 		t.Fatalf("suppressed %d seqs, want the 2 missing ones", st.Suppressed)
 	}
 	// A short NAK payload is counted, not trusted.
-	f := groupNakFrame(2, 2, testPeerID)[:wal.HeaderSize+8]
+	f := groupNakFrame(2, 2, testPeerID)[:wire.HeaderSize+8]
 	le.PutUint16(f[4:], 8)
-	_ = wal.Seal(f, wal.TypeNak)
+	_ = wire.Seal(f, wire.TypeNak)
 	r.Handle(f, 1002, out, nop)
 	if r.Stats().Bad.ShortPayload == 0 {
 		t.Fatal("short NAK payload not counted")
@@ -272,7 +272,7 @@ func TestGroupHostileNaks(t *testing.T) {
 func TestGroupZeroAllocs(t *testing.T) {
 	r, out := inGroup(t, 1)
 	r.Handle(dataFrame(4), 1000, out, nop)
-	nak, st := groupNakFrame(2, 2, testPeerID), statusFrame(Status{ReceiverID: testPeerID + 1, Serial: 1, Window: 1024, Flags: StatusSynced})
+	nak, st := groupNakFrame(2, 2, testPeerID), statusFrame(wire.Status{ReceiverID: testPeerID + 1, Serial: 1, Window: 1024, Flags: wire.StatusSynced})
 	now := int64(2000)
 	if a := testing.AllocsPerRun(200, func() {
 		now++

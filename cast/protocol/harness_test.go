@@ -9,6 +9,7 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // fakeLog is an in-memory stand-in for wal.Writer: it assigns seqs,
@@ -26,10 +27,10 @@ func newFakeLog(next uint64) *fakeLog {
 }
 
 func (l *fakeLog) Append(typ uint16, payload []byte) ([]byte, error) {
-	f := l.buf[:wal.HeaderSize+len(payload)]
-	copy(f[wal.HeaderSize:], payload)
-	le.PutUint64(f[wal.HeaderSize:], l.next)
-	if err := wal.Seal(f, typ); err != nil {
+	f := l.buf[:wire.HeaderSize+len(payload)]
+	copy(f[wire.HeaderSize:], payload)
+	le.PutUint64(f[wire.HeaderSize:], l.next)
+	if err := wire.Seal(f, typ); err != nil {
 		return nil, err
 	}
 	l.frames = append(l.frames, append([]byte(nil), f...))
@@ -90,7 +91,7 @@ type harness struct {
 	lastSeq          uint64
 	firstSeq         uint64
 	orderError       error
-	deliver          func(h wal.Header, p []byte)
+	deliver          func(h wire.Header, p []byte)
 }
 
 type harnessOpt struct {
@@ -136,8 +137,8 @@ func newHarness(t testing.TB, o harnessOpt) *harness {
 		o.record = 64
 	}
 	h.payload = make([]byte, o.record)
-	h.deliver = func(hd wal.Header, p []byte) {
-		seq := wal.Seq(p)
+	h.deliver = func(hd wire.Header, p []byte) {
+		seq := wire.Seq(p)
 		if h.orderError == nil {
 			if h.delivered > 0 && seq != h.lastSeq+1 {
 				h.orderError = fmt.Errorf("delivered seq %d after %d", seq, h.lastSeq)
@@ -358,11 +359,11 @@ func (h *harness) impairNaks(imp mem.Impairment) { h.p.Net.Impair(mem.AddrB, mem
 
 // dataSeq returns the seq of a single-frame data datagram, 0 otherwise.
 func dataSeq(b []byte) uint64 {
-	hd, p, _, err := wal.DecodeFrame(b)
-	if err != nil || wal.IsControl(hd.Type) {
+	hd, p, _, err := wire.DecodeFrame(b)
+	if err != nil || wire.UDPControl(hd.Type) {
 		return 0
 	}
-	return wal.Seq(p)
+	return wire.Seq(p)
 }
 
 // dropSeqs returns a Script that drops the first k transmissions of each

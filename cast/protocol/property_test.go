@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // replay plays the part of TCP catch-up: it delivers every record after
@@ -20,7 +20,7 @@ func (h *harness) replay() {
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		hd, p, _, err := wal.DecodeFrame(buf[:n])
+		hd, p, _, err := wire.DecodeFrame(buf[:n])
 		if err != nil {
 			h.t.Fatal(err)
 		}

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Receiver is the receiving half of a stream: a sans-I/O state machine
@@ -152,7 +152,7 @@ func (r *Receiver) Stats() ReceiverStats { return r.stats }
 // is dropped too. While a sticky outcome is set every frame is dropped.
 // Status frames (flow control, acknowledgement) are appended to out when
 // due. now is monotonic ns. Handle never panics and allocates nothing.
-func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wal.Header, payload []byte)) {
+func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(h wire.Header, payload []byte)) {
 	r.lastNow = now
 	first := true
 	r.overrun.counted = false
@@ -161,7 +161,7 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 			r.stats.Dropped++
 			break
 		}
-		h, p, n, err := wal.DecodeFrame(dgram)
+		h, p, n, err := wire.DecodeFrame(dgram)
 		if err != nil {
 			r.stats.Bad.count(err, first)
 			break
@@ -170,15 +170,15 @@ func (r *Receiver) Handle(dgram []byte, now int64, out *batch.Vec, deliver func(
 		frame := dgram[:n]
 		dgram = dgram[n:]
 		switch {
-		case h.Type == wal.TypeHeartbeat:
+		case h.Type == wire.TypeHeartbeat:
 			r.heartbeat(p, now, out)
-		case h.Type == wal.TypeNak:
+		case h.Type == wire.TypeNak:
 			r.heardNak(p, now) // another receiver's, on the group's control group
-		case h.Type == TypeStatus:
+		case h.Type == wire.TypeStatus:
 			r.heardStatus(p, now)
-		case h.Type == TypeSessionEnd:
+		case h.Type == wire.TypeSessionEnd:
 			r.sessionEnd(p, now, out)
-		case IsControl(h.Type):
+		case wire.UDPControl(h.Type):
 			r.stats.Ignored++ // reserved types
 		default:
 			r.data(h, p, frame, now, out, deliver)
@@ -201,7 +201,7 @@ func (r *Receiver) heard(now int64) {
 }
 
 func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
-	hb, err := ParseProbe(p)
+	hb, err := wire.ParseProbe(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return
@@ -311,7 +311,7 @@ func (r *Receiver) reconnect(seq uint64, now int64) {
 	r.setOutcome(Outcome{Kind: Reconnect, LastDelivered: r.expected - 1, Seq: seq}, now)
 }
 
-func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
+func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Vec, deliver func(wire.Header, []byte)) {
 	if len(p) < 8 {
 		r.stats.Bad.ShortPayload++
 		return
@@ -332,7 +332,7 @@ func (r *Receiver) data(h wal.Header, p, frame []byte, now int64, out *batch.Vec
 			r.late, r.lateOwed = seq, true
 		}
 	}
-	if h.Type == wal.TypeSkip {
+	if h.Type == wire.TypeSkip {
 		r.skipMarker(h, p, frame, seq, now, out, deliver)
 		return
 	}
@@ -405,7 +405,7 @@ func (r *Receiver) clear(i uint64) {
 }
 
 // drain delivers buffered records that are now in order.
-func (r *Receiver) drain(now int64, deliver func(wal.Header, []byte)) {
+func (r *Receiver) drain(now int64, deliver func(wire.Header, []byte)) {
 	for {
 		if r.hole.from != 0 && r.expected == r.hole.from {
 			// Everything before a pending Skip is in: jump over its hole

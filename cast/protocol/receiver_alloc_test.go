@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestReceiverZeroAllocs covers the Receiver's paths beyond the in-order
@@ -20,7 +20,7 @@ func TestReceiverZeroAllocs(t *testing.T) {
 	}
 	out := batch.New(256, 2048)
 	var sink int
-	deliver := func(_ wal.Header, p []byte) { sink += len(p) }
+	deliver := func(_ wire.Header, p []byte) { sink += len(p) }
 
 	cfg := DefaultReceiverConfig()
 	r, _ := NewReceiver(cfg)

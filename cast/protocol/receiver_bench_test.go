@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // BenchmarkReceiverLoss is the loss detector's path: a stream losing one
@@ -13,7 +13,7 @@ import (
 func BenchmarkReceiverLoss(b *testing.B) {
 	fs := frames(1 << 16)
 	var sink int
-	deliver := func(_ wal.Header, p []byte) { sink += len(p) }
+	deliver := func(_ wire.Header, p []byte) { sink += len(p) }
 	cfg := DefaultReceiverConfig()
 	r, _ := NewReceiver(cfg)
 	out := batch.New(256, 2048)

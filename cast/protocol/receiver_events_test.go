@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // getterDiff derives events the way a loop did before NextEvent: it
@@ -22,12 +22,12 @@ type getterDiff struct {
 	ended      bool
 }
 
-func (g *getterDiff) deliver(h wal.Header, out *[]string) {
+func (g *getterDiff) deliver(h wire.Header, out *[]string) {
 	if s := g.r.LateStart(); s != g.lastLate {
 		g.lastLate = s
 		*out = append(*out, fmt.Sprintf("late_start %d", s))
 	}
-	if h.Type == wal.TypeSkip {
+	if h.Type == wire.TypeSkip {
 		*out = append(*out, fmt.Sprintf("skip %+v", g.r.LastSkip()))
 	}
 }
@@ -91,7 +91,7 @@ func TestReceiverEventsMatchGetters(t *testing.T) {
 			g := &getterDiff{r: r}
 			out := batch.New(256, 2048)
 			var want, got []string
-			deliver := func(h wal.Header, _ []byte) {
+			deliver := func(h wire.Header, _ []byte) {
 				g.deliver(h, &want)
 				for e, ok := r.NextEvent(); ok; e, ok = r.NextEvent() {
 					got = append(got, eventString(e))
@@ -133,11 +133,11 @@ func TestReceiverEventsMatchGetters(t *testing.T) {
 				case x < 72:
 					d = hbFrame(next - 1)
 				case x < 73:
-					d = skipFrame(next+uint64(rng.IntN(5)), next-uint64(rng.IntN(3)), wal.SkipRepair)
-					next = le.Uint64(d[wal.HeaderSize:]) + 1
+					d = skipFrame(next+uint64(rng.IntN(5)), next-uint64(rng.IntN(3)), wire.SkipRepair)
+					next = le.Uint64(d[wire.HeaderSize:]) + 1
 				case x < 74:
-					d = make([]byte, wal.ControlFrameSize)
-					PutSessionEndFrame(d, SessionEnd{Final: next - 1})
+					d = make([]byte, wire.ControlFrameSize)
+					wire.PutSessionEndFrame(d, wire.SessionEnd{Final: next - 1})
 				case x < 75:
 					d = hbFrame(1) // a restart announced (twice makes it one)
 				case x < 77:
@@ -180,14 +180,14 @@ func TestReceiverEventOrder(t *testing.T) {
 	r, _ := NewReceiver(cfg)
 	out := batch.New(64, 2048)
 	var seen []string
-	deliver := func(_ wal.Header, p []byte) {
+	deliver := func(_ wire.Header, p []byte) {
 		for e, ok := r.NextEvent(); ok; e, ok = r.NextEvent() {
 			seen = append(seen, eventString(e))
 		}
-		seen = append(seen, fmt.Sprint(wal.Seq(p)))
+		seen = append(seen, fmt.Sprint(wire.Seq(p)))
 	}
 	r.Handle(frame(10, 16), 1, out, deliver)
-	r.Handle(skipFrame(13, 11, wal.SkipRepair), 2, out, deliver)
+	r.Handle(skipFrame(13, 11, wire.SkipRepair), 2, out, deliver)
 	want := []string{"late_start 10", "10", "skip {Skip:{Seq:13 From:11 Reason:2} LostFrom:0 LostTo:0}", "13"}
 	if !slices.Equal(seen, want) {
 		t.Fatalf("saw %q, want %q", seen, want)
@@ -198,7 +198,7 @@ func TestReceiverEventOrder(t *testing.T) {
 	r.Resync()
 	seen = nil
 	r.Handle(frame(1, 16), 3, out, deliver)
-	r.Handle(skipFrame(5, 3, wal.SkipRepair), 4, out, deliver)
+	r.Handle(skipFrame(5, 3, wire.SkipRepair), 4, out, deliver)
 	r.Handle(frame(2, 16), 5, out, deliver)
 	want = []string{"1", "2", "skip {Skip:{Seq:5 From:3 Reason:2} LostFrom:0 LostTo:0}", "5"}
 	if !slices.Equal(seen, want) {

@@ -1,6 +1,8 @@
 package protocol
 
-import "github.com/walcast/walcast/wal"
+import (
+	"github.com/walcast/walcast/wire"
+)
 
 // The peer/group set: receivers of one multicast stream (a walcast
 // extension) send their NAKs and Status to the control group, so each
@@ -82,7 +84,7 @@ func (r *Receiver) GroupSize(now int64) int { return r.grp.peers.group(now) }
 // the repair has had time to come (one re-NAK delay). A NAK carrying
 // this receiver's own id is its own, looped back by the host.
 func (r *Receiver) heardNak(p []byte, now int64) {
-	nak, err := wal.ParseNak(p)
+	nak, err := wire.ParseNak(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return
@@ -124,7 +126,7 @@ func (r *Receiver) heardNak(p []byte, now int64) {
 // heardStatus notes the receiver of another receiver's Status (a group
 // member).
 func (r *Receiver) heardStatus(p []byte, now int64) {
-	st, err := ParseStatus(p)
+	st, err := wire.ParseStatus(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return
@@ -142,10 +144,10 @@ func (r *Receiver) heardStatus(p []byte, now int64) {
 // recognises its own NAK when the host loops it back; otherwise it is
 // the reference's bytes exactly.
 func (r *Receiver) putNak(buf []byte, from, to uint64) int {
-	n := wal.PutNakFrame(buf, wal.Nak{From: from, Count: to - from + 1})
+	n := wire.PutNakFrame(buf, wire.Nak{From: from, Count: to - from + 1})
 	if r.peer.probes && r.grp.on {
-		le.PutUint64(buf[wal.HeaderSize+16:], r.id)
-		_ = wal.Seal(buf[:n], wal.TypeNak)
+		le.PutUint64(buf[wire.HeaderSize+16:], r.id)
+		_ = wire.Seal(buf[:n], wire.TypeNak)
 	}
 	return n
 }

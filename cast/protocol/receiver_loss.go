@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // lossDetector holds the NAK state of the seqs missing from the window
@@ -145,7 +145,7 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 // returns false when out is full.
 func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, out *batch.Vec) bool {
 	buf := out.Next()
-	if len(buf) < wal.ControlFrameSize {
+	if len(buf) < wire.ControlFrameSize {
 		r.stats.NakDropped++
 		if r.loss.nextDue > now {
 			r.loss.nextDue = now

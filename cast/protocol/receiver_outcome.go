@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // OutcomeKind is the state of a Receiver. Every kind but Live is sticky:
@@ -174,7 +174,7 @@ type ReceiverStats struct {
 // it. With wal.SkipRepair the log lost its copy; the delivered one is
 // authentic.
 type SkipNotice struct {
-	Skip             wal.Skip
+	Skip             wire.Skip
 	LostFrom, LostTo uint64
 }
 

@@ -1,6 +1,8 @@
 package protocol
 
-import "github.com/walcast/walcast/wal"
+import (
+	"github.com/walcast/walcast/wire"
+)
 
 // reorderRing holds the records that arrived ahead of the next expected
 // seq until the ones before them are in. Slot i may hold seq s only when
@@ -47,11 +49,11 @@ func (q *reorderRing) put(seq uint64, frame []byte) {
 
 // frame returns the header and payload of the record stored in slot i;
 // they alias the ring until the slot is reused.
-func (q *reorderRing) frame(i uint64) (wal.Header, []byte) {
+func (q *reorderRing) frame(i uint64) (wire.Header, []byte) {
 	off := int(i) * q.size
 	f := q.buf[off : off+int(q.slots[i].n)]
-	h, _ := wal.ParseHeader(f)
-	return h, f[wal.HeaderSize:]
+	h, _ := wire.ParseHeader(f)
+	return h, f[wire.HeaderSize:]
 }
 
 // drop empties slot i.

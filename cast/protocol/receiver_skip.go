@@ -2,7 +2,7 @@ package protocol
 
 import (
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // skipHole is a Skip marker buffered while records before its hole are
@@ -21,8 +21,8 @@ type skipHole struct {
 // otherwise the marker is buffered and the jump waits until the records
 // before the hole are in (they are NAKed, the hole is not). The marker is
 // delivered in its place in seq order.
-func (r *Receiver) skipMarker(h wal.Header, p, frame []byte, seq uint64, now int64, out *batch.Vec, deliver func(wal.Header, []byte)) {
-	sk, err := wal.ParseSkip(p)
+func (r *Receiver) skipMarker(h wire.Header, p, frame []byte, seq uint64, now int64, out *batch.Vec, deliver func(wire.Header, []byte)) {
+	sk, err := wire.ParseSkip(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return

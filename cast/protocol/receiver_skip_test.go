@@ -3,7 +3,7 @@ package protocol
 import (
 	"testing"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestSkipWithEmptyHole: a Skip marker whose From equals its Seq stands
@@ -12,7 +12,7 @@ import (
 // terminates), and the marker is applied in its place.
 func TestSkipWithEmptyHole(t *testing.T) {
 	d := newRecvDirect(t, DefaultReceiverConfig())
-	d.feed(0, skipFrame(5, 5, wal.SkipRepair))
+	d.feed(0, skipFrame(5, 5, wire.SkipRepair))
 	if ns := d.naks(); len(ns) != 1 || ns[0].From != 1 || ns[0].Count != 4 {
 		t.Fatalf("NAKs %+v, want one for 1..4", ns)
 	}

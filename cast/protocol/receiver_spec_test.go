@@ -7,7 +7,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // recvDirect drives a Receiver with hand-made datagrams.
@@ -16,7 +16,7 @@ type recvDirect struct {
 	r        *Receiver
 	out      *batch.Vec
 	seqs     []uint64
-	statuses []Status
+	statuses []wire.Status
 }
 
 func newRecvDirect(t *testing.T, cfg ReceiverConfig) *recvDirect {
@@ -28,28 +28,28 @@ func newRecvDirect(t *testing.T, cfg ReceiverConfig) *recvDirect {
 }
 
 func (d *recvDirect) feed(now int64, b []byte) {
-	d.r.Handle(b, now, d.out, func(_ wal.Header, p []byte) { d.seqs = append(d.seqs, wal.Seq(p)) })
+	d.r.Handle(b, now, d.out, func(_ wire.Header, p []byte) { d.seqs = append(d.seqs, wire.Seq(p)) })
 }
 
 // naks returns the NAKs the receiver emitted since the last call (its
 // Status frames go to d.statuses) and resets out.
-func (d *recvDirect) naks() []wal.Nak {
-	var ns []wal.Nak
+func (d *recvDirect) naks() []wire.Nak {
+	var ns []wire.Nak
 	for i := 0; i < d.out.Len(); i++ {
 		b, _ := d.out.Msg(i)
-		h, p, _, err := wal.DecodeFrame(b)
-		if err == nil && h.Type == TypeStatus {
-			st, err := ParseStatus(p)
+		h, p, _, err := wire.DecodeFrame(b)
+		if err == nil && h.Type == wire.TypeStatus {
+			st, err := wire.ParseStatus(p)
 			if err != nil {
 				d.t.Fatalf("bad Status % x", b)
 			}
 			d.statuses = append(d.statuses, st)
 			continue
 		}
-		if err != nil || h.Type != wal.TypeNak {
+		if err != nil || h.Type != wire.TypeNak {
 			d.t.Fatalf("receiver emitted a non-NAK: % x", b)
 		}
-		n, _ := wal.ParseNak(p)
+		n, _ := wire.ParseNak(p)
 		ns = append(ns, n)
 	}
 	d.out.Reset()
@@ -66,7 +66,7 @@ func TestReceiverSpecCases(t *testing.T) {
 		if o := d.r.Outcome(); o.Kind != Live {
 			t.Fatalf("one datagram beyond the window: outcome %+v", o)
 		}
-		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2048}) {
+		if n := d.naks(); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2048}) {
 			t.Fatalf("NAKs %+v, want the window {2 2048}", n)
 		}
 		// A sender that keeps outrunning the window: 64 datagrams (2050
@@ -115,7 +115,7 @@ func TestReceiverSpecCases(t *testing.T) {
 				t.Fatalf("datagram to %v, want %v", to, mem.AddrA)
 			}
 		}
-		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 4}) {
+		if n := d.naks(); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 4}) {
 			t.Fatalf("NAKs %+v, want one {2 4}", n)
 		}
 	})
@@ -124,7 +124,7 @@ func TestReceiverSpecCases(t *testing.T) {
 			d := newRecvDirect(t, DefaultReceiverConfig())
 			d.feed(0, frame(1, 64))
 			d.feed(0, hbFrame(hi)) // the reference's rule: NAK what the window holds
-			if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2048}) {
+			if n := d.naks(); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2048}) {
 				t.Fatalf("highest %d: NAKs %+v, want the window", hi, n)
 			}
 			if o := d.r.Outcome(); o.Kind != Live {
@@ -151,7 +151,7 @@ func TestReceiverSpecCases(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
 		d.feed(0, frame(1, 64))
 		d.feed(0, hbFrame(1+2048))
-		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 2, Count: 2048}) {
+		if n := d.naks(); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2048}) {
 			t.Fatalf("NAKs %+v", n)
 		}
 	})
@@ -233,15 +233,15 @@ func TestReceiverSpecCases(t *testing.T) {
 		d.feed(0, frame(10, 64)) // NAK {2, 8}
 		d.feed(int64(ms), frame(5, 64))
 		d.feed(int64(ms), frame(12, 64)) // NAK {11, 1}: a new run, at once
-		if n := d.naks(); len(n) != 2 || n[0] != (wal.Nak{From: 2, Count: 8}) || n[1] != (wal.Nak{From: 11, Count: 1}) {
+		if n := d.naks(); len(n) != 2 || n[0] != (wire.Nak{From: 2, Count: 8}) || n[1] != (wire.Nak{From: 11, Count: 1}) {
 			t.Fatalf("NAKs %+v", n)
 		}
 		d.r.Tick(int64(50*ms), d.out) // {2,3} and {6,4} are due, {11} is not
-		if n := d.naks(); len(n) != 2 || n[0] != (wal.Nak{From: 2, Count: 3}) || n[1] != (wal.Nak{From: 6, Count: 4}) {
+		if n := d.naks(); len(n) != 2 || n[0] != (wire.Nak{From: 2, Count: 3}) || n[1] != (wire.Nak{From: 6, Count: 4}) {
 			t.Fatalf("NAKs at 50 ms %+v", n)
 		}
 		d.r.Tick(int64(51*ms), d.out)
-		if n := d.naks(); len(n) != 1 || n[0] != (wal.Nak{From: 11, Count: 1}) {
+		if n := d.naks(); len(n) != 1 || n[0] != (wire.Nak{From: 11, Count: 1}) {
 			t.Fatalf("NAKs at 51 ms %+v", n)
 		}
 	})
@@ -284,7 +284,7 @@ func TestBadDatagrams(t *testing.T) {
 		{"CRC", mut(func(b []byte) []byte { b[30] ^= 1; return b }), func(c BadCounts) uint64 { return c.CRC }},
 		{"seq 0", frame(0, 64), func(c BadCounts) uint64 { return c.SeqZero }},
 		{"payload shorter than a seq", frame(0, 4), func(c BadCounts) uint64 { return c.ShortPayload }},
-		{"short heartbeat", func() []byte { f := make([]byte, 16+8); _ = wal.Seal(f, wal.TypeHeartbeat); return f }(),
+		{"short heartbeat", func() []byte { f := make([]byte, 16+8); _ = wire.Seal(f, wire.TypeHeartbeat); return f }(),
 			func(c BadCounts) uint64 { return c.ShortPayload }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wire"
 )
 
 // statusReporter is the Receiver's side of flow control: what its last
@@ -133,17 +134,17 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 	if r.expected != 0 && st.delivered+st.window > st.maxEdge {
 		st.maxEdge = st.delivered + st.window
 	}
-	s := Status{
+	s := wire.Status{
 		Delivered:  st.delivered,
 		Highest:    st.highest,
 		ReceiverID: r.id,
 		Window:     uint32(min(st.window, math.MaxUint32)),
 		Serial:     st.serial,
-		State:      st.state,
+		State:      uint8(st.state),
 		Flags:      flags,
 	}
 	if r.expected != 0 {
-		s.Flags |= StatusSynced
+		s.Flags |= wire.StatusSynced
 	}
 	if r.peer.probes {
 		s.ReNak = sat32(r.shortestRenak())
@@ -152,7 +153,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 		s.EchoTS, s.EchoHold = st.echoTS, sat32(now-st.echoAt)
 		st.echoTS = 0
 	}
-	out.Commit(PutStatusFrame(buf, s), r.cfg.Sender)
+	out.Commit(wire.PutStatusFrame(buf, s), r.cfg.Sender)
 	r.stats.StatusSent++
 	return true
 }
@@ -162,7 +163,7 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 // closing the path; it sends even while a sticky outcome is set.
 func (r *Receiver) Leave(now int64, out *batch.Vec) {
 	if !r.cfg.NoStatus && r.peer.heard {
-		r.sendStatus(now, out, StatusClosing)
+		r.sendStatus(now, out, wire.StatusClosing)
 	}
 }
 

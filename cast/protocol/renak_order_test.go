@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // lostRepairReceiver is a negotiated unicast receiver whose RTT estimate
@@ -23,7 +23,7 @@ func lostRepairReceiver(t *testing.T, slots int) (*Receiver, *batch.Vec, int64) 
 	out := batch.New(64, 2048)
 	now := int64(time.Second)
 	srtt, rttvar := 5*time.Millisecond, time.Millisecond
-	r.Handle(probeFrame(Probe{Highest: 1, TS: 1, SenderID: 7, SRTT: uint32(srtt), RTTVar: uint32(rttvar)}), now, out, nop)
+	r.Handle(probeFrame(wire.Probe{Highest: 1, TS: 1, SenderID: 7, SRTT: uint32(srtt), RTTVar: uint32(rttvar)}), now, out, nop)
 	r.Handle(dataFrame(1), now, out, nop)
 	now += int64(DefaultStatusInterval)
 	r.Tick(now, out)
@@ -37,7 +37,7 @@ func lostRepairReceiver(t *testing.T, slots int) (*Receiver, *batch.Vec, int64) 
 	return r, out, now
 }
 
-func hasNak(ns []wal.Nak, from uint64) bool {
+func hasNak(ns []wire.Nak, from uint64) bool {
 	for _, n := range ns {
 		if n.From <= from && from < n.From+n.Count {
 			return true
@@ -217,7 +217,7 @@ func TestReleasedReceiverKeepsTimers(t *testing.T) {
 	r.Handle(dataFrame(3), now, out, nop) // 2 is lost
 	naks(out)
 	t0 := now
-	r.Handle(probeFrame(Probe{Highest: 100_000, TS: 2, SenderID: 7, SRTT: 5_000_000, RTTVar: 1_000_000}), now, out, nop)
+	r.Handle(probeFrame(wire.Probe{Highest: 100_000, TS: 2, SenderID: 7, SRTT: 5_000_000, RTTVar: 1_000_000}), now, out, nop)
 	naks(out)
 	for s := uint64(4); s <= 1+slots; s++ {
 		now += 1000

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 const ms = time.Millisecond
@@ -352,22 +352,22 @@ func TestScenarios(t *testing.T) {
 
 // frame builds one data frame of type 100 with the given seq.
 func frame(seq uint64, n int) []byte {
-	f := make([]byte, wal.HeaderSize+n)
+	f := make([]byte, wire.HeaderSize+n)
 	if n >= 8 {
-		le.PutUint64(f[wal.HeaderSize:], seq)
+		le.PutUint64(f[wire.HeaderSize:], seq)
 	}
-	_ = wal.Seal(f, 100)
+	_ = wire.Seal(f, 100)
 	return f
 }
 
 func hbFrame(highest uint64) []byte {
-	f := make([]byte, wal.ControlFrameSize)
-	wal.PutHeartbeatFrame(f, wal.Heartbeat{Highest: highest})
+	f := make([]byte, wire.ControlFrameSize)
+	wire.PutHeartbeatFrame(f, wire.Heartbeat{Highest: highest})
 	return f
 }
 
 func nakFrame(from, count uint64) []byte {
-	f := make([]byte, wal.ControlFrameSize)
-	wal.PutNakFrame(f, wal.Nak{From: from, Count: count})
+	f := make([]byte, wire.ControlFrameSize)
+	wire.PutNakFrame(f, wire.Nak{From: from, Count: count})
 	return f
 }

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Errors returned by Sender.Send. They are preallocated so that a refused
@@ -143,7 +143,7 @@ func (s *Sender) Stats() SenderStats { return s.stats }
 // wal.ErrBackpressure) returned unwrapped. now is monotonic ns. Send
 // allocates nothing.
 func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (uint64, error) {
-	if wal.IsProtocolType(typ) {
+	if wire.Reserved(typ) {
 		return 0, ErrControlType
 	}
 	if s.ended {
@@ -152,7 +152,7 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 	if len(payload) < 8 {
 		return 0, ErrPayloadShort
 	}
-	n := wal.HeaderSize + len(payload)
+	n := wire.HeaderSize + len(payload)
 	if n > s.cfg.MaxFrame || n > out.SlotSize() {
 		return 0, ErrFrameTooLarge
 	}
@@ -173,15 +173,15 @@ func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (ui
 		if err != nil {
 			return 0, err
 		}
-		seq = wal.Seq(f[wal.HeaderSize:])
+		seq = wire.Seq(f[wire.HeaderSize:])
 		frame = s.ring.frameBuf(seq, len(f))
 		copy(frame, f)
 	} else {
 		seq = s.next
 		frame = s.ring.frameBuf(seq, n)
-		copy(frame[wal.HeaderSize:], payload)
-		le.PutUint64(frame[wal.HeaderSize:], seq)
-		_ = wal.Seal(frame, typ)
+		copy(frame[wire.HeaderSize:], payload)
+		le.PutUint64(frame[wire.HeaderSize:], seq)
+		_ = wire.Seal(frame, typ)
 	}
 	s.sent(seq, frame, now, out)
 	return seq, nil
@@ -199,14 +199,14 @@ func (s *Sender) SendFrame(frame []byte, now int64, out *batch.Vec) error {
 	if s.ended {
 		return ErrEnded
 	}
-	h, p, n, err := wal.DecodeFrame(frame)
+	h, p, n, err := wire.DecodeFrame(frame)
 	if err != nil {
 		return err
 	}
-	if wal.IsProtocolType(h.Type) {
+	if wire.Reserved(h.Type) {
 		return ErrControlType
 	}
-	seq := wal.Seq(p)
+	seq := wire.Seq(p)
 	if len(p) < 8 {
 		return ErrPayloadShort
 	}
@@ -290,16 +290,16 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 // False: out is full (try again on the next Tick).
 func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 	buf := out.Next()
-	if len(buf) < wal.ControlFrameSize {
+	if len(buf) < wire.ControlFrameSize {
 		return false
 	}
 	var n int
 	if s.fc.active > 0 {
-		n = PutProbeFrame(buf, Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
+		n = wire.PutProbeFrame(buf, wire.Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
 			SRTT: sat32(s.probe.rtt.SRTT()), RTTVar: sat32(s.probe.rtt.RTTVar())})
 		s.probe.sentProbe(now)
 	} else {
-		n = wal.PutHeartbeatFrame(buf, wal.Heartbeat{Highest: s.next - 1})
+		n = wire.PutHeartbeatFrame(buf, wire.Heartbeat{Highest: s.next - 1})
 	}
 	out.Commit(n, s.cfg.Dest)
 	s.lastSend = now
@@ -359,25 +359,25 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 	}
 	first := true
 	for len(dgram) > 0 {
-		h, p, n, err := wal.DecodeFrame(dgram)
+		h, p, n, err := wire.DecodeFrame(dgram)
 		if err != nil {
 			s.stats.Bad.count(err, first)
 			return
 		}
 		first = false
 		dgram = dgram[n:]
-		if h.Type == TypeStatus {
+		if h.Type == wire.TypeStatus {
 			if news := s.fc.status(p, from, now); news.accepted {
 				s.probe.heard(news)
 				s.refold()
 			}
 			continue
 		}
-		if h.Type != wal.TypeNak {
+		if h.Type != wire.TypeNak {
 			s.stats.Ignored++
 			continue
 		}
-		nak, err := wal.ParseNak(p)
+		nak, err := wire.ParseNak(p)
 		if err != nil {
 			s.stats.Bad.ShortPayload++
 			continue
@@ -414,7 +414,7 @@ func (s *Sender) RetxPending() bool { return s.retx.pending() }
 // serveNak turns a NAK into the ranges to retransmit: clamped to
 // RingSlots and to the seqs sent, and with the seqs the log skipped
 // answered by its Skip marker.
-func (s *Sender) serveNak(nak wal.Nak, now int64, out *batch.Vec) {
+func (s *Sender) serveNak(nak wire.Nak, now int64, out *batch.Vec) {
 	from, count := nak.From, nak.Count
 	if from == 0 {
 		s.stats.NakNeverSent++

@@ -4,7 +4,7 @@ import (
 	"net/netip"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // emitter appends the Sender's data frames (first sends and retransmits)
@@ -43,7 +43,7 @@ func (e *emitter) canJoin(out *batch.Vec, n int, seq uint64) bool {
 	// e.g. a NAK, at the same index).
 	last := m[len(m)-e.last:]
 	typ := le.Uint16(last[2:])
-	return !wal.IsControl(typ) && le.Uint64(last[wal.HeaderSize:]) == seq-1
+	return !wire.UDPControl(typ) && le.Uint64(last[wire.HeaderSize:]) == seq-1
 }
 
 // emit appends a data frame to out, coalescing it with the previous data

@@ -1,7 +1,5 @@
 package protocol
 
-import "github.com/walcast/walcast/wal"
-
 // Log is the part of the WAL writer the Sender needs; *wal.Writer
 // satisfies it. Append assigns the next seq, stamps it into payload
 // offset 0 of its own copy, seals the frame and returns it; the returned
@@ -11,8 +9,6 @@ type Log interface {
 	Append(typ uint16, payload []byte) (frame []byte, err error)
 	NextSeq() uint64
 }
-
-var _ Log = (*wal.Writer)(nil)
 
 // Skipper is implemented by a Log that continued past seqs a crash left
 // unused ((*wal.Writer).Skipped): it returns the Skip marker frame it
@@ -29,8 +25,3 @@ type Skipper interface {
 type LogHealth interface {
 	Err() error
 }
-
-var (
-	_ Skipper   = (*wal.Writer)(nil)
-	_ LogHealth = (*wal.Writer)(nil)
-)

@@ -2,7 +2,7 @@ package protocol
 
 import (
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // skipMarker is the log's Skip marker (the frame it wrote when it opened
@@ -36,11 +36,11 @@ func (s *Sender) sendSkip(now int64, out *batch.Vec) bool {
 // is cached in the hot ring when it is the last record, and remembered so
 // that NAKs for the seqs it stands for are answered with it.
 func (s *Sender) learnSkip(frame []byte) {
-	h, p, n, err := wal.DecodeFrame(frame)
-	if err != nil || h.Type != wal.TypeSkip {
+	h, p, n, err := wire.DecodeFrame(frame)
+	if err != nil || h.Type != wire.TypeSkip {
 		return
 	}
-	sk, err := wal.ParseSkip(p)
+	sk, err := wire.ParseSkip(p)
 	if err != nil || sk.Seq >= s.next {
 		return
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 var rogue = netip.MustParseAddrPort("10.9.9.9:999")
@@ -56,11 +56,11 @@ func retransmitted(t testing.TB, out *batch.Vec) []uint64 {
 			t.Fatalf("retransmit to %v, want the configured destination", to)
 		}
 		for len(b) > 0 {
-			h, p, n, err := wal.DecodeFrame(b)
-			if err != nil || wal.IsControl(h.Type) {
+			h, p, n, err := wire.DecodeFrame(b)
+			if err != nil || wire.UDPControl(h.Type) {
 				t.Fatalf("bad retransmit % x", b)
 			}
-			seqs = append(seqs, wal.Seq(p))
+			seqs = append(seqs, wire.Seq(p))
 			b = b[n:]
 		}
 	}
@@ -99,7 +99,7 @@ func TestSenderNakService(t *testing.T) {
 	t.Run("NAK for a never-sent seq is ignored", func(t *testing.T) {
 		s, out := newTestSender(t, senderCfg(), newFakeLog(1))
 		sendN(t, s, out, 5)
-		for _, n := range []wal.Nak{{From: 6, Count: 1}, {From: 100, Count: 5}, {From: 0, Count: 1}, {From: math.MaxUint64, Count: math.MaxUint64}} {
+		for _, n := range []wire.Nak{{From: 6, Count: 1}, {From: 100, Count: 5}, {From: 0, Count: 1}, {From: math.MaxUint64, Count: math.MaxUint64}} {
 			s.Handle(nakFrame(n.From, n.Count), mem.AddrB, 0, out)
 		}
 		if out.Len() != 0 || s.ColdPending() {
@@ -166,7 +166,7 @@ func TestHostileNak(t *testing.T) {
 		{"wrong version", verBad, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.Version == 1 }},
 		{"wrong source", nakFrame(1, 10), rogue, 0, 0, func(st SenderStats) bool { return st.BadSource == 1 && st.Naks == 0 }},
 		{"short", []byte{1, 0, 0x11}, mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Bad.Short == 1 }},
-		{"NAK with a short payload", func() []byte { f := make([]byte, 16+16); _ = wal.Seal(f, wal.TypeNak); return f }(), mem.AddrB, 0, 0,
+		{"NAK with a short payload", func() []byte { f := make([]byte, 16+16); _ = wire.Seal(f, wire.TypeNak); return f }(), mem.AddrB, 0, 0,
 			func(st SenderStats) bool { return st.Bad.ShortPayload == 1 }},
 		{"heartbeat to the sender", hbFrame(5), mem.AddrB, 0, 0, func(st SenderStats) bool { return st.Ignored == 1 }},
 	} {
@@ -397,11 +397,11 @@ func TestSenderHeartbeat(t *testing.T) {
 			return 0, false
 		}
 		b, to := out.Msg(0)
-		h, p, _, err := wal.DecodeFrame(b)
-		if err != nil || h.Type != wal.TypeHeartbeat || to != mem.AddrB {
+		h, p, _, err := wire.DecodeFrame(b)
+		if err != nil || h.Type != wire.TypeHeartbeat || to != mem.AddrB {
 			t.Fatalf("not a heartbeat: % x to %v", b, to)
 		}
-		x, _ := wal.ParseHeartbeat(p)
+		x, _ := wire.ParseHeartbeat(p)
 		return x.Highest, true
 	}
 	s.Tick(0, out)
@@ -442,8 +442,8 @@ func TestSendErrors(t *testing.T) {
 		p    []byte
 		want error
 	}{
-		{"control type NAK", wal.TypeNak, make([]byte, 64), ErrControlType},
-		{"control type heartbeat", wal.TypeHeartbeat, make([]byte, 64), ErrControlType},
+		{"control type NAK", wire.TypeNak, make([]byte, 64), ErrControlType},
+		{"control type heartbeat", wire.TypeHeartbeat, make([]byte, 64), ErrControlType},
 		{"payload without room for a seq", 100, make([]byte, 7), ErrPayloadShort},
 		{"frame above MaxFrame", 100, big, ErrFrameTooLarge},
 	} {
@@ -524,7 +524,7 @@ func TestCoalesceNeverJoinsForeignMessages(t *testing.T) {
 	cfg := senderCfg()
 	cfg.Coalesce = true
 	s, out := newTestSender(t, cfg, nil)
-	p := make([]byte, wal.ControlPayloadSize) // data frame of 80 bytes, like a NAK
+	p := make([]byte, wire.ControlPayloadSize) // data frame of 80 bytes, like a NAK
 	if _, err := s.Send(100, p, 0, out); err != nil {
 		t.Fatal(err)
 	}

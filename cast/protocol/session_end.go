@@ -2,69 +2,19 @@ package protocol
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
-// The session end marker (type 0x16, a walcast extension): the
-// sender says the stream is done, so a receiver tells "done" from
-// "silent". MoldUDP64 has an end-of-session packet; the reference has
-// nothing.
-//
-// Payload, 64 bytes, little-endian:
-//
-//	[0..8)   zero: where a data record has its seq. A reference receiver
-//	         takes any type but 0x11/0x12 for data and drops seq 0, so the
-//	         marker never reaches its application.
-//	[8..16)  final: the last seq of the stream (0: nothing was sent)
-//	[16..24) sender_id: the probes' sender id (0: none)
-//	[24..64) zero
-//
-// Like the probe, the marker is negotiated: a Sender sends it only after a
-// receiver has shown (by a valid Status) that it speaks the extensions.
-
-// SessionEnd is the payload of a session end marker.
-type SessionEnd struct {
-	Final    uint64 // last seq of the stream; 0: none was sent
-	SenderID uint64
-}
-
-// ErrSessionEnd matches a payload ParseSessionEnd rejects.
-var ErrSessionEnd = errors.New("cast: bad session end marker")
+// The session end marker (type 0x16, wire.SessionEnd) closes a stream
+// explicitly: the sender says it is done, so a receiver tells "done" from
+// "silent". Like the probe it is negotiated: a Sender sends it only after
+// a receiver has shown (by a valid Status) that it speaks the extensions.
 
 // ErrEnded is returned by Send and SendFrame after End: the stream is
 // closed. It allocates nothing.
 var ErrEnded = errors.New("cast: stream ended (Sender.End)")
-
-// Put writes the 64-byte payload into p[0:64].
-func (e SessionEnd) Put(p []byte) {
-	_ = p[wal.ControlPayloadSize-1]
-	clear(p[:wal.ControlPayloadSize])
-	le.PutUint64(p[8:], e.Final)
-	le.PutUint64(p[16:], e.SenderID)
-}
-
-// ParseSessionEnd reads a session end payload: at least 64 bytes, the
-// seq slot zero.
-func ParseSessionEnd(p []byte) (SessionEnd, error) {
-	if len(p) < wal.ControlPayloadSize {
-		return SessionEnd{}, fmt.Errorf("%w: %d-byte payload", ErrSessionEnd, len(p))
-	}
-	if le.Uint64(p) != 0 {
-		return SessionEnd{}, fmt.Errorf("%w: seq slot not zero", ErrSessionEnd)
-	}
-	return SessionEnd{Final: le.Uint64(p[8:]), SenderID: le.Uint64(p[16:])}, nil
-}
-
-// PutSessionEndFrame writes a complete marker frame into dst[0:80] and
-// returns its size.
-func PutSessionEndFrame(dst []byte, e SessionEnd) int {
-	e.Put(dst[wal.HeaderSize:wal.ControlFrameSize])
-	_ = wal.Seal(dst[:wal.ControlFrameSize], TypeSessionEnd)
-	return wal.ControlFrameSize
-}
 
 // End closes the stream at the highest seq sent: Send and SendFrame
 // return ErrEnded from now on, NAKs are still served (from the hot ring
@@ -92,10 +42,10 @@ func (s *Sender) endMarker(now int64, out *batch.Vec) bool {
 		return false
 	}
 	buf := out.Next()
-	if len(buf) < wal.ControlFrameSize {
+	if len(buf) < wire.ControlFrameSize {
 		return false
 	}
-	n := PutSessionEndFrame(buf, SessionEnd{Final: s.next - 1, SenderID: s.id})
+	n := wire.PutSessionEndFrame(buf, wire.SessionEnd{Final: s.next - 1, SenderID: s.id})
 	out.Commit(n, s.cfg.Dest)
 	s.lastSend = now
 	s.stats.SessionEnds++
@@ -106,7 +56,7 @@ func (s *Sender) endMarker(now int64, out *batch.Vec) bool {
 // final seq. Seqs up to it still missing are NAKed as any tail; once
 // everything up to it is delivered, Ended reports the stream done.
 func (r *Receiver) sessionEnd(p []byte, now int64, out *batch.Vec) {
-	e, err := ParseSessionEnd(p)
+	e, err := wire.ParseSessionEnd(p)
 	if err != nil {
 		r.stats.Bad.ShortPayload++
 		return

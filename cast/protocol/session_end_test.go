@@ -1,50 +1,14 @@
 package protocol
 
 import (
-	"bytes"
 	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
-
-// goldenEndHex is the session end marker of a stream whose last seq is
-// 1 000 000, from sender 0xfedcba9876543210. docs/protocol.md shows the
-// same bytes; the CRC was cross-checked with a bitwise CRC-32C.
-const goldenEndHex = "01001600 40000000 6158ce8d 00000000" +
-	"0000000000000000 40420f0000000000 1032547698badcfe" +
-	"00000000000000000000000000000000000000000000000000000000000000000000000000000000"
-
-func TestSessionEndGolden(t *testing.T) {
-	e := SessionEnd{Final: 1_000_000, SenderID: 0xfedcba9876543210}
-	buf := make([]byte, wal.ControlFrameSize)
-	if n := PutSessionEndFrame(buf, e); n != wal.ControlFrameSize || !bytes.Equal(buf, unhex(t, goldenEndHex)) {
-		t.Fatalf("marker\n got  %x\n want %x", buf, unhex(t, goldenEndHex))
-	}
-	h, p, _, err := wal.DecodeFrame(buf)
-	if err != nil || h.Type != TypeSessionEnd || !IsControl(h.Type) {
-		t.Fatalf("%+v %v", h, err)
-	}
-	if got, err := ParseSessionEnd(p); err != nil || got != e {
-		t.Fatalf("parse %+v %v", got, err)
-	}
-	// A reference receiver takes an unknown type for data and reads its
-	// seq at offset 0: 0, which it drops.
-	if wal.Seq(p) != 0 {
-		t.Fatal("the seq slot is not zero")
-	}
-	if _, err := ParseSessionEnd(p[:63]); !errors.Is(err, ErrSessionEnd) {
-		t.Fatalf("short payload: %v", err)
-	}
-	bad := bytes.Clone(p)
-	bad[0] = 1
-	if _, err := ParseSessionEnd(bad); !errors.Is(err, ErrSessionEnd) {
-		t.Fatalf("nonzero seq slot: %v", err)
-	}
-}
 
 func TestSenderEnd(t *testing.T) {
 	sc := DefaultSenderConfig()
@@ -70,20 +34,20 @@ func TestSenderEnd(t *testing.T) {
 	}
 	hb := sc.HeartbeatInterval
 	s.Tick(2+hb, out)
-	if out.Len() != 1 || frameType(out, 0) != wal.TypeHeartbeat {
+	if out.Len() != 1 || frameType(out, 0) != wire.TypeHeartbeat {
 		t.Fatalf("idle ended stream without negotiation: %d frames", out.Len())
 	}
 	out.Reset()
 	// A receiver negotiates: the marker replaces the heartbeat.
-	s.Handle(statusFrame(Status{ReceiverID: 5, Serial: 1, Delivered: 3, Highest: 3, Window: 100, Flags: StatusSynced}), sc.Dest, 3+hb, out)
+	s.Handle(statusFrame(wire.Status{ReceiverID: 5, Serial: 1, Delivered: 3, Highest: 3, Window: 100, Flags: wire.StatusSynced}), sc.Dest, 3+hb, out)
 	out.Reset()
 	found := false
 	for at := 3 + hb; at < 3+4*hb && !found; at += hb / 4 {
 		s.Tick(at, out)
 		for i := range out.Len() {
-			if frameType(out, i) == TypeSessionEnd {
+			if frameType(out, i) == wire.TypeSessionEnd {
 				m, to := out.Msg(i)
-				e, _ := ParseSessionEnd(m[wal.HeaderSize:])
+				e, _ := wire.ParseSessionEnd(m[wire.HeaderSize:])
 				found = e.Final == 3 && e.SenderID == s.ID() && to == sc.Dest
 			}
 		}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // specReceiver is the reference receiver as the spec describes it (§5.3
@@ -34,25 +34,25 @@ type specRecord struct {
 }
 
 func (r *specReceiver) handle(d []byte, now int64) {
-	h, p, _, err := wal.DecodeFrame(d) // §5.3 steps 1–4: short, version, length, CRC; bytes beyond 16+len ignored
+	h, p, _, err := wire.DecodeFrame(d) // §5.3 steps 1–4: short, version, length, CRC; bytes beyond 16+len ignored
 	if err != nil || r.faulted || r.reconnect {
 		return
 	}
 	switch h.Type {
-	case wal.TypeHeartbeat: // step 5
+	case wire.TypeHeartbeat: // step 5
 		if len(p) >= 64 {
-			r.highest = max(r.highest, wal.Seq(p))
+			r.highest = max(r.highest, wire.Seq(p))
 			r.pump(now)
 		}
 		return
-	case wal.TypeNak: // step 6
+	case wire.TypeNak: // step 6
 		return
 	}
 	// Step 7: any other type is data.
-	if len(p) < 8 || wal.Seq(p) == 0 {
+	if len(p) < 8 || wire.Seq(p) == 0 {
 		return
 	}
-	seq := wal.Seq(p)
+	seq := wire.Seq(p)
 	if r.expected == 0 { // step 8: the first data record defines the start
 		r.expected = seq
 	}
@@ -188,7 +188,7 @@ func TestReferenceReceiverAfterACrash(t *testing.T) {
 			b, _ := out.Msg(i)
 			r.handle(b, 0)
 		}
-		if want := []specRecord{{1000, wal.TypeSkip}, {1001, 100}}; !slices.Equal(r.delivered, want) {
+		if want := []specRecord{{1000, wire.TypeSkip}, {1001, 100}}; !slices.Equal(r.delivered, want) {
 			t.Fatalf("delivered %v, want %v", r.delivered, want)
 		}
 	})

@@ -6,12 +6,12 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func skipFrame(seq, from uint64, reason uint32) []byte {
-	f := make([]byte, wal.SkipFrameSize)
-	wal.PutSkipFrame(f, wal.Skip{Seq: seq, From: from, Reason: reason})
+	f := make([]byte, wire.SkipFrameSize)
+	wire.PutSkipFrame(f, wire.Skip{Seq: seq, From: from, Reason: reason})
 	return f
 }
 
@@ -29,13 +29,13 @@ func TestReceiverSkip(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
 		feedRange(d, 1, 10) // 6..10 were sent before they were durable
 		d.feed(0, frame(12, 64))
-		d.feed(0, skipFrame(101, 6, wal.SkipRestart))
+		d.feed(0, skipFrame(101, 6, wire.SkipRestart))
 		d.feed(0, frame(102, 64))
 		if want := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 101, 102}; !slices.Equal(d.seqs, want) {
 			t.Fatalf("delivered %v, want %v", d.seqs, want)
 		}
 		n := d.r.LastSkip()
-		if n.Skip != (wal.Skip{Seq: 101, From: 6, Reason: wal.SkipRestart}) || n.LostFrom != 6 || n.LostTo != 10 {
+		if n.Skip != (wire.Skip{Seq: 101, From: 6, Reason: wire.SkipRestart}) || n.LostFrom != 6 || n.LostTo != 10 {
 			t.Fatalf("notice %+v", n)
 		}
 		st := d.r.Stats()
@@ -47,7 +47,7 @@ func TestReceiverSkip(t *testing.T) {
 				t.Fatalf("NAKed the hole: %+v", nk)
 			}
 		}
-		d.feed(0, skipFrame(101, 6, wal.SkipRestart)) // a repeat is a duplicate
+		d.feed(0, skipFrame(101, 6, wire.SkipRestart)) // a repeat is a duplicate
 		if len(d.seqs) != 12 || d.r.Stats().Skips != 1 {
 			t.Fatalf("repeated marker: %v", d.seqs)
 		}
@@ -55,7 +55,7 @@ func TestReceiverSkip(t *testing.T) {
 	t.Run("nothing of the hole delivered", func(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
 		feedRange(d, 1, 5)
-		d.feed(0, skipFrame(70001, 6, wal.SkipRestart)) // far beyond the reorder window: a hole is not a distance
+		d.feed(0, skipFrame(70001, 6, wire.SkipRestart)) // far beyond the reorder window: a hole is not a distance
 		d.feed(0, frame(70002, 64))
 		if want := []uint64{1, 2, 3, 4, 5, 70001, 70002}; !slices.Equal(d.seqs, want) {
 			t.Fatalf("delivered %v, want %v", d.seqs, want)
@@ -69,7 +69,7 @@ func TestReceiverSkip(t *testing.T) {
 		feedRange(d, 1, 2)
 		d.feed(0, frame(4, 64))
 		d.naks()
-		d.feed(0, skipFrame(101, 6, wal.SkipRestart))
+		d.feed(0, skipFrame(101, 6, wire.SkipRestart))
 		d.feed(0, frame(102, 64))
 		d.feed(0, frame(50, 64)) // a late record from before the crash, inside the hole
 		naks := d.naks()
@@ -100,14 +100,14 @@ func TestReceiverSkip(t *testing.T) {
 	t.Run("records before the hole missing and the marker beyond the window", func(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
 		feedRange(d, 1, 2)
-		d.feed(0, skipFrame(70001, 6, wal.SkipRestart))
+		d.feed(0, skipFrame(70001, 6, wire.SkipRestart))
 		if o := d.r.Outcome(); o.Kind != Reconnect || o.Seq != 70001 || o.LastDelivered != 2 {
 			t.Fatalf("outcome %+v", o)
 		}
 	})
 	t.Run("a receiver that starts at a marker", func(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
-		d.feed(0, skipFrame(7, 1, wal.SkipRestart))
+		d.feed(0, skipFrame(7, 1, wire.SkipRestart))
 		d.feed(0, frame(8, 64))
 		if want := []uint64{7, 8}; !slices.Equal(d.seqs, want) {
 			t.Fatalf("delivered %v", d.seqs)
@@ -116,7 +116,7 @@ func TestReceiverSkip(t *testing.T) {
 	t.Run("a bad marker is counted, not applied", func(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
 		feedRange(d, 1, 3)
-		d.feed(0, skipFrame(10, 11, wal.SkipRestart)) // From above its own seq
+		d.feed(0, skipFrame(10, 11, wire.SkipRestart)) // From above its own seq
 		if len(d.seqs) != 3 || d.r.Stats().Bad.ShortPayload != 1 || d.r.Stats().Skips != 0 {
 			t.Fatalf("delivered %v stats %+v", d.seqs, d.r.Stats())
 		}
@@ -136,9 +136,9 @@ func (l *skipLog) Err() error      { return l.err }
 
 func newSkipLog(from, seq uint64) *skipLog {
 	l := &skipLog{fakeLog: newFakeLog(seq)}
-	var p [wal.SkipPayloadSize]byte
-	wal.Skip{Seq: seq, From: from, Reason: wal.SkipRestart}.Put(p[:])
-	f, _ := l.Append(wal.TypeSkip, p[:])
+	var p [wire.SkipPayloadSize]byte
+	wire.Skip{Seq: seq, From: from, Reason: wire.SkipRestart}.Put(p[:])
+	f, _ := l.Append(wire.TypeSkip, p[:])
 	l.marker = append([]byte(nil), f...)
 	return l
 }
@@ -169,7 +169,7 @@ func TestSenderSendsTheSkipFirst(t *testing.T) {
 	if slices.Contains(got, 51) || !slices.Contains(got, 1000) || slices.Contains(got, 1001) {
 		t.Fatalf("NAK over the hole answered with %v", got)
 	}
-	if _, err := s.Send(wal.TypeSkip, make([]byte, 64), 3, out); !errors.Is(err, ErrControlType) {
+	if _, err := s.Send(wire.TypeSkip, make([]byte, 64), 3, out); !errors.Is(err, ErrControlType) {
 		t.Fatalf("Send(TypeSkip): %v", err)
 	}
 	if st := s.Stats(); st.SkipsSent != 1 || st.RetxHot != 1 {

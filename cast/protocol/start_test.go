@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // TestReceiverStart: a Receiver begins at a configured seq (default the
@@ -18,31 +18,31 @@ func TestReceiverStart(t *testing.T) {
 		name   string
 		cfg    ReceiverConfig
 		feed   [][]byte
-		want   []uint64  // delivered
-		naks   []wal.Nak // sent, in order
+		want   []uint64   // delivered
+		naks   []wire.Nak // sent, in order
 		late   uint64
 		reconn uint64 // Outcome.Seq of a Reconnect, 0 for Live
 	}{
 		{name: "default: seq 1 and 2 lost, 3 arrives first", cfg: DefaultReceiverConfig(),
-			feed: [][]byte{frame(3, 64), frame(1, 64), frame(2, 64)}, want: []uint64{1, 2, 3}, naks: []wal.Nak{{From: 1, Count: 2}}},
+			feed: [][]byte{frame(3, 64), frame(1, 64), frame(2, 64)}, want: []uint64{1, 2, 3}, naks: []wire.Nak{{From: 1, Count: 2}}},
 		{name: "default: a heartbeat before any data announces what is missing", cfg: DefaultReceiverConfig(),
-			feed: [][]byte{hbFrame(4)}, naks: []wal.Nak{{From: 1, Count: 4}}},
+			feed: [][]byte{hbFrame(4)}, naks: []wire.Nak{{From: 1, Count: 4}}},
 		{name: "default: an idle sender's heartbeat (highest 0) asks for nothing", cfg: DefaultReceiverConfig(),
 			feed: [][]byte{hbFrame(0), frame(1, 64)}, want: []uint64{1}},
 		{name: "default: one datagram a window ahead NAKs the window from the start (no single datagram reconnects)", cfg: DefaultReceiverConfig(),
-			feed: [][]byte{frame(1+DefaultReorderSlots, 64)}, naks: []wal.Nak{{From: 1, Count: DefaultReorderSlots}}},
+			feed: [][]byte{frame(1+DefaultReorderSlots, 64)}, naks: []wire.Nak{{From: 1, Count: DefaultReorderSlots}}},
 		{name: "Start 100: earlier records are not delivered, 100..101 are NAKed", cfg: startAt(100),
-			feed: [][]byte{frame(99, 64), frame(102, 64), frame(100, 64), frame(101, 64)}, want: []uint64{100, 101, 102}, naks: []wal.Nak{{From: 100, Count: 2}}},
+			feed: [][]byte{frame(99, 64), frame(102, 64), frame(100, 64), frame(101, 64)}, want: []uint64{100, 101, 102}, naks: []wire.Nak{{From: 100, Count: 2}}},
 		{name: "StartNow: the first record heard is now, reported late", cfg: now(),
-			feed: [][]byte{frame(7, 64), frame(9, 64), frame(8, 64)}, want: []uint64{7, 8, 9}, naks: []wal.Nak{{From: 8, Count: 1}}, late: 7},
+			feed: [][]byte{frame(7, 64), frame(9, 64), frame(8, 64)}, want: []uint64{7, 8, 9}, naks: []wire.Nak{{From: 8, Count: 1}}, late: 7},
 		{name: "StartNow: a first heartbeat makes now its highest + 1", cfg: now(),
-			feed: [][]byte{hbFrame(10), frame(12, 64), frame(11, 64)}, want: []uint64{11, 12}, naks: []wal.Nak{{From: 11, Count: 1}}, late: 11},
+			feed: [][]byte{hbFrame(10), frame(12, 64), frame(11, 64)}, want: []uint64{11, 12}, naks: []wire.Nak{{From: 11, Count: 1}}, late: 11},
 		{name: "StartNow at the stream's first record is not late", cfg: now(),
 			feed: [][]byte{hbFrame(0), frame(1, 64)}, want: []uint64{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newRecvDirect(t, tc.cfg)
-			var naks []wal.Nak
+			var naks []wire.Nak
 			for _, f := range tc.feed {
 				d.feed(0, f)
 				naks = append(naks, d.naks()...)

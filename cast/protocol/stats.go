@@ -3,7 +3,7 @@ package protocol
 import (
 	"encoding/binary"
 
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 var le = binary.LittleEndian
@@ -30,17 +30,17 @@ func (b BadCounts) Total() uint64 {
 
 func (b *BadCounts) count(err error, first bool) {
 	switch err {
-	case wal.ErrShort:
+	case wire.ErrShort:
 		if first {
 			b.Short++
 		} else {
 			b.Trailing++
 		}
-	case wal.ErrVersion:
+	case wire.ErrVersion:
 		b.Version++
-	case wal.ErrLen:
+	case wire.ErrLen:
 		b.Len++
-	case wal.ErrCRC:
+	case wire.ErrCRC:
 		b.CRC++
 	default:
 		b.ShortPayload++

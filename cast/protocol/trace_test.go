@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/walcast/walcast/datapath/mem"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The wire traces in testdata/ were recorded from the Sender and Receiver
@@ -35,14 +35,14 @@ type traceLink struct {
 func (tl *traceLink) script(_ int, b []byte) mem.Action {
 	act := mem.Pass
 	key := ""
-	if h, p, _, err := wal.DecodeFrame(b); err == nil {
+	if h, p, _, err := wire.DecodeFrame(b); err == nil {
 		switch {
-		case h.Type == wal.TypeNak || h.Type == wal.TypeHeartbeat:
+		case h.Type == wire.TypeNak || h.Type == wire.TypeHeartbeat:
 			key = fmt.Sprintf("%d/%x", h.Type, p[:16])
 		case h.Type >= 0x10 && h.Type <= 0x1f:
 			key = "" // walcast extensions: never dropped, so they shift nothing
 		default:
-			key = fmt.Sprintf("d/%d", wal.Seq(p))
+			key = fmt.Sprintf("d/%d", wire.Seq(p))
 		}
 	}
 	if key != "" {

@@ -7,6 +7,14 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
+)
+
+// *wal.Writer is the Log a Sender is built for.
+var (
+	_ Log       = (*wal.Writer)(nil)
+	_ Skipper   = (*wal.Writer)(nil)
+	_ LogHealth = (*wal.Writer)(nil)
 )
 
 func openWAL(t testing.TB, dir string) *wal.Writer {
@@ -80,9 +88,9 @@ func TestWithRealWAL(t *testing.T) {
 			t.Fatalf("next seq after restart %d, want 101", s.NextSeq())
 		}
 		s.Tick(0, out) // a restarted sender announces where it stands
-		if b, _ := out.Msg(0); len(b) != wal.ControlFrameSize {
+		if b, _ := out.Msg(0); len(b) != wire.ControlFrameSize {
 			t.Fatal("no heartbeat")
-		} else if hb, _ := wal.ParseHeartbeat(b[wal.HeaderSize:]); hb.Highest != 100 {
+		} else if hb, _ := wire.ParseHeartbeat(b[wire.HeaderSize:]); hb.Highest != 100 {
 			t.Fatalf("heartbeat highest %d", hb.Highest)
 		}
 		out.Reset()
@@ -126,9 +134,9 @@ func TestWithRealWAL(t *testing.T) {
 			t.Fatalf("%d datagrams", out.Len())
 		}
 		b, to := out.Msg(0)
-		hd, p, _, err := wal.DecodeFrame(b)
-		if err != nil || hd.Type != 100 || wal.Seq(p) != 1 || to != mem.AddrB {
-			t.Fatalf("retransmit %+v seq %d to %v: %v", hd, wal.Seq(p), to, err)
+		hd, p, _, err := wire.DecodeFrame(b)
+		if err != nil || hd.Type != 100 || wire.Seq(p) != 1 || to != mem.AddrB {
+			t.Fatalf("retransmit %+v seq %d to %v: %v", hd, wire.Seq(p), to, err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -50,7 +51,7 @@ func benchWAL(args []string) error {
 		}
 		c.sizes = append(c.sizes, n)
 	}
-	if err := checkRange("payload", c.payload, 8, wal.MaxPayload); err != nil {
+	if err := checkRange("payload", c.payload, 8, wire.MaxPayload); err != nil {
 		return err
 	}
 	tmp, err := os.MkdirTemp(c.dir, "cast-bench-wal-")
@@ -62,7 +63,7 @@ func benchWAL(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	host, _ := os.Hostname()
-	title := fmt.Sprintf("wal: %d-byte frames on %s, %s, host %s, load %s", wal.HeaderSize+c.payload, c.dir, time.Now().UTC().Format(time.RFC3339), host, benchkit.LoadAvg())
+	title := fmt.Sprintf("wal: %d-byte frames on %s, %s, host %s, load %s", wire.HeaderSize+c.payload, c.dir, time.Now().UTC().Format(time.RFC3339), host, benchkit.LoadAvg())
 	var latHeaded, tputHeaded bool
 	rs := newRowStreamFunc("bench wal", title, 5, *jsonOut, func(out io.Writer, r benchkit.Row) {
 		fn := r.Floor
@@ -83,7 +84,7 @@ func benchWAL(args []string) error {
 			fmt.Fprintf(out, "\n%-24s %12s %10s %8s  %s\n", "throughput", "records/s", "MB/s", "×floor", "floor / note")
 			tputHeaded = true
 		}
-		mbs := r.RecPerS * float64(wal.HeaderSize+c.payload) / 1e6
+		mbs := r.RecPerS * float64(wire.HeaderSize+c.payload) / 1e6
 		fmt.Fprintf(out, "%-24s %12.0f %10.1f %8s  %s\n", r.Name, r.RecPerS, mbs, ratio(r.RatioTput), fn)
 	})
 	note := ""
@@ -160,7 +161,7 @@ func walAppendRows(c walBenchConfig) ([]benchkit.Row, error) {
 	}
 	w.Flush()
 	ours, floor := benchkit.NewSamples(c.batches), benchkit.NewSamples(c.batches)
-	frame := make([]byte, wal.HeaderSize+c.payload)
+	frame := make([]byte, wire.HeaderSize+c.payload)
 	var seq uint64
 	for b := 0; b < c.batches; b++ {
 		if b%20 == 19 {
@@ -177,10 +178,10 @@ func walAppendRows(c walBenchConfig) ([]benchkit.Row, error) {
 		ours.Record(int64(time.Since(t0)) / 1000)
 		t0 = time.Now()
 		for i := 0; i < 1000; i++ {
-			copy(frame[wal.HeaderSize:], p)
+			copy(frame[wire.HeaderSize:], p)
 			seq++
-			binary.LittleEndian.PutUint64(frame[wal.HeaderSize:], seq)
-			wal.Seal(frame, 100)
+			binary.LittleEndian.PutUint64(frame[wire.HeaderSize:], seq)
+			wire.Seal(frame, 100)
 		}
 		floor.Record(int64(time.Since(t0)) / 1000)
 	}
@@ -215,7 +216,7 @@ func walFlushRows(c walBenchConfig) ([]benchkit.Row, string, error) {
 	defer raw.close()
 	p := make([]byte, c.payload)
 	ours, floor := benchkit.NewSamples(c.flushes), benchkit.NewSamples(c.flushes)
-	bytes := 100 * (wal.HeaderSize + c.payload)
+	bytes := 100 * (wire.HeaderSize + c.payload)
 	var off int64
 	for i := 0; i < c.flushes; i++ {
 		for j := 0; j < 100; j++ {
@@ -278,7 +279,7 @@ func walColdReadRows(c walBenchConfig) ([]benchkit.Row, error) {
 			return nil, err
 		}
 		have = max(have, n)
-		raw, err := openRawSegments(wal.StreamDir(cfg.Dir, cfg.Stream), cfg.Stream, uint64(n), int64(wal.HeaderSize+c.payload))
+		raw, err := openRawSegments(wal.StreamDir(cfg.Dir, cfg.Stream), cfg.Stream, uint64(n), int64(wire.HeaderSize+c.payload))
 		if err != nil {
 			w.Close()
 			return nil, err
@@ -347,7 +348,7 @@ func walSustainedRows(c walBenchConfig) ([]benchkit.Row, error) {
 	el := time.Since(t0).Seconds()
 	st := w.Stats()
 	w.Close()
-	total := int64(c.records) * int64(wal.HeaderSize+c.payload)
+	total := int64(c.records) * int64(wire.HeaderSize+c.payload)
 	raw, err := newRawFile(c.dir+"/raw-seq", total+1<<20)
 	if err != nil {
 		return nil, err
@@ -397,7 +398,7 @@ func walReplayRows(c walBenchConfig) ([]benchkit.Row, error) {
 			// read as free zeros.
 			limit := int64(1) << 62
 			if sf.Active {
-				limit = (int64(c.records) - sealed) * int64(wal.HeaderSize+c.payload)
+				limit = (int64(c.records) - sealed) * int64(wire.HeaderSize+c.payload)
 			} else {
 				sealed += int64(sf.Last - sf.First + 1)
 			}
@@ -438,7 +439,7 @@ func walReplayRows(c walBenchConfig) ([]benchkit.Row, error) {
 		}
 		el := time.Since(t0).Seconds()
 		r.Close()
-		rawRecs := float64(rawBytes) / rel / float64(wal.HeaderSize+c.payload)
+		rawRecs := float64(rawBytes) / rel / float64(wire.HeaderSize+c.payload)
 		fl := benchkit.Row{Workload: "wal", Name: "raw-read-1MiB-" + phase, Path: "disk", Records: int64(n), Seconds: rel, RecPerS: rawRecs,
 			Note: "the same bytes, no decoding"}
 		f := benchkit.Row{Workload: "wal", Name: "replay-" + phase, Path: "disk", Records: int64(n), Seconds: el, RecPerS: float64(n) / el}

@@ -10,7 +10,7 @@ import (
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/benchkit"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The classic commands (sender, receiver, bandwidth) keep the flags,
@@ -23,7 +23,7 @@ const (
 	classicMaxSize = 1427 // the stop-and-wait tools' largest -size
 	// classicMinFrame is casting's smallest record: the 16-byte header
 	// and the 8-byte seq that starts every payload.
-	classicMinFrame = wal.HeaderSize + 8
+	classicMinFrame = wire.HeaderSize + 8
 )
 
 var classicAddr = fmt.Sprintf("127.0.0.1:%d", classicPort)
@@ -31,7 +31,7 @@ var classicAddr = fmt.Sprintf("127.0.0.1:%d", classicPort)
 const classicSizeHelp = "message bytes on the wire, 0..1427 as the stop-and-wait tools take them; casting counts its 16-byte header and 8-byte seq in, so sizes below 24 send 24-byte frames"
 
 // classicPayload is the casting payload that makes a -size byte frame.
-func classicPayload(size int) int { return max(size, classicMinFrame) - wal.HeaderSize }
+func classicPayload(size int) int { return max(size, classicMinFrame) - wire.HeaderSize }
 
 func init() {
 	register(command{name: "sender", summary: "classic: ping -n messages off a `cast receiver`, one at a time; per-message RTT, summary, -csv, -plot", run: runClassicSender})
@@ -144,7 +144,7 @@ func runClassicSender(args []string) error {
 		t0, waiting = sent, true
 		retx, naks = repairs()
 	}
-	lc.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
+	lc.OnRecord = func(l *cast.Loop, h wire.Header, p []byte) {
 		if !waiting || (len(p) >= 16 && binary.LittleEndian.Uint64(p[8:]) != uint64(k)) {
 			return
 		}

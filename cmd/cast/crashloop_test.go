@@ -31,6 +31,7 @@ import (
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func TestSenderCrashLoop(t *testing.T)      { runCrashLoop(t, 12) }
@@ -250,11 +251,11 @@ func (cl *crashLoop) check(rep wal.VerifyReport) {
 		}
 		prev = g.seq
 		// Log records before g the consumer never got.
-		for fr != nil && wal.Seq(fr[wal.HeaderSize:]) < g.seq {
-			t.Fatalf("the log's seq %d was never delivered (delivered %d next)", wal.Seq(fr[wal.HeaderSize:]), g.seq)
+		for fr != nil && wire.Seq(fr[wire.HeaderSize:]) < g.seq {
+			t.Fatalf("the log's seq %d was never delivered (delivered %d next)", wire.Seq(fr[wire.HeaderSize:]), g.seq)
 		}
-		if fr != nil && wal.Seq(fr[wal.HeaderSize:]) == g.seq {
-			h, _ := wal.ParseHeader(fr)
+		if fr != nil && wire.Seq(fr[wire.HeaderSize:]) == g.seq {
+			h, _ := wire.ParseHeader(fr)
 			if h.CRC == g.crc && h.Type == g.typ {
 				next()
 				continue
@@ -274,7 +275,7 @@ func (cl *crashLoop) check(rep wal.VerifyReport) {
 		t.Fatalf("%d delivered records differ from the log without an event", divergent)
 	}
 	if fr != nil {
-		t.Fatalf("the log goes on at %d after the consumer's last %d", wal.Seq(fr[wal.HeaderSize:]), prev)
+		t.Fatalf("the log goes on at %d after the consumer's last %d", wire.Seq(fr[wire.HeaderSize:]), prev)
 	}
 	var lostSeqs uint64
 	for _, r := range cl.lost {

@@ -17,7 +17,7 @@ import (
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/internal/benchkit"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -44,7 +44,7 @@ func runDemo(args []string) error {
 	if err := checkRange("n", *n, 1, 1<<40); err != nil {
 		return err
 	}
-	if err := checkRange("size", *size, 16, protocol.DefaultMaxFrame-wal.HeaderSize); err != nil {
+	if err := checkRange("size", *size, 16, protocol.DefaultMaxFrame-wire.HeaderSize); err != nil {
 		return err
 	}
 	if err := checkRange("rate", *rate, 0, 1e9); err != nil {
@@ -117,7 +117,7 @@ func runDemo(args []string) error {
 		walNote = dir
 	}
 
-	frame := *size + wal.HeaderSize
+	frame := *size + wire.HeaderSize
 	// Defaults throughout: the receiver's Status keeps the sender within
 	// its reorder window, and the re-NAK delay follows the RTT.
 	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: int64(*debounce)}

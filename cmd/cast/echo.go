@@ -8,7 +8,7 @@ import (
 
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -73,7 +73,7 @@ func echoSender(echoed, failed *int64) func(lc *cast.LoopConfig, peer netip.Addr
 			return err
 		}
 		lc.Sender = s
-		lc.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) {
+		lc.OnRecord = func(l *cast.Loop, h wire.Header, payload []byte) {
 			if _, err := l.Send(h.Type, payload); err != nil {
 				*failed++
 				return

@@ -17,7 +17,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -166,9 +166,9 @@ func lostCount(n protocol.SkipNotice) uint64 {
 
 func skipReason(r uint32) string {
 	switch r {
-	case wal.SkipRestart:
+	case wire.SkipRestart:
 		return "restart"
-	case wal.SkipRepair:
+	case wire.SkipRepair:
 		return "repair"
 	}
 	return fmt.Sprintf("reason %d", r)
@@ -179,7 +179,7 @@ func skipLine(n protocol.SkipNotice) string {
 	sk := n.Skip
 	s := fmt.Sprintf("skip: seqs %d…%d have no record in the sender's log (%s); delivery continues after %d", sk.From, sk.Seq, skipReason(sk.Reason), sk.Seq)
 	if n.LostTo != 0 {
-		if sk.Reason == wal.SkipRestart {
+		if sk.Reason == wire.SkipRestart {
 			s += fmt.Sprintf("; LOST: seqs %d…%d were delivered but never became durable at the sender — drop them", n.LostFrom, n.LostTo)
 		} else {
 			s += fmt.Sprintf("; seqs %d…%d were delivered intact, the log lost its copy", n.LostFrom, n.LostTo)
@@ -274,7 +274,7 @@ loop:
 				break
 			}
 			got = true
-			if typ == wal.TypeSkip {
+			if typ == wire.TypeSkip {
 				// A Skip marker: the seqs before it that it stands for have
 				// no record (the event, printed from the loop's events,
 				// names the ones already delivered).
@@ -426,7 +426,7 @@ func (rf *recvFlags) check() error {
 	if err := checkRange("silence", rf.silence, hb, time.Hour); err != nil {
 		return err
 	}
-	return checkRange("maxframe", rf.maxFrame, wal.HeaderSize+8, 65507)
+	return checkRange("maxframe", rf.maxFrame, wire.HeaderSize+8, 65507)
 }
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {
@@ -512,15 +512,15 @@ func learnPeer(ctx context.Context, p datapath.Path) (v *batch.Vec, from netip.A
 // heartbeat or a data record with a seq (not a type of the control range
 // 0x10..0x16 that flows the other way or over TCP).
 func senderFrame(d []byte) bool {
-	h, p, _, err := wal.DecodeFrame(d)
+	h, p, _, err := wire.DecodeFrame(d)
 	switch {
 	case err != nil:
 		return false
-	case h.Type == wal.TypeHeartbeat:
-		_, err := wal.ParseHeartbeat(p)
+	case h.Type == wire.TypeHeartbeat:
+		_, err := wire.ParseHeartbeat(p)
 		return err == nil
 	case h.Type >= 0x10 && h.Type <= 0x16:
 		return false
 	}
-	return len(p) >= 8 && wal.Seq(p) != 0
+	return len(p) >= 8 && wire.Seq(p) != 0
 }

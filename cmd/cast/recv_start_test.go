@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/wire"
 
 	"github.com/walcast/walcast/datapath/udp"
-	"github.com/walcast/walcast/wal"
 )
 
 // TestCLIRecvStartsAtSeq1UnderLoss is the issue's reproduction: `cast recv
@@ -103,14 +103,14 @@ func TestLearnPeer(t *testing.T) {
 	}
 	defer sender.Close()
 
-	hb := make([]byte, wal.ControlFrameSize)
-	wal.PutHeartbeatFrame(hb, wal.Heartbeat{Highest: 7})
+	hb := make([]byte, wire.ControlFrameSize)
+	wire.PutHeartbeatFrame(hb, wire.Heartbeat{Highest: 7})
 	badCRC := append([]byte(nil), hb...)
 	badCRC[20] ^= 1
-	nak := make([]byte, wal.ControlFrameSize)
-	wal.PutNakFrame(nak, wal.Nak{From: 1, Count: 1})
-	seq0 := make([]byte, wal.HeaderSize+16)
-	_ = wal.Seal(seq0, 1)
+	nak := make([]byte, wire.ControlFrameSize)
+	wire.PutNakFrame(nak, wire.Nak{From: 1, Count: 1})
+	seq0 := make([]byte, wire.HeaderSize+16)
+	_ = wire.Seal(seq0, 1)
 	for _, d := range [][]byte{[]byte("junk"), badCRC, nak, seq0} {
 		sendOne(t, rogue, d)
 	}

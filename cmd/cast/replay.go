@@ -19,6 +19,7 @@ import (
 
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -281,11 +282,11 @@ func replayTail(args []string) error {
 	defer sink.Flush()
 	w.flush = sink.Flush
 	var n uint64
-	var hdr [wal.HeaderSize]byte
-	h := func(hd wal.Header, p []byte) error {
+	var hdr [wire.HeaderSize]byte
+	h := func(hd wire.Header, p []byte) error {
 		w.served()
-		if hd.Type == wal.TypeSkip {
-			if sk, err := wal.ParseSkip(p); err == nil {
+		if hd.Type == wire.TypeSkip {
+			if sk, err := wire.ParseSkip(p); err == nil {
 				fmt.Fprintf(os.Stderr, "skip: seqs %d…%d have no record in the log (%s)\n", sk.From, sk.Seq, skipReason(sk.Reason))
 			}
 		}
@@ -294,7 +295,7 @@ func replayTail(args []string) error {
 			sink.Write(hdr[:])
 			sink.Write(p)
 		} else {
-			fmt.Fprintf(sink, "%d %d %d\n", wal.Seq(p), hd.Type, hd.Len)
+			fmt.Fprintf(sink, "%d %d %d\n", wire.Seq(p), hd.Type, hd.Len)
 		}
 		n++
 		if w.live.Load() {

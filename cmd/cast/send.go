@@ -22,6 +22,7 @@ import (
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -208,7 +209,7 @@ func (o sendOpts) check() error {
 	if err := checkRange("n", o.n, 1, 1<<40); err != nil {
 		return err
 	}
-	if err := checkRange("size", o.payload, 8, protocol.DefaultMaxFrame-wal.HeaderSize); err != nil {
+	if err := checkRange("size", o.payload, 8, protocol.DefaultMaxFrame-wire.HeaderSize); err != nil {
 		return err
 	}
 	return checkRange("rate", o.rate, 0, 1e9)
@@ -435,7 +436,7 @@ func runSend(args []string) error {
 	if *walDir != "" {
 		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
 	}
-	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wal.HeaderSize, peer, prod.Addr(), features(pc.Path))
+	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wire.HeaderSize, peer, prod.Addr(), features(pc.Path))
 	logFailed := false
 wait:
 	for {
@@ -483,8 +484,8 @@ wait:
 		return unproduce(cerr)
 	}
 	n := sr.sent.Load()
-	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wal.HeaderSize, el.Seconds(),
-		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wal.HeaderSize)*8/el.Seconds()/1e9)
+	fmt.Printf("sent %d records (%d bytes each) in %.3f s: %.0f rec/s, %.3f Gbit/s\n", n, o.payload+wire.HeaderSize, el.Seconds(),
+		float64(n)/el.Seconds(), float64(n)*float64(o.payload+wire.HeaderSize)*8/el.Seconds()/1e9)
 	if spoke {
 		r := fw.last
 		fmt.Printf("receiver %s delivered through seq %d; flow control held the sender back %d times; srtt %.1f µs\n",

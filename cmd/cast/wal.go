@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -296,7 +297,7 @@ func printFindings(rep wal.VerifyReport) {
 	}
 	for _, sk := range rep.Skips {
 		why := "a writer restarted after a crash; those seqs were never durable"
-		if sk.Reason == wal.SkipRepair {
+		if sk.Reason == wire.SkipRepair {
 			why = "repaired: the records were damaged and quarantined"
 		}
 		fmt.Fprintf(walOut, "  skip: seqs %d…%d have no record (%s)\n", sk.From, sk.Seq, why)

@@ -13,7 +13,7 @@ import (
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/netns"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // castRun sends n records from a cast.Loop on A to one on B, both over
@@ -72,8 +72,8 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	rl := cast.DefaultLoopConfig()
 	rl.Path, rl.Receiver, rl.Slot = rp, rcv, maxFrame
 
-	rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
-		if wal.Seq(p) != next || binary.LittleEndian.Uint64(p[8:]) != next-1 {
+	rl.OnRecord = func(_ *cast.Loop, h wire.Header, p []byte) {
+		if wire.Seq(p) != next || binary.LittleEndian.Uint64(p[8:]) != next-1 {
 			bad.Add(1)
 		}
 		next++

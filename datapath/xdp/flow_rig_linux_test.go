@@ -16,7 +16,7 @@ import (
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/internal/netns"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // flowOpts describes one run.
@@ -151,8 +151,8 @@ func startFlow(t *testing.T, o flowOpts) *flowRun {
 		rl.RecvRing = o.recvRing
 	} else {
 		next := uint64(1)
-		rl.OnRecord = func(_ *cast.Loop, h wal.Header, p []byte) {
-			if wal.Seq(p) != next || binary.LittleEndian.Uint64(p[8:]) != next-1 {
+		rl.OnRecord = func(_ *cast.Loop, h wire.Header, p []byte) {
+			if wire.Seq(p) != next || binary.LittleEndian.Uint64(p[8:]) != next-1 {
 				r.bad.Add(1)
 			}
 			next++
@@ -347,11 +347,11 @@ func (w *leadWatch) Send(v *batch.Vec) (int, error) {
 	w.mu.Lock()
 	for i := range v.Len() {
 		b, _ := v.Msg(i)
-		frames(b, func(h wal.Header, p []byte) {
+		frames(b, func(h wire.Header, p []byte) {
 			if h.Type != typData {
 				return
 			}
-			seq := wal.Seq(p)
+			seq := wire.Seq(p)
 			if seq <= w.highest {
 				return // a retransmit
 			}
@@ -381,11 +381,11 @@ func (w *leadWatch) Recv(v *batch.Vec) (int, error) {
 	w.mu.Lock()
 	for i := range n {
 		b, _ := v.Msg(i)
-		frames(b, func(h wal.Header, p []byte) {
-			if h.Type != protocol.TypeStatus {
+		frames(b, func(h wire.Header, p []byte) {
+			if h.Type != wire.TypeStatus {
 				return
 			}
-			st, err := protocol.ParseStatus(p)
+			st, err := wire.ParseStatus(p)
 			if err != nil {
 				return
 			}
@@ -405,9 +405,9 @@ func (w *leadWatch) lead() (maxLead, delivered, edge uint64) {
 }
 
 // frames calls f for each whole frame of datagram b.
-func frames(b []byte, f func(wal.Header, []byte)) {
-	for len(b) >= wal.HeaderSize {
-		h, p, size, err := wal.DecodeFrame(b)
+func frames(b []byte, f func(wire.Header, []byte)) {
+	for len(b) >= wire.HeaderSize {
+		h, p, size, err := wire.DecodeFrame(b)
 		if err != nil || size <= 0 {
 			return
 		}

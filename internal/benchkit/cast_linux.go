@@ -16,6 +16,7 @@ import (
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // ConnectedUDP opens two datapath/udp sockets on loopback connected to
@@ -81,8 +82,8 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err := c.Validate(); err != nil {
 		return Row{}, err
 	}
-	if c.Size < wal.HeaderSize+16 {
-		return Row{}, fmt.Errorf("benchkit: casting rtt needs size >= %d", wal.HeaderSize+16)
+	if c.Size < wire.HeaderSize+16 {
+		return Row{}, fmt.Errorf("benchkit: casting rtt needs size >= %d", wire.HeaderSize+16)
 	}
 	var a, b datapath.Path
 	var err error
@@ -104,7 +105,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 
 	total := c.Warmup + c.N
 	s := NewSamples(c.N)
-	payload := make([]byte, c.Size-wal.HeaderSize)
+	payload := make([]byte, c.Size-wire.HeaderSize)
 	var i int
 	var t0 int64
 	var outstanding bool
@@ -142,7 +143,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 			ping(l)
 		}
 	}
-	cfg.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
+	cfg.OnRecord = func(l *cast.Loop, h wire.Header, p []byte) {
 		if len(p) < 16 || binary.LittleEndian.Uint64(p[8:]) != uint64(i) {
 			return
 		}
@@ -273,7 +274,7 @@ func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, b
 		e.q[i] = make([]byte, 0, cfg.Slot)
 	}
 	cfg.Batch = batch
-	cfg.OnRecord = func(l *cast.Loop, h wal.Header, payload []byte) {
+	cfg.OnRecord = func(l *cast.Loop, h wire.Header, payload []byte) {
 		if e.n == 0 && e.send(l, h.Type, payload) {
 			return
 		}
@@ -322,8 +323,8 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	if err := c.Validate(); err != nil {
 		return Row{}, err
 	}
-	if c.Size < wal.HeaderSize+8 {
-		return Row{}, fmt.Errorf("benchkit: casting frames need size >= %d", wal.HeaderSize+8)
+	if c.Size < wire.HeaderSize+8 {
+		return Row{}, fmt.Errorf("benchkit: casting frames need size >= %d", wire.HeaderSize+8)
 	}
 	a, b, err := ConnectedMmsg(c.GSO, c.GRO, c.Batch)
 	if err != nil {
@@ -365,7 +366,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 
 	// The sending end: a Producer (WAL, sender, pinned loop) that
 	// produces from inside its loop, unpaced.
-	payload := make([]byte, c.Size-wal.HeaderSize)
+	payload := make([]byte, c.Size-wire.HeaderSize)
 	var produced atomic.Int64
 	var stop atomic.Bool
 	var sendErr error

@@ -16,6 +16,7 @@ import (
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // The floors of this file share no code with what they measure: no
@@ -520,7 +521,7 @@ func WALAlone(c ThroughputConfig) (Row, error) {
 		return Row{}, err
 	}
 	defer w.Close()
-	p := make([]byte, c.Size-wal.HeaderSize)
+	p := make([]byte, c.Size-wire.HeaderSize)
 	var n, bp int64
 	// The appender runs on this locked thread, so its CPU time is the
 	// thread's; the rest of the process's CPU time is the WAL's I/O

@@ -14,6 +14,7 @@ import (
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // OneWayPaced sends c.Warmup+c.N records at c.Rate from inside the
@@ -99,12 +100,12 @@ func oneWay(c OneWayConfig, mode LossMode, lossPct float64) (Row, error) {
 		return Row{}, err
 	}
 	rcfg.Batch = c.Batch
-	rcfg.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) {
+	rcfg.OnRecord = func(l *cast.Loop, h wire.Header, p []byte) {
 		if len(p) < 16 {
 			return
 		}
 		now := stamp()
-		seq := wal.Seq(p)
+		seq := wire.Seq(p)
 		switch mode {
 		case LossRandom:
 			if seq > uint64(c.Warmup) {
@@ -356,10 +357,10 @@ func (p *seqDropper) Recv(v *batch.Vec) (int, error) {
 }
 
 func (p *seqDropper) lose(m []byte) bool {
-	if len(m) < wal.HeaderSize+8 || binary.LittleEndian.Uint16(m[2:]) != 1 {
+	if len(m) < wire.HeaderSize+8 || binary.LittleEndian.Uint16(m[2:]) != 1 {
 		return false
 	}
-	seq := binary.LittleEndian.Uint64(m[wal.HeaderSize:])
+	seq := binary.LittleEndian.Uint64(m[wire.HeaderSize:])
 	if p.none || seq%p.every != p.at || seq <= p.last {
 		return false
 	}

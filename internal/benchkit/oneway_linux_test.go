@@ -7,7 +7,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // queuePath hands out its queued datagrams, one Recv batch per call.
@@ -29,9 +29,9 @@ func (p *queuePath) Recv(v *batch.Vec) (int, error) {
 }
 
 func dataFrame(typ uint16, seq uint64) []byte {
-	f := make([]byte, wal.HeaderSize+16)
+	f := make([]byte, wire.HeaderSize+16)
 	binary.LittleEndian.PutUint16(f[2:], typ)
-	binary.LittleEndian.PutUint64(f[wal.HeaderSize:], seq)
+	binary.LittleEndian.PutUint64(f[wire.HeaderSize:], seq)
 	return f
 }
 
@@ -41,7 +41,7 @@ func dataFrame(typ uint16, seq uint64) []byte {
 func TestSeqDropperFirstTransmissionOnly(t *testing.T) {
 	in := &queuePath{q: [][][]byte{
 		{dataFrame(1, 1), dataFrame(1, 2), dataFrame(1, 3), dataFrame(1, 4)},
-		{dataFrame(wal.TypeHeartbeat, 4), dataFrame(1, 4), dataFrame(1, 5)},
+		{dataFrame(wire.TypeHeartbeat, 4), dataFrame(1, 4), dataFrame(1, 5)},
 		{dataFrame(1, 8), dataFrame(1, 8), dataFrame(1, 4)},
 	}}
 	p := &seqDropper{Path: in, every: 4, at: 0}
@@ -54,7 +54,7 @@ func TestSeqDropperFirstTransmissionOnly(t *testing.T) {
 		}
 		for i := 0; i < n; i++ {
 			m, _ := v.Msg(i)
-			got = append(got, binary.LittleEndian.Uint64(m[wal.HeaderSize:]))
+			got = append(got, binary.LittleEndian.Uint64(m[wire.HeaderSize:]))
 		}
 	}
 	want := []uint64{1, 2, 3, 4, 4, 5, 8, 4} // seq 4 and the first seq 8 lost once each

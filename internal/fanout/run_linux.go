@@ -23,6 +23,7 @@ import (
 	"github.com/walcast/walcast/internal/netns"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // dataType is the record type the producer sends.
@@ -289,7 +290,7 @@ func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverC
 }
 
 // maxFrame is the run's only frame size: small slots make deep rings cheap.
-func (r *run) maxFrame() int { return max(wal.HeaderSize+r.cfg.Payload, 128) }
+func (r *run) maxFrame() int { return max(wire.HeaderSize+r.cfg.Payload, 128) }
 
 func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort) error {
 	rcv, err := protocol.NewReceiver(r.receiverConfig(nakTo, ReceiverID(rv.i)))
@@ -305,7 +306,7 @@ func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort)
 	lc := cast.DefaultLoopConfig()
 	lc.Path, lc.Receiver = rv.tap, rcv
 	lc.Idle.Strategy = affinity.Park
-	lc.OnRecord = func(_ *cast.Loop, _ wal.Header, payload []byte) { rv.deliver(payload, false) }
+	lc.OnRecord = func(_ *cast.Loop, _ wire.Header, payload []byte) { rv.deliver(payload, false) }
 	lc.OnEvent = func(e cast.Event) {
 		switch e.Kind {
 		case cast.EventEnded:

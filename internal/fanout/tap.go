@@ -8,7 +8,7 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Wire types the taps recognise (spec §2 and the walcast extensions).
@@ -27,13 +27,13 @@ func control(t uint16) bool {
 // frames calls f for every whole frame of a datagram (one, or several
 // coalesced) with its type and, for data, its seq.
 func frames(d []byte, f func(typ uint16, seq uint64, p []byte)) {
-	for len(d) >= wal.HeaderSize {
+	for len(d) >= wire.HeaderSize {
 		typ := binary.LittleEndian.Uint16(d[2:])
-		n := wal.HeaderSize + int(binary.LittleEndian.Uint16(d[4:]))
+		n := wire.HeaderSize + int(binary.LittleEndian.Uint16(d[4:]))
 		if n > len(d) {
 			return
 		}
-		p := d[wal.HeaderSize:n]
+		p := d[wire.HeaderSize:n]
 		var seq uint64
 		if !control(typ) && len(p) >= 8 {
 			seq = binary.LittleEndian.Uint64(p)

@@ -13,6 +13,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,7 @@ func getIndex(p []byte) uint64    { return binary.LittleEndian.Uint64(p[8:]) }
 func putStamp(p []byte, ns int64) { binary.LittleEndian.PutUint64(p[16:], uint64(ns)) }
 func getStamp(p []byte) int64     { return int64(binary.LittleEndian.Uint64(p[16:])) }
 func payloadOK(p []byte) bool     { return len(p) >= 24 }
-func payloadLen(record int) int   { return record - wal.HeaderSize }
+func payloadLen(record int) int   { return record - wire.HeaderSize }
 func closeAll(ls ...*cast.Loop) error {
 	var errs []error
 	for _, l := range ls {

@@ -11,7 +11,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // lanLoss is the LAN of the loss rows with one tc injector on the egress
@@ -91,7 +91,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 		pb.Close()
 		return failed(row, err)
 	}
-	rcfg.OnRecord = func(_ *cast.Loop, _ wal.Header, p []byte) {
+	rcfg.OnRecord = func(_ *cast.Loop, _ wire.Header, p []byte) {
 		if payloadOK(p) {
 			samples.Record(time.Now().UnixNano() - getStamp(p))
 		}

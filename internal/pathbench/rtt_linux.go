@@ -11,7 +11,7 @@ import (
 	"github.com/walcast/walcast/datapath/xdp"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // rttRun measures one run of the rtt workload: every spec's round trips
@@ -93,7 +93,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 		pb.Close()
 		return failed(row, err)
 	}
-	ecfg.OnRecord = func(l *cast.Loop, h wal.Header, p []byte) { _, _ = l.Send(h.Type, p) }
+	ecfg.OnRecord = func(l *cast.Loop, h wire.Header, p []byte) { _, _ = l.Send(h.Type, p) }
 	echo, err := cast.StartLoop(ecfg)
 	if err != nil {
 		pa.Close()
@@ -138,7 +138,7 @@ func rtt(c Config, s Spec, pr *netns.Pair, sys *bpf.SyscallCounter, n, warmup in
 			ping(l)
 		}
 	}
-	ccfg.OnRecord = func(l *cast.Loop, _ wal.Header, p []byte) {
+	ccfg.OnRecord = func(l *cast.Loop, _ wire.Header, p []byte) {
 		if !payloadOK(p) || getIndex(p) != uint64(i) || !outstanding {
 			return
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/walcast/walcast/bpf"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/internal/netns"
-	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // throughput streams size-byte records over spec s from A to B as fast as
@@ -29,7 +29,7 @@ func throughput(c Config, s Spec, size int, pr *netns.Pair, sys *bpf.SyscallCoun
 		pb.Close()
 		return failed(row, err)
 	}
-	rcfg.OnRecord = func(*cast.Loop, wal.Header, []byte) { delivered.Add(1) }
+	rcfg.OnRecord = func(*cast.Loop, wire.Header, []byte) { delivered.Add(1) }
 	rl, err := cast.StartLoop(rcfg)
 	if err != nil {
 		pa.Close()

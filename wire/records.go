@@ -1,27 +1,6 @@
-package wal
+package wire
 
 import "encoding/binary"
-
-// Record types with a meaning to the transport. Domain data records use
-// 0–5 and 7–13 in the reference exchange; any type that is not a control
-// type is data.
-const (
-	TypeCaughtUp           uint16 = 6    // TCP server → client, 128-byte payload
-	TypeNak                uint16 = 0x11 // UDP receiver → sender, 64-byte payload
-	TypeHeartbeat          uint16 = 0x12 // UDP sender → receiver, 64-byte payload
-	TypeReplicationRequest uint16 = 0x13 // TCP client → server, 64-byte payload
-	TypeNotAvailable       uint16 = 0x15 // TCP server → client, 64-byte payload
-	// TypeSkip is walcast's Skip marker: a log record (it carries a seq
-	// and is stored, sent, NAKed and replayed like data) saying that the
-	// seqs from Skip.From up to its own seq have no record. See [Skip].
-	TypeSkip uint16 = 0x17
-)
-
-// IsProtocolType reports whether typ is one of the record types the
-// transport reserves (0x10–0x17: Status, NAK, Heartbeat,
-// ReplicationRequest, bitmap NAK, NotAvailable, session end, Skip). An
-// application never sends them as data.
-func IsProtocolType(typ uint16) bool { return typ-0x10 <= 7 }
 
 // Payload sizes of the control records, in bytes.
 const (

@@ -1,4 +1,4 @@
-package wal
+package wire
 
 import (
 	"encoding/binary"
@@ -28,7 +28,7 @@ type Header struct {
 // ErrCorrupt matches every decoding error of this package:
 // errors.Is(err, ErrCorrupt) is true for ErrShort, ErrVersion, ErrLen and
 // ErrCRC.
-var ErrCorrupt = errors.New("wal: corrupt record")
+var ErrCorrupt = errors.New("wire: corrupt record")
 
 type corruptError struct{ msg string }
 
@@ -38,11 +38,11 @@ func (e *corruptError) Is(target error) bool { return target == ErrCorrupt }
 // Decoding errors. They are preallocated so that rejecting a datagram on a
 // hot path allocates nothing.
 var (
-	ErrShort   error = &corruptError{"wal: frame shorter than its 16-byte header"}
-	ErrVersion error = &corruptError{"wal: unknown header version"}
-	ErrLen     error = &corruptError{"wal: payload length exceeds the bytes present"}
-	ErrCRC     error = &corruptError{"wal: payload CRC32C mismatch"}
-	ErrPayload error = &corruptError{"wal: payload too short for its record type"}
+	ErrShort   error = &corruptError{"wire: frame shorter than its 16-byte header"}
+	ErrVersion error = &corruptError{"wire: unknown header version"}
+	ErrLen     error = &corruptError{"wire: payload length exceeds the bytes present"}
+	ErrCRC     error = &corruptError{"wire: payload CRC32C mismatch"}
+	ErrPayload error = &corruptError{"wire: payload too short for its record type"}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -134,7 +134,3 @@ func Seq(payload []byte) uint64 {
 	}
 	return binary.LittleEndian.Uint64(payload)
 }
-
-// IsControl reports whether typ is a UDP control record (NAK or Heartbeat).
-// Every other type is treated as data by the UDP receiver.
-func IsControl(typ uint16) bool { return typ == TypeNak || typ == TypeHeartbeat }
