@@ -29,8 +29,10 @@ var (
 	// wal.ErrBackpressure, so one errors.Is covers the WAL's own.
 	ErrBackpressure = wal.ErrBackpressure
 	// ErrRecord is returned by Publish for a record the stream cannot
-	// carry: a protocol control type, or a payload outside 8..MaxPayload
-	// bytes.
+	// carry: a type the protocol reserves (the error then matches
+	// wire.ErrReserved too, which Loop.Publish and protocol.Sender.Send
+	// return for the same types), or a payload outside 8..MaxPayload
+	// bytes. The producer stays healthy.
 	ErrRecord = errors.New("cast: record refused")
 	// ErrStop, returned by a Consumer's deliver callback, applies the
 	// record and ends Run with a nil error.

@@ -238,13 +238,14 @@ func toSender(d []byte) bool {
 }
 
 // checkRecord refuses, before it is queued, a record the Sender would
-// drop: a control type, a payload shorter than its 8-byte seq, or a frame
-// larger than the loop's datagram slot. The errors are the Sender's own
-// (preallocated: Publish stays allocation-free).
+// drop: a reserved type (wire.Reserved, the Sender's own rule), a
+// payload shorter than its 8-byte seq, or a frame larger than the loop's
+// datagram slot. The errors are the Sender's own (preallocated: Publish
+// stays allocation-free).
 func (l *Loop) checkRecord(typ uint16, payload []byte) error {
 	switch {
-	case wire.UDPControl(typ):
-		return protocol.ErrControlType
+	case wire.Reserved(typ):
+		return wire.ErrReserved
 	case len(payload) < 8:
 		return protocol.ErrPayloadShort
 	case wire.HeaderSize+len(payload) > l.cfg.Slot:

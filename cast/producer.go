@@ -372,10 +372,12 @@ func (p *Producer) ReplayAddr() netip.AddrPort {
 	return ap
 }
 
-// check refuses a record the stream cannot carry, before it is queued.
+// check refuses a record the stream cannot carry, before it is queued:
+// the loop thread must never be the first to refuse one (a record it
+// refuses faults the producer).
 func (p *Producer) check(typ uint16, payload []byte) error {
-	if wire.UDPControl(typ) {
-		return fmt.Errorf("%w: type %#x is a control type", ErrRecord, typ)
+	if wire.Reserved(typ) {
+		return fmt.Errorf("%w: type %#x: %w", ErrRecord, typ, wire.ErrReserved)
 	}
 	if len(payload) < 8 || len(payload) > p.maxPayload {
 		return fmt.Errorf("%w: payload of %d bytes outside 8..%d (the first 8 carry the seq)", ErrRecord, len(payload), p.maxPayload)
@@ -383,8 +385,8 @@ func (p *Producer) check(typ uint16, payload []byte) error {
 	return nil
 }
 
-// Publish queues one record: typ (any type but the protocol's control
-// types) and payload, whose first 8 bytes are overwritten with the seq
+// Publish queues one record: typ (any type but the protocol's reserved
+// 0x10–0x17, see wire.Reserved) and payload, whose first 8 bytes are overwritten with the seq
 // the stream assigns (the caller's slice is copied, not changed). It
 // checks the record first and returns an error wrapping ErrRecord for a
 // record the stream cannot carry. When the queue is full it waits for

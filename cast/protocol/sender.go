@@ -16,7 +16,7 @@ import (
 var (
 	ErrFrameTooLarge = errors.New("cast: frame larger than MaxFrame or the batch slot")
 	ErrPayloadShort  = errors.New("cast: data payload shorter than its 8-byte seq")
-	ErrControlType   = errors.New("cast: record types 0x10–0x17 are the protocol's (NAK, heartbeat, Skip, …), not data")
+	ErrControlType   = wire.ErrReserved // a wire.Reserved type offered as data
 	ErrBatchFull     = errors.New("cast: outgoing batch is full")
 	ErrSeqOrder      = errors.New("cast: frame seq is not the sender's next seq")
 	ErrHasLog        = errors.New("cast: SendFrame bypasses the WAL; a sender with a WAL uses Send")
