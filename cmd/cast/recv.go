@@ -400,6 +400,7 @@ type recvFlags struct {
 	// consumeRate (cast recv -consume-rate) paces the consumer: records
 	// per second taken from the ring, 0 unpaced.
 	consumeRate float64
+	noStatus    bool // -nostatus: no Status frames, the reference receiver's bytes
 }
 
 func (rf *recvFlags) add(fs *flag.FlagSet) {
@@ -410,6 +411,7 @@ func (rf *recvFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
 	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
 	fs.Uint64Var(&rf.id, "id", 0, "receiver id carried in Status (0: random); a sender's -flow tagged -tagged list names it")
+	fs.BoolVar(&rf.noStatus, "nostatus", false, "send no Status frames: NAKs only, the reference receiver's bytes (no flow control, fixed re-NAK timers)")
 }
 
 func (rf *recvFlags) check() error {
@@ -433,6 +435,7 @@ func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
 	c.ReorderSlots, c.NakDebounce, c.MaxFrame, c.ID = rf.reorder, int64(rf.debounce), rf.maxFrame, rf.id
 	c.Start, c.StartNow = rf.start, rf.startNow
+	c.NoStatus = rf.noStatus
 	if rf.debounce == 0 {
 		c.NakDebounce = -1 // -debounce 0: every pump (a zero field would mean the default)
 	}
