@@ -56,10 +56,10 @@ func (l *lossDetector) clear(i uint64) { l.gaps[i] = gap{} }
 func (r *Receiver) gapOpen() bool { return r.expected != 0 && r.highest >= r.expected }
 
 // pump walks the window expected … min(highest, expected+window−1) and
-// NAKs each missing run whose debounce has passed (at most
+// NAKs each missing run that the delay policy says is due (at most
 // MaxNakRunsPerPump). A run is a maximal stretch of missing seqs with the
 // same NAK history, so a run that was split by a late arrival keeps its
-// retry count and debounce, and newly missing seqs next to it get their
+// retry count and delay, and newly missing seqs next to it get their
 // own first NAK.
 func (r *Receiver) pump(now int64, out *batch.Vec) {
 	if r.heldByBacklog(now) {
@@ -75,54 +75,24 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 		upper = r.expected + r.window - 1
 	}
 	runs := 0
-	for seq := r.expected; seq <= upper; {
-		if seq == r.hole.from && seq != 0 && r.hole.to >= seq {
-			seq = r.hole.to + 1 // a pending Skip's seqs have no record: never NAKed
-			continue
+	for seq := r.expected; ; {
+		start, end, ok := r.nextRun(seq, upper)
+		if !ok {
+			return
 		}
-		i := seq & r.mask
-		if r.ring.has(seq) {
-			seq++
-			continue
-		}
-		start, rt, at, nb := seq, r.loss.gaps[i].retries, r.loss.gaps[i].at, r.loss.gaps[i].notBefore
-		count := true
-		for seq++; seq <= upper && seq != r.hole.from; seq++ {
-			j := seq & r.mask
-			if r.ring.has(seq) || r.loss.gaps[j].retries != rt || r.loss.gaps[j].at != at || r.loss.gaps[j].notBefore != nb {
-				break
-			}
-		}
+		seq = end + 1
+		i := start & r.mask
+		g := &r.loss.gaps[i]
+		rt, at := g.retries, g.at
 		if due := r.runDue(start, i, rt, at, now); now < due {
-			if due < r.loss.nextDue {
-				r.loss.nextDue = due
-			}
+			r.loss.nextDue = min(r.loss.nextDue, due)
 			if rt != 0 {
-				r.loss.delay.order.awaiting(r.loss.gaps[i].edge)
+				r.loss.delay.order.awaiting(g.edge)
 			}
 			continue
 		}
-		if rt != 0 {
-			// While the sender speaks probes, a re-NAK spends the run's
-			// retry budget only when the sender was heard since the run's
-			// last NAK: a sender that a loaded machine did not run does
-			// not use up the budget of a run it can still repair (the
-			// silence rule ends a stream whose sender is gone). Nor does
-			// one made while input waits unread (SetBacklog): the repair
-			// may be queued in it, behind up to a window of records that a
-			// receiver the machine did not run has yet to read; it still
-			// goes out, but draining a deep socket buffer must not spend
-			// a whole budget (flow control bounds that backlog).
-			count = !r.peer.probes || (r.peer.lastHeard > at && !r.loss.delay.backlog.pending())
-		}
-		byOrder, byPin := rt != 0 && r.lostByOrder(i), rt != 0 && start == r.expected && r.pinned()
-		if byOrder && now-at < r.retryDelay(start, rt) {
-			// Sooner than its timer: the budget keeps the timer's pace,
-			// so a repair the sender serves late (a cold read that newer
-			// data overtook) cannot spend it faster than before.
-			count = false
-		}
-		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, seq-1, rt, count, now, out) {
+		count, byOrder, byPin := r.judge(start, i, rt, at, now)
+		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, end, rt, count, now, out) {
 			r.loss.nextDue = now // more to do on the next Tick
 			r.loss.delay.order.unsure()
 			return
@@ -137,6 +107,32 @@ func (r *Receiver) pump(now int64, out *batch.Vec) {
 			return
 		}
 	}
+}
+
+// nextRun finds the first missing run at or after seq, up to upper:
+// start … end. A pending Skip's hole has no record and is never part of
+// a run.
+func (r *Receiver) nextRun(seq, upper uint64) (start, end uint64, ok bool) {
+	for seq <= upper {
+		if seq == r.hole.from && seq != 0 && r.hole.to >= seq {
+			seq = r.hole.to + 1
+			continue
+		}
+		if r.ring.has(seq) {
+			seq++
+			continue
+		}
+		g := &r.loss.gaps[seq&r.mask]
+		start = seq
+		for seq++; seq <= upper && seq != r.hole.from; seq++ {
+			h := &r.loss.gaps[seq&r.mask]
+			if r.ring.has(seq) || h.retries != g.retries || h.at != g.at || h.notBefore != g.notBefore {
+				break
+			}
+		}
+		return start, seq - 1, true
+	}
+	return 0, 0, false
 }
 
 // sendNak appends NAK{from, to−from+1} to out and stamps the run's seqs

@@ -91,6 +91,34 @@ func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
 	return max(due, r.loss.gaps[i].notBefore)
 }
 
+// judge says, for a run due now (start, slot i, NAKed rt times, the
+// last at at), whether its NAK spends the retry budget, and whether the
+// order or the pinned rule made it due (for the counters).
+//
+// While the sender speaks probes, a re-NAK spends the budget only when
+// the sender was heard since the run's last NAK: a sender that a loaded
+// machine did not run does not use up the budget of a run it can still
+// repair (the silence rule ends a stream whose sender is gone). Nor does
+// one made while input waits unread (SetBacklog): the repair may be
+// queued in it, behind up to a window of records that a receiver the
+// machine did not run has yet to read; it still goes out, but draining a
+// deep socket buffer must not spend a whole budget (flow control bounds
+// that backlog). An order re-NAK sooner than the timer does not spend
+// it either: the budget keeps the timer's pace, so a repair the sender
+// serves late (a cold read that newer data overtook) cannot spend it
+// faster than before.
+func (r *Receiver) judge(start, i uint64, rt uint16, at, now int64) (count, byOrder, byPin bool) {
+	if rt == 0 {
+		return true, false, false
+	}
+	count = !r.peer.probes || (r.peer.lastHeard > at && !r.loss.delay.backlog.pending())
+	byOrder, byPin = r.lostByOrder(i), start == r.expected && r.pinned()
+	if byOrder && now-at < r.retryDelay(start, rt) {
+		count = false
+	}
+	return count, byOrder, byPin
+}
+
 // SetBacklog tells the Receiver whether more datagrams wait to be handled
 // than the caller is about to hand it (its last receive filled the
 // batch): a loop calls it before each batch. In a group (NAKs to a
