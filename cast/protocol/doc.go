@@ -48,9 +48,11 @@
 //	for each received datagram d:
 //	    r.Handle(d, now, out, deliver) // deliver(h, payload) in seq order, exactly once
 //	r.Tick(now, out)                   // clock-driven re-NAKs and the silence rule
-//	if o := r.Outcome(); o.Kind != protocol.Live {
-//	    // catch up over TCP replay from the persisted tip, then:
-//	    r.ResetAfterReplay(tip)
+//	for e, ok := r.NextEvent(); ok; e, ok = r.NextEvent() {
+//	    if e.Kind == protocol.OutcomeSet { // Faulted, Reconnect, SenderRestarted
+//	        // catch up over TCP replay from the persisted tip, then:
+//	        r.ResetAfterReplay(tip)
+//	    }
 //	}
 //	path.Send(out); out.Reset()
 //
@@ -72,6 +74,13 @@
 // heartbeat intervals raises Faulted when a gap is open, else the
 // non-sticky PeerSilent event. Sticky outcomes drop all input until
 // ResetAfterReplay (or Resync).
+//
+// Inside, a Receiver is a reorder ring (receiver_ring.go), a loss
+// detector holding one gap per missing seq (receiver_loss.go) that asks
+// its re-NAK delay policy when each run is due — the RTT timer, the
+// order, pinned, group back-off and backlog rules, each a small type
+// (receiver_delay.go) — a status reporter (receiver_status.go) and the
+// set of other receivers of a multicast group (receiver_group.go).
 //
 // # Flow control, RTT and probes (negotiated)
 //
