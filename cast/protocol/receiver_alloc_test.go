@@ -65,4 +65,34 @@ func TestReceiverZeroAllocs(t *testing.T) {
 	if st := r.Stats(); st.NaksSent < 500*8 {
 		t.Fatalf("%d NAKs", st.NaksSent)
 	}
+
+	// A group receiver: a peer's NAK holds its own back, the back-off
+	// draw and the backlog hold decide when it NAKs itself.
+	g := groupReceiver(t, 1)
+	g.peer.probes = true
+	g.rtt.Sample(int64(ms))
+	gn := 0
+	peerNaks := make([][]byte, 600)
+	for k := range peerNaks {
+		peerNaks[k] = groupNakFrame(uint64(16*k+1), 1, testPeerID)
+	}
+	check("group: heard NAK, back-off, backlog hold", func() {
+		out.Reset()
+		base := gn
+		for k := 1; k < 16; k++ {
+			g.Handle(fs[base+k], now, out, deliver)
+		}
+		g.Handle(peerNaks[base/16], now, out, deliver)
+		g.SetBacklog(true, now)
+		now += int64(cfg.NakDebounce) / 2
+		g.Tick(now, out)
+		g.SetBacklog(false, now)
+		now += int64(cfg.NakDebounce) + 1
+		g.Tick(now, out)
+		g.Handle(fs[base], now, out, deliver)
+		gn += 16
+	})
+	if st := g.Stats(); st.GroupNaks == 0 || st.Suppressed == 0 || st.BacklogHolds == 0 || st.NaksSent == 0 {
+		t.Fatalf("group paths not taken: %+v", st)
+	}
 }
