@@ -39,7 +39,6 @@ type Receiver struct {
 	rtt      RTT      // own NAK → repair estimate
 	sampleAt int64    // gap.at of the last RTT sample (one sample per NAK batch)
 	id       uint64
-	debounce int64 // NakDebounce
 	silence  int64 // the silence time: HeartbeatInterval × SilenceIntervals
 
 	suspect   bool  // one heartbeat below the delivered seq was heard
@@ -84,14 +83,13 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	}
 	cfg = cfg.withDefaults()
 	r := &Receiver{
-		cfg:      cfg,
-		mask:     uint64(cfg.ReorderSlots - 1),
-		window:   uint64(cfg.ReorderSlots),
-		ring:     newReorderRing(cfg.ReorderSlots, cfg.MaxFrame),
-		debounce: int64(cfg.NakDebounce),
-		silence:  int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
-		id:       cfg.ID,
-		overrun:  overrunDetector{span: cfg.NakDebounce, need: cfg.OverrunEvidence},
+		cfg:     cfg,
+		mask:    uint64(cfg.ReorderSlots - 1),
+		window:  uint64(cfg.ReorderSlots),
+		ring:    newReorderRing(cfg.ReorderSlots, cfg.MaxFrame),
+		silence: int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
+		id:      cfg.ID,
+		overrun: overrunDetector{span: cfg.NakDebounce, need: cfg.OverrunEvidence},
 	}
 	r.st.room = UnlimitedRoom
 	for r.id == 0 {
