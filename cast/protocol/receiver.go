@@ -18,8 +18,9 @@ type Receiver struct {
 	window uint64 // ReorderSlots
 
 	// Stream position. Invariants: once synced (expected ≠ 0),
-	// expected−1 ≤ highest; live ≤ expected−1; every seq below expected
-	// was delivered or declared without a record by a Skip.
+	// live ≤ expected−1 ≤ highest, and every seq below expected was
+	// delivered, served by replay (ResetAfterReplay), lies before a late
+	// start, or has no record (a Skip).
 	expected uint64 // next seq to deliver; 0 = not synced (StartNow only)
 	live     uint64 // highest seq this Receiver delivered (not replay); 0 = none
 	late     uint64 // seq at which a StartNow delivery began after seq 1; 0 = none
