@@ -56,8 +56,8 @@ func (d *recvDirect) naks() []wire.Nak {
 	return ns
 }
 
-// TestReceiverSpecCases are the receiver cases of spec §9 and issue 3
-// that are clearer with hand-made datagrams.
+// TestReceiverSpecCases are the receiver cases of spec §9 that are
+// clearer with hand-made datagrams.
 func TestReceiverSpecCases(t *testing.T) {
 	t.Run("slot collision case: one datagram is not fatal, an overrun reconnects and stays set", func(t *testing.T) {
 		d := newRecvDirect(t, DefaultReceiverConfig())
