@@ -5,7 +5,7 @@ import "net/netip"
 // Vec is a vector of up to Cap() datagrams backed by one preallocated slab.
 // Messages 0..Len()-1 are in use. A Vec is not safe for concurrent use.
 type Vec struct {
-	bufs  [][]byte         // each of length slot, carved from one slab
+	bufs  [][]byte         // each of length slot+tail, carved from one slab
 	lens  []int            // bytes in use in bufs[i]
 	addrs []netip.AddrPort // peer of message i: destination (send) or source (recv); zero = the connected peer
 	n     int
@@ -13,11 +13,18 @@ type Vec struct {
 }
 
 // New returns a Vec of n messages of up to slot bytes each.
-func New(n, slot int) *Vec {
-	if n <= 0 || slot <= 0 {
-		panic("batch: New needs n > 0 and slot > 0")
+func New(n, slot int) *Vec { return NewTail(n, slot, 0) }
+
+// NewTail returns a Vec of n messages of up to slot bytes each whose
+// buffers have tail bytes more behind the slot: room for a trailer that
+// the Vec's owner appends to a finished message (Buf, Set) and that the
+// writers of messages (Next, Append, SlotSize) do not see.
+func NewTail(n, slot, tail int) *Vec {
+	if n <= 0 || slot <= 0 || tail < 0 {
+		panic("batch: NewTail needs n > 0, slot > 0 and tail ≥ 0")
 	}
-	slab := make([]byte, n*slot)
+	size := slot + tail
+	slab := make([]byte, n*size)
 	v := &Vec{
 		bufs:  make([][]byte, n),
 		lens:  make([]int, n),
@@ -25,7 +32,7 @@ func New(n, slot int) *Vec {
 		slot:  slot,
 	}
 	for i := range v.bufs {
-		v.bufs[i] = slab[i*slot : (i+1)*slot : (i+1)*slot]
+		v.bufs[i] = slab[i*size : (i+1)*size : (i+1)*size]
 	}
 	return v
 }
@@ -36,7 +43,8 @@ func (v *Vec) Cap() int { return len(v.bufs) }
 // Len is the number of messages in use.
 func (v *Vec) Len() int { return v.n }
 
-// SlotSize is the size of each message buffer in bytes.
+// SlotSize is the size of each message buffer in bytes (a tail, see
+// [NewTail], not counted).
 func (v *Vec) SlotSize() int { return v.slot }
 
 // Full reports whether every message slot is in use.
@@ -71,7 +79,7 @@ func (v *Vec) Next() []byte {
 	if v.n == len(v.bufs) {
 		return nil
 	}
-	return v.bufs[v.n]
+	return v.bufs[v.n][:v.slot]
 }
 
 // Commit marks the slot returned by [Vec.Next] as used with n bytes.
@@ -81,9 +89,10 @@ func (v *Vec) Commit(n int, addr netip.AddrPort) {
 	v.n++
 }
 
-// Buf returns the whole buffer of slot i (for datapaths that receive in
-// place); Set records its length and address and is used together with
-// SetLen to publish received messages.
+// Buf returns the whole buffer of slot i, its tail included (for
+// datapaths that receive in place, and for appending a trailer); Set
+// records its length and address and is used together with SetLen to
+// publish received messages.
 func (v *Vec) Buf(i int) []byte { return v.bufs[i] }
 
 // Set records the length and peer of slot i.
