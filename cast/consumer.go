@@ -191,7 +191,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
 	c.loop, err = NewLoop(LoopConfig{
 		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, KeepGOMAXPROCS: c.cfg.KeepGOMAXPROCS, Batch: c.cfg.Batch,
-		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender,
+		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.cfg.Keys,
 	})
 	if err != nil {
 		return err
@@ -238,6 +238,13 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, error) {
 	v := batch.New(16, max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048))
 	waiter, _ := c.path.(Waiter)
+	var op *wire.Opener // with keys: only an authenticated datagram names the producer
+	if c.cfg.Keys != nil {
+		var err error
+		if op, err = wire.NewOpener(c.cfg.Keys.all()...); err != nil {
+			return nil, netip.AddrPort{}, err
+		}
+	}
 	var idle affinity.Idler
 	idle.Strategy = affinity.Backoff
 	for {
@@ -256,7 +263,15 @@ func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, e
 		}
 		for i := 0; i < n; i++ {
 			d, from := v.Msg(i)
-			if h, _, _, err := wire.DecodeFrame(d); err == nil && h.Type != wire.TypeNak && h.Type != wire.TypeStatus && from.IsValid() {
+			frames := d
+			if op != nil {
+				n, err := op.Open(d)
+				if err != nil {
+					continue
+				}
+				frames = d[:n]
+			}
+			if h, _, _, err := wire.DecodeFrame(frames); err == nil && h.Type != wire.TypeNak && h.Type != wire.TypeStatus && from.IsValid() {
 				ds := [][]byte{append([]byte(nil), d...)}
 				for j := i + 1; j < n; j++ {
 					if d, f := v.Msg(j); f == from {

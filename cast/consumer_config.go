@@ -28,6 +28,11 @@ type ConsumerConfig struct {
 	// itself within a heartbeat interval, 100 ms by default, even when it
 	// has nothing to send) — and ignores what other addresses send.
 	From netip.AddrPort
+	// Keys, when set, authenticate every datagram (docs/auth.md): only
+	// datagrams tagged with one of them reach the receiver, the producer's
+	// address is learnt only from one, and every NAK and Status this
+	// consumer sends is tagged. The producer needs the same keys.
+	Keys *Keys
 	// Replay lists the replay servers to catch up from, "host:port", in
 	// the order tried (newest source first, archives after). Default: the
 	// producer's address (From, or the one learnt) over TCP.

@@ -97,6 +97,11 @@ const (
 	// (Event.Outcome); a catch-up or, for a restarted sender, a check of
 	// the tip follows.
 	EventEscalated
+
+	// EventKeyUnknown: a keyed Loop refused a datagram tagged with a key
+	// id it does not hold (Event.Err names it; Event.Sender is the
+	// source): a mismatched key file. Reported once per key id.
+	EventKeyUnknown
 )
 
 var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect", EventSenderRestarted: "sender_restarted",
@@ -106,7 +111,7 @@ var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect
 	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
 	EventReceiverStalled: "receiver_stalled", EventEnded: "ended",
 	EventSenderFound: "sender_found", EventCatchingUp: "catching_up", EventCaughtUp: "caught_up", EventLive: "live",
-	EventEscalated: "escalated"}
+	EventEscalated: "escalated", EventKeyUnknown: "key_unknown"}
 
 // String is the kind's name, as `cast recv -json` prints it in its
 // "event" field: it does not change.

@@ -86,6 +86,9 @@ type Loop struct {
 	ls, lsPub LoopStats
 	sendErr   atomic.Pointer[error] // see SendErr
 
+	auth    *loopAuth // nil without LoopConfig.Keys
+	authPub AuthStats // auth.stats as of the last snapshot
+
 	vclock func() int64 // tests: a virtual clock (datapath/mem) instead of time.Since(epoch)
 }
 
@@ -109,6 +112,16 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		events: make(chan Event, 64),
 		done:   make(chan struct{}),
 	}
+	if cfg.Keys != nil {
+		a, err := newLoopAuth(cfg.Keys)
+		if err != nil {
+			return nil, err
+		}
+		// The cores write datagrams of at most Slot − TrailerSize bytes;
+		// the trailer goes into the tail of out's buffers at flush.
+		l.auth = a
+		l.out = batch.NewTail(cfg.Batch, cfg.Slot-wire.TrailerSize, wire.TrailerSize)
+	}
 	l.waiter, _ = cfg.Path.(Waiter)
 	l.io, _ = cfg.Cold.(IOFlusher)
 	l.deliverFn = l.deliver
@@ -117,7 +130,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	}
 	ringSlot := cfg.RingSlot
 	if ringSlot == 0 {
-		ringSlot = cfg.Slot - wire.HeaderSize
+		ringSlot = l.out.SlotSize() - wire.HeaderSize
 	}
 	if cfg.SendRing > 0 {
 		l.sendRing = NewRing(cfg.SendRing, ringSlot)
@@ -355,6 +368,9 @@ func (l *Loop) iterate() bool {
 				l.checkLog()
 			}
 			l.next = l.now + l.tick
+			if l.auth != nil {
+				l.auth.apply()
+			}
 			l.snapshot()
 		}
 	}
@@ -453,6 +469,12 @@ func (l *Loop) quiet() bool {
 }
 
 func (l *Loop) route(d []byte, from netip.AddrPort) {
+	if l.auth != nil {
+		var ok bool
+		if d, ok = l.open(d, from); !ok {
+			return
+		}
+	}
 	if l.cfg.Source.IsValid() && from != l.cfg.Source && !toSender(d) {
 		l.ls.Foreign++
 		return
@@ -523,6 +545,11 @@ func (l *Loop) flush() error {
 	}
 	if l.out.Len() == 0 || l.back.Len() > l.back.Cap()-l.out.Cap() {
 		return nil
+	}
+	if l.auth != nil {
+		// Sealed once: from here every message of out is sent or moved
+		// to the backlog, and out is reset.
+		l.auth.seal(l.out, 0)
 	}
 	from := 0
 	if l.back.Len() == 0 {

@@ -112,6 +112,14 @@ type LoopConfig struct {
 	// Frames for a sender (NAK, Status) pass from anyone: in a multicast
 	// group the other receivers' are useful.
 	Source netip.AddrPort
+	// Keys, when set, authenticate every datagram (docs/auth.md): each
+	// one sent carries a trailer tagged with Keys.Send, and only
+	// datagrams whose trailer verifies under one of the keys reach the
+	// cores (the rest are dropped and counted: Loop.AuthStats). The cores'
+	// datagrams are then at most Slot − wire.TrailerSize bytes, so a
+	// sealed one still fits Slot. Both ends need the same keys; nil: the
+	// reference's bytes, unauthenticated.
+	Keys *Keys
 	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Start raises
 	// it to the number of spinning loops + 2 when it is lower: a spinning
 	// loop holds a P for good, and the GC, the WAL's and the loop's I/O
@@ -147,6 +155,8 @@ func (c LoopConfig) Validate() error {
 		return fmt.Errorf("%w: loop Batch %d outside 1..1024", ErrConfig, c.Batch)
 	case c.Slot < wire.HeaderSize+8 || c.Slot > protocol.MaxDatagram:
 		return fmt.Errorf("%w: loop Slot %d outside %d..%d", ErrConfig, c.Slot, wire.HeaderSize+8, protocol.MaxDatagram)
+	case c.Keys != nil && c.Slot-wire.TrailerSize < wire.HeaderSize+8:
+		return fmt.Errorf("%w: loop Slot %d leaves no room for a frame beside the %d-byte authentication trailer", ErrConfig, c.Slot, wire.TrailerSize)
 	case c.TickInterval <= 0:
 		return fmt.Errorf("%w: loop TickInterval %v must be > 0", ErrConfig, c.TickInterval)
 	case c.SendRing < 0 || c.RecvRing < 0 || c.ColdBuffers < 0 || c.ColdBufSize < 0 || c.RingSlot < 0:

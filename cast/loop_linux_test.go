@@ -3,6 +3,7 @@ package cast
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,23 +281,28 @@ func TestLoopDeadPeer(t *testing.T) {
 }
 
 // TestLoopIterationAllocs: one iteration of a sender loop and one of a
-// receiver loop, with a record sent and delivered, allocate nothing.
+// receiver loop, with a record sent and delivered, allocate nothing; with
+// keys too (every datagram sealed and opened).
 func TestLoopIterationAllocs(t *testing.T) {
-	for _, path := range []string{"udp", "mmsg"} {
+	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys"} {
 		t.Run(path, func(t *testing.T) {
+			var keys *Keys
+			if p, ok := strings.CutSuffix(path, "/keys"); ok {
+				path, keys = p, testKeys
+			}
 			pa, pb := openPair(t, path, false)
 			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 			rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 			var got int
 			rl := DefaultLoopConfig()
-			rl.Path, rl.Receiver = pb, rcv
+			rl.Path, rl.Receiver, rl.Keys = pb, rcv, keys
 			rl.OnRecord = func(*Loop, wire.Header, []byte) { got++ }
 			rloop, err := NewLoop(rl)
 			if err != nil {
 				t.Fatal(err)
 			}
 			sl := DefaultLoopConfig()
-			sl.Path, sl.Sender = pa, snd
+			sl.Path, sl.Sender, sl.Keys = pa, snd, keys
 			p := make([]byte, 128)
 			sl.OnPoll = func(l *Loop, now int64) { _, _ = l.Send(1, p) }
 			sloop, err := NewLoop(sl)
@@ -318,6 +324,12 @@ func TestLoopIterationAllocs(t *testing.T) {
 			}
 			if got == 0 {
 				t.Fatal("nothing delivered")
+			}
+			if keys != nil {
+				rloop.snapshot()
+				if a := rloop.AuthStats(); a.Refused() != 0 {
+					t.Fatalf("keyed receiver refused datagrams: %+v", a)
+				}
 			}
 		})
 	}

@@ -89,6 +89,7 @@ type rigOpts struct {
 	idle       affinity.Strategy
 	flood      float64 // NAK{1, 2^64−1} datagrams per second sent from the receiver's socket
 	coldRate   int64   // sender's ColdRate (0: default)
+	keys       *Keys   // both loops authenticate every datagram with these
 }
 
 type rigResult struct {
@@ -99,6 +100,8 @@ type rigResult struct {
 	rStats    protocol.ReceiverStats
 	sLoop     LoopStats
 	rLoop     LoopStats
+	sAuth     AuthStats
+	rAuth     AuthStats
 	sRcv      []protocol.ReceiverInfo // the sender's flow-control table at the end
 	elapsed   time.Duration           // first send to the last delivery (or the deadline)
 	floods    uint64                  // flood NAK datagrams sent
@@ -184,7 +187,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		got.Add(1)
 	}
 	rl := DefaultLoopConfig()
-	rl.Path, rl.Receiver = rp, rcv
+	rl.Path, rl.Receiver, rl.Keys = rp, rcv, o.keys
 	rl.Idle.Strategy = o.idle
 	if o.viaRings {
 		rl.RecvRing = 1024
@@ -199,7 +202,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	}
 
 	sl := DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Cold = sp, snd, cold
+	sl.Path, sl.Sender, sl.Cold, sl.Keys = sp, snd, cold, o.keys
 	sl.Idle.Strategy = o.idle
 	payload := make([]byte, o.payload)
 	var produced int
@@ -291,6 +294,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	res.events = evs
 	res.sStats, res.rStats = sloop.SenderStats(), rloop.ReceiverStats()
 	res.sLoop, res.rLoop = sloop.Stats(), rloop.Stats()
+	res.sAuth, res.rAuth = sloop.AuthStats(), rloop.AuthStats()
 	res.sRcv = sloop.Receivers()
 	if fp != nil {
 		res.floods = fp.sent

@@ -41,6 +41,9 @@ func (l *Loop) snapshot() {
 	if l.rcv != nil {
 		l.rStats = l.rcv.Stats()
 	}
+	if l.auth != nil {
+		l.authPub = l.auth.stats
+	}
 	l.statsMu.Unlock()
 }
 

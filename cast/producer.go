@@ -33,6 +33,12 @@ type ProducerConfig struct {
 	// the unspecified address of To's family, on a free port).
 	// Producer.Addr reports the address bound.
 	Local netip.AddrPort
+	// Keys, when set, authenticate every datagram (docs/auth.md): each
+	// one sent is tagged, and only NAKs and Status frames tagged with one
+	// of the keys are heard. The trailer takes 34 bytes of each datagram,
+	// so the largest payload is 34 bytes smaller. Consumers need the same
+	// keys; the WAL and the replay stream are unchanged.
+	Keys *Keys
 	// Dir is the root directory of the write-ahead log: every record is
 	// appended to Dir/<Stream>/ before it is sent, retransmits of records
 	// older than the hot ring are read back from it, and the replay
@@ -221,10 +227,13 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 		mf = protocol.DefaultMaxFrame
 	}
 	p.maxPayload = min(mf-wire.HeaderSize, wire.MaxPayload)
+	if cfg.Keys != nil {
+		p.maxPayload -= wire.TrailerSize
+	}
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
 		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
-		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll,
+		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
 	}
 	if lc.SendRing == 0 {
 		lc.SendRing = 4096
