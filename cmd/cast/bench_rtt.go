@@ -9,13 +9,27 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/wire"
 )
 
 // rttRunners are the rows of `cast bench rtt` after the floor, in the
 // order the cost adds up: the datapath alone (raw-udp over datapath/udp),
 // then the protocol on top (casting over udp, then over mmsg).
 var rttRunners = []func(benchkit.RTTConfig) (benchkit.Row, error){benchkit.RTTRawUDP, benchkit.RTTCasting, benchkit.RTTCastingMmsg}
+
+// benchKeys authenticate the +auth rows: a fixed key (the rows measure
+// the cost, not the secrecy).
+var benchKeys = &cast.Keys{Send: wire.Key{ID: 1, Secret: [16]byte{0x77, 0x61, 0x6c, 0x63, 0x61, 0x73, 0x74}}}
+
+// withKeys runs an RTT row with every datagram authenticated.
+func withKeys(fn func(benchkit.RTTConfig) (benchkit.Row, error)) func(benchkit.RTTConfig) (benchkit.Row, error) {
+	return func(c benchkit.RTTConfig) (benchkit.Row, error) {
+		c.Keys = benchKeys
+		return fn(c)
+	}
+}
 
 func init() {
 	registerBench("rtt", "ping-pong RTT: casting over udp and mmsg vs the minimal raw loop, spin and park modes", benchRTT)
@@ -57,8 +71,13 @@ func benchRTT(args []string) error {
 	mode := fs.String("mode", "both", "idle mode: spin, park (netpoller) or both")
 	pin := fs.String("pin", "0,1", "CPUs of the client and echo threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
+	auth := fs.Bool("auth", false, "also run casting-udp and casting-mmsg with every datagram authenticated (rows +auth; docs/auth.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	runners := rttRunners
+	if *auth {
+		runners = append(runners[:len(runners):len(runners)], withKeys(benchkit.RTTCasting), withKeys(benchkit.RTTCastingMmsg))
 	}
 	if err := checkRange("n", c.N, 1, 1<<30); err != nil {
 		return err
@@ -86,7 +105,7 @@ func benchRTT(args []string) error {
 	ctx, cancel := signalContext()
 	defer cancel()
 	title := fmt.Sprintf("rtt: %d round trips of %d B, batch %d, pins %s, %d runs, %s, load %s", c.N, c.Size, c.Batch, *pin, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
-	rs := newRowStream("bench rtt", title, *runs*len(modes)*(1+len(rttRunners))+1, true, *jsonOut)
+	rs := newRowStream("bench rtt", title, *runs*len(modes)*(1+len(runners))+1, true, *jsonOut)
 	var floorPark1 benchkit.Row
 	rows, err := rs.run(ctx, func() error {
 		for run := 1; run <= *runs; run++ {
@@ -102,8 +121,8 @@ func benchRTT(args []string) error {
 					floorPark1 = floor
 				}
 				rs.add(floor)
-				for i, fn := range rttRunners {
-					rs.next(fmt.Sprintf("run %d, %v, runner %d of %d", run, m, i+1, len(rttRunners)))
+				for i, fn := range runners {
+					rs.next(fmt.Sprintf("run %d, %v, runner %d of %d", run, m, i+1, len(runners)))
 					r, err := fn(c)
 					if err != nil {
 						return err

@@ -32,6 +32,22 @@ var tputRunners = []tputRun{
 	}},
 }
 
+// tputAuthRunners are the rows `-auth` adds: the protocol without the WAL,
+// with and without coalescing, with and without keys.
+var tputAuthRunners = []tputRun{
+	{"casting-mmsg+auth", false, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		c.Keys = benchKeys
+		return benchkit.ThroughputCasting(c, false, false)
+	}},
+	{"casting-mmsg+coalesce", false, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		return benchkit.ThroughputCasting(c, false, true)
+	}},
+	{"casting-mmsg+coalesce+auth", false, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+		c.Keys = benchKeys
+		return benchkit.ThroughputCasting(c, false, true)
+	}},
+}
+
 func benchThroughput(args []string) error {
 	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback, at each frame size. The floors share no code with what\nthey measure: floor-gso-gro (raw UDP_SEGMENT sends and UDP_GRO receives on two\npinned threads), floor-odirect (1 MiB O_DIRECT writes + fdatasync in -dir, as\nrecords/s of the frame size) and wal-alone (one goroutine appending to a\nwal.Writer, no network). Then raw-gso-gro over datapath/mmsg (the datapath's\ncost), casting-mmsg (the protocol's) and casting-mmsg+wal (the WAL's). Rows\nwithout the WAL are compared with floor-gso-gro; rows with it with the slower\nof floor-gso-gro and floor-odirect, and the note gives the ratio to the slower\nof floor-gso-gro and wal-alone. Rows run interleaved -runs times.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench throughput")
 	c := benchkit.DefaultThroughputConfig()
@@ -43,8 +59,13 @@ func benchThroughput(args []string) error {
 	runs := fs.Int("runs", 3, "interleaved runs of every row")
 	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
+	auth := fs.Bool("auth", false, "also run casting-mmsg+auth, casting-mmsg+coalesce and casting-mmsg+coalesce+auth (every datagram authenticated; docs/auth.md)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	runners := tputRunners
+	if *auth {
+		runners = append(runners[:len(runners):len(runners)], tputAuthRunners...)
 	}
 	if err := checkRange("d", c.Duration, time.Millisecond, time.Hour); err != nil {
 		return err
@@ -77,7 +98,7 @@ func benchThroughput(args []string) error {
 	defer cancel()
 	title := fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s",
 		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
-	rs := newRowStream("bench throughput", title, *runs*len(sz)*(3+len(tputRunners)), false, *jsonOut)
+	rs := newRowStream("bench throughput", title, *runs*len(sz)*(3+len(runners)), false, *jsonOut)
 	rows, err := rs.run(ctx, func() error {
 		for run := 1; run <= *runs; run++ {
 			for _, size := range sz {
@@ -114,7 +135,7 @@ func benchThroughput(args []string) error {
 				if alone.RecPerS < bound.RecPerS {
 					bound = alone
 				}
-				for _, tr := range tputRunners {
+				for _, tr := range runners {
 					at(tr.name)
 					r, err := tr.run(c)
 					if err != nil {

@@ -95,7 +95,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	echo, err := newEchoLoop(b, affinity.OnCPU(c.CPUs[1]), c.Mode, c.Batch)
+	echo, err := newEchoLoop(b, affinity.OnCPU(c.CPUs[1]), c.Mode, c.Batch, c.Keys)
 	if err != nil {
 		a.Close()
 		b.Close()
@@ -137,7 +137,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	cfg.Batch = c.Batch
+	cfg.Batch, cfg.Keys = c.Batch, c.Keys
 	cfg.OnPoll = func(l *cast.Loop, now int64) {
 		if !outstanding {
 			ping(l)
@@ -198,7 +198,11 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 		return Row{}, fmt.Errorf("benchkit: casting rtt: the echo lost %d replies", lost)
 	}
 	st := l.ReceiverStats()
-	row := Row{Workload: "rtt", Name: "casting-" + kind, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
+	name := "casting-" + kind
+	if c.Keys != nil {
+		name += "+auth"
+	}
+	row := Row{Workload: "rtt", Name: name, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
 	row.RecPerS = float64(s.Len()) / el.Seconds()
 	// What one round trip costs the client thread, averaged over every
 	// ping (warm-up included): system calls and loop iterations.
@@ -264,11 +268,12 @@ type castEcho struct {
 // in flight.
 const echoQueue = 64
 
-func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int) (*castEcho, error) {
+func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int, keys *cast.Keys) (*castEcho, error) {
 	cfg, err := loopConfig(p, pin, mode, true, true)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Keys = keys
 	e := &castEcho{q: make([][]byte, echoQueue), types: make([]uint16, echoQueue)}
 	for i := range e.q {
 		e.q[i] = make([]byte, 0, cfg.Slot)
@@ -344,7 +349,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	// repairs only) that counts what it delivers.
 	var delivered atomic.Int64
 	var outcome atomic.Value
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]),
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
 		Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16},
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
@@ -370,8 +375,12 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var produced atomic.Int64
 	var stop atomic.Bool
 	var sendErr error
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]),
-		Sender: protocol.SenderConfig{Coalesce: coalesce},
+	sc := protocol.SenderConfig{Coalesce: coalesce}
+	if c.Keys != nil {
+		sc.MaxFrame = protocol.DefaultMaxFrame + wire.TrailerSize // the cores' datagrams as without keys
+	}
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys,
+		Sender: sc,
 		OnPoll: func(l *cast.Loop, now int64) {
 			if stop.Load() {
 				return
@@ -431,6 +440,9 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	}
 	if coalesce {
 		name += "+coalesce"
+	}
+	if c.Keys != nil {
+		name += "+auth"
 	}
 	row := Row{Workload: "throughput", Name: name, Path: "mmsg"}
 	row.fill(got, c.Size, el.Seconds())

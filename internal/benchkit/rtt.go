@@ -3,6 +3,7 @@ package benchkit
 import (
 	"errors"
 	"fmt"
+	"github.com/walcast/walcast/cast"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
@@ -22,6 +23,9 @@ type RTTConfig struct {
 	// loops (default 1: one ping is in flight, and a bigger receive
 	// vector only adds a recvfrom that finds nothing).
 	Batch int
+	// Keys, when set, authenticate every datagram of the casting rows
+	// (docs/auth.md); their rows are named with "+auth".
+	Keys *cast.Keys
 }
 
 // DefaultRTTConfig is 100 000 pings of 144 bytes, spinning, pinned to CPUs 0 and 1.

@@ -2,6 +2,7 @@ package benchkit
 
 import (
 	"fmt"
+	"github.com/walcast/walcast/cast"
 	"time"
 )
 
@@ -21,6 +22,11 @@ type ThroughputConfig struct {
 	// Dir is where WAL-on rows and the disk floors write (default: the
 	// system's temporary directory).
 	Dir string
+	// Keys, when set, authenticate every datagram of the casting rows
+	// (docs/auth.md); their rows are named with "+auth". The cores then
+	// write the same datagrams as without keys and the trailer makes
+	// each 34 bytes longer (loopback's MTU has the room).
+	Keys *cast.Keys
 }
 
 // DefaultThroughputConfig is 2 s of 144-byte frames, batches of 64, GSO and GRO on, pinned to CPUs 0 and 1.
