@@ -354,7 +354,9 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 		}
 		return
 	}
-	r.orderSeen(seq, now)
+	if r.loss.delay.order.arrived(seq, r.st.maxEdge) {
+		r.orderSeen(seq, now)
+	}
 	r.rttSample(seq&r.mask, now)
 	r.groupSample(seq & r.mask)
 	if seq > r.maxData {

@@ -43,10 +43,10 @@ func (r *Receiver) lostByOrder(i uint64) bool {
 	return r.rackOn() && r.loss.delay.order.lost(r.loss.gaps[i].edge)
 }
 
-// orderSeen feeds data seq to the order rule: a NAKed run may be due at
-// once when it shows a repair lost.
+// orderSeen feeds data seq, news to the order rule (orderRule.arrived),
+// to it: a NAKed run may be due at once when seq shows a repair lost.
 func (r *Receiver) orderSeen(seq uint64, now int64) {
-	if o := &r.loss.delay.order; o.arrived(seq, r.st.maxEdge) && r.rackOn() && o.saw(seq) {
+	if r.rackOn() && r.loss.delay.order.saw(seq) {
 		r.loss.nextDue = min(r.loss.nextDue, now) // a repair sent before seq is lost
 	}
 }
