@@ -311,11 +311,15 @@ func deadTCP(t *testing.T) string {
 }
 
 // shape reduces a line of demo output to its format: numbers, on/off
-// switches and the temporary WAL path are placeholders.
+// switches, the loops' idle strategies and pins, the reason of the
+// layout (it follows the CPU count) and the temporary WAL path are
+// placeholders.
 func shape(line string) string {
 	line = regexp.MustCompile(`/tmp/walcast-demo-\S*`).ReplaceAllString(line, "PATH")
+	line = regexp.MustCompile(`(CPUs: ).*$`).ReplaceAllString(line, "${1}WHY")
+	line = regexp.MustCompile(`pins (none|-?\d+,-?\d+)`).ReplaceAllString(line, "pins P")
 	line = regexp.MustCompile(`-?\d[\d.,]*`).ReplaceAllString(line, "N")
-	return regexp.MustCompile(`\b(on|off)\b`).ReplaceAllString(line, "X")
+	return regexp.MustCompile(`\b(on|off|spin|park)\b`).ReplaceAllString(line, "X")
 }
 
 // The README shows what `make demo` prints: its block must have the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
@@ -25,7 +26,7 @@ func init() {
 }
 
 func runDemo(args []string) error {
-	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). Then a short ping-pong measures the round trip. Prints a progress line\n(on a terminal, redrawn in place; otherwise a plain line every 5 s) and a summary.")
+	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). The producer runs inside the sender's loop and the consumer inside the\nreceiver's: two loop threads, plus the WAL's I/O goroutine. A spinning loop holds\na CPU; -idle auto lets both spin only when the process has a CPU for each and one\nmore for the WAL's I/O; with fewer, both park on their sockets, so that no\nthread waits for a spinning thread's CPU. The\nsummary says which layout ran and how many threads were busy on how many CPUs.\nThen a short ping-pong measures the round trip. Prints a progress line (on a\nterminal, redrawn in place; otherwise a plain line every 5 s) and a summary.")
 	n := fs.Int("n", 1_000_000, "records")
 	size := fs.Int("size", 128, "payload bytes per record (frame = size + 16)")
 	rate := fs.Float64("rate", 100_000, "records per second (0: as fast as the path takes them)")
@@ -34,6 +35,7 @@ func runDemo(args []string) error {
 	pings := fs.Int("pings", 20000, "round trips measured after the stream (0: skip)")
 	pin := fs.String("pin", "none", "CPUs of the sender and receiver loops (e.g. 0,1), or none: pinning is for an otherwise idle machine")
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
+	idle := fs.String("idle", "auto", "what the loops do with nothing to do: spin (each holds a CPU), park (block on the socket), mixed (the sender's spins, the receiver's parks), or auto (by the CPUs this process may use)")
 	quiet := fs.Bool("q", false, "no progress line")
 	reorder := fs.Int("reorder", protocol.DefaultReorderSlots, "receiver reorder window, records (power of two); flow control keeps the sender within it")
 	debounce := fs.Duration("debounce", time.Duration(protocol.DefaultNakDebounce), "longest time between two NAKs of the same gap (the re-NAK delay follows the RTT below it)")
@@ -64,6 +66,11 @@ func runDemo(args []string) error {
 	}
 	if *path != "mmsg" && *path != "udp" {
 		return usagef("-path %q: want mmsg or udp", *path)
+	}
+	switch *idle {
+	case "auto", "spin", "park", "mixed":
+	default:
+		return usagef("-idle %q: want auto, spin, park or mixed", *idle)
 	}
 	if f := os.Getenv("WALCAST_CPUPROFILE"); f != "" {
 		pf, err := os.Create(f)
@@ -133,7 +140,10 @@ func runDemo(args []string) error {
 	var next uint64
 	base := time.Now() // one clock origin for send stamps and deliveries
 	var outcome atomic.Value
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]),
+	ncpu := usableCPUs()
+	lay := demoLayout(*idle, ncpu, dir != "")
+	sndIdle, rcvIdle := affinity.Idler{Strategy: lay.snd}, affinity.Idler{Strategy: lay.rcv}
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle,
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome)
@@ -167,8 +177,10 @@ func runDemo(args []string) error {
 	done := make(chan struct{})
 	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate}, &sent, done)
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
+	fmt.Printf("layout         sender loop %s, receiver loop %s, pins %s; -idle %s on %d CPUs: %s\n", lay.snd, lay.rcv, pinNote(cpus), *idle, ncpu, lay.why)
+	threads0, _ := benchkit.ThreadTimes()
 	start := time.Now()
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]),
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle,
 		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }})
 	if err != nil {
 		stopRun()
@@ -201,6 +213,7 @@ func runDemo(args []string) error {
 		}
 	}
 	el := time.Since(start)
+	threads1, _ := benchkit.ThreadTimes()
 	prog.update(demoStatus(delivered.Load(), int64(*n), el, cons.Stats().Receiver, lossy), true)
 	prog.done()
 	perr := pr.Close()
@@ -234,6 +247,10 @@ func runDemo(args []string) error {
 		fmt.Printf("cold reads     %d queued, %d served, %d seqs rejected (queue full), %d over budget, %d missing, %d failed\n", ss.ColdQueued, ls.ColdReads, ss.ColdRejected, ss.ColdOverBudget, ss.ColdMissing, ss.ColdErrors+ls.ColdErrors)
 	}
 	fmt.Printf("throughput     %.0f records/s, %.3f Gbit/s (%.2f s)\n", float64(d)/el.Seconds(), float64(d)*float64(frame)*8/el.Seconds()/1e9, el.Seconds())
+	if threads0 != nil && threads1 != nil {
+		busy, all, total := busyThreads(benchkit.ThreadDelta(threads0, threads1), el)
+		fmt.Printf("threads        %d busy (≥ %d%% of a CPU each) of %d that ran, %.2f CPUs used in all, on %d CPUs\n", busy, busyPct, all, total, ncpu)
+	}
 	if ls := lat.Summarize(); ls.N > 0 {
 		fmt.Printf("send→deliver   p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (one way, loss repairs included)\n", us(ls.P50), us(ls.P99), us(ls.P999))
 	}
@@ -257,9 +274,75 @@ func runDemo(args []string) error {
 			return fmt.Errorf("ping-pong: %w", err)
 		}
 		l := r.Latency
-		fmt.Printf("RTT            p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (%d pings of %d B, casting over udp, pinned busy-poll)\n", us(l.P50), us(l.P99), us(l.P999), l.N, c.Size)
+		fmt.Printf("RTT            p50 %.1f µs  p99 %.1f µs  p99.9 %.1f µs  (%d pings of %d B, casting over udp, two spinning loops, pins %s)\n", us(l.P50), us(l.P99), us(l.P999), l.N, c.Size, pinNote(cpus))
 	}
 	return nil
+}
+
+// demoLoops is how the demo's two loops wait for work, and why.
+type demoLoops struct {
+	snd, rcv affinity.Strategy
+	why      string
+}
+
+// demoLayout picks what each loop does when idle. A spinning loop holds
+// a CPU for good; the WAL's I/O goroutine (and the runtime) need CPU time
+// too, and a thread that waits for a spinning thread's CPU waits for the
+// scheduler's slice: milliseconds, which is what the records then wait.
+// So auto spins the loops only when each gets a CPU of its own and the
+// WAL's I/O one more; with fewer, both park on their sockets (a parked
+// loop runs when a datagram or its 1 ms tick wakes it).
+func demoLayout(idle string, ncpu int, withWAL bool) demoLoops {
+	spin, park := affinity.Spin, affinity.Park
+	switch idle {
+	case "spin":
+		return demoLoops{spin, spin, "as asked"}
+	case "park":
+		return demoLoops{park, park, "as asked"}
+	case "mixed":
+		return demoLoops{spin, park, "as asked"}
+	}
+	switch {
+	case withWAL && ncpu >= 3:
+		return demoLoops{spin, spin, "a CPU for each spinning loop and one for the WAL's I/O"}
+	case !withWAL && ncpu >= 2:
+		return demoLoops{spin, spin, "a CPU for each spinning loop"}
+	case withWAL:
+		return demoLoops{park, park, "too few CPUs for two spinning loops and the WAL's I/O"}
+	}
+	return demoLoops{park, park, "too few CPUs for two spinning loops"}
+}
+
+// usableCPUs is the number of CPUs this process may run on.
+func usableCPUs() int {
+	if c, err := affinity.CurrentCPUs(); err == nil && len(c) > 0 {
+		return len(c)
+	}
+	return runtime.NumCPU()
+}
+
+func pinNote(cpus [2]int) string {
+	if cpus[0] < 0 && cpus[1] < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d,%d", cpus[0], cpus[1])
+}
+
+// busyPct is the share of one CPU above which the summary counts a
+// thread as busy.
+const busyPct = 5
+
+// busyThreads counts the threads that ran at least busyPct of el, the
+// threads that ran at all, and the CPUs the process used on average.
+func busyThreads(ts []benchkit.ThreadCPU, el time.Duration) (busy, all int, cpus float64) {
+	for _, t := range ts {
+		all++
+		cpus += float64(t.NS) / float64(el)
+		if float64(t.NS) >= float64(el)*busyPct/100 {
+			busy++
+		}
+	}
+	return busy, all, cpus
 }
 
 // demoStatus is the progress line: a bar, the count, the rate and the repairs.
