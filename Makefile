@@ -106,7 +106,8 @@ fuzz:
 # `cast bench all`): bench/out/{report.md,results.json,*.png}, and together
 # from the same run docs/bench.md's figures block and docs/bench/ (plots,
 # report.md, run.txt; TestPublishedTogether checks they match); then issue 11's pinned in-loop one-way
-# latency bench (`cast bench latency`: bench/out/latency.txt), then its throughput-under-loss runs (cast send -wal →
+# latency bench (`cast bench latency`: bench/out/latency.txt), then the per-record CPU cost breakdown
+# (`cast bench cost`: bench/out/cost.txt, docs/bench.md "Where the CPU goes"), then issue 11's throughput-under-loss runs (cast send -wal →
 # cast recv -drop 1/10/30 at default flags, interleaved with lossless ones: scripts/lossratio.sh →
 # bench/out/lossratio.txt). Each step takes the bench lock itself, so on the
 # shared machine `make bench` is the one command (BENCHLOCK= to skip it).
@@ -116,6 +117,7 @@ bench: setup build
 	$(BENCHLOCK) ./bin/cast-bench -out bench/out -readme docs/bench.md -docs docs/bench all
 	@mkdir -p bench/out
 	$(BENCHLOCK) sh -c './bin/cast bench latency >bench/out/latency.txt; s=$$?; cat bench/out/latency.txt; exit $$s'
+	$(BENCHLOCK) sh -c './bin/cast bench cost >bench/out/cost.txt; s=$$?; cat bench/out/cost.txt; exit $$s'
 	$(BENCHLOCK) sh -c 'DROPS="1 10 30" scripts/lossratio.sh >bench/out/lossratio.txt; s=$$?; cat bench/out/lossratio.txt; exit $$s'
 
 demo: build
