@@ -237,6 +237,17 @@ func (e *end) Send(p []byte) error {
 	}
 }
 
+// Poll runs one duty cycle of the side's driver and client: after its
+// last Send, A's driver still has to send what the offers put in the log
+// and hear B's status messages.
+func (e *end) Poll() error {
+	if e.closed.Load() {
+		return peers.ErrClosed
+	}
+	e.work()
+	return nil
+}
+
 // Flush runs one driver duty cycle: the sender agent sends what the
 // offers put in the log.
 func (e *end) Flush() error {
