@@ -193,7 +193,7 @@ func costRaw(c ThroughputConfig, open func(ThroughputConfig) (costEnds, error)) 
 	affinity.EnsureGOMAXPROCS(2)
 	soft := softirqPIDs()
 	var m costMeter
-	var sending, stop atomic.Bool
+	var sending, stop, stopped atomic.Bool
 	var sent, got atomic.Int64
 	var txErr, rxErr error
 	var rxDone <-chan struct{}
@@ -222,6 +222,9 @@ func costRaw(c ThroughputConfig, open func(ThroughputConfig) (costEnds, error)) 
 		var s64 int64
 		for !stop.Load() {
 			ph := m.phase.Load()
+			if ph == 1 && !sending.Load() && !stopped.Load() {
+				stopped.Store(true) // sent is final
+			}
 			if ph == 0 || !sending.Load() || ends.rx != nil && c.Window > 0 && s64-got.Load() > int64(c.Window) {
 				m.snd.tick(ph, true)
 				continue
@@ -250,6 +253,9 @@ func costRaw(c ThroughputConfig, open func(ThroughputConfig) (costEnds, error)) 
 	t0 := m.begin(soft)
 	time.Sleep(c.Duration)
 	sending.Store(false)
+	for t := time.Now(); !stopped.Load() && time.Since(t) < 5*time.Second; {
+		time.Sleep(time.Millisecond)
+	}
 	var flushErr error
 	if ends.rx != nil {
 		last, since := got.Load(), time.Now()
@@ -488,7 +494,7 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 	soft := softirqPIDs()
 	var m costMeter
 	var delivered, produced atomic.Int64
-	var sending atomic.Bool
+	var sending, stopped atomic.Bool
 	var sendErr error
 	rc := protocol.DefaultReceiverConfig()
 	rc.ReorderSlots, rc.NoStatus = 1<<16, !flow
@@ -548,6 +554,9 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 			m.snd.tick(m.phase.Load(), n64 == nPrev)
 			nPrev = n64
 			if !sending.Load() {
+				if m.phase.Load() == 1 {
+					stopped.Store(true) // produced is final
+				}
 				return
 			}
 			for k := 0; k < c.Batch; k++ {
@@ -580,6 +589,9 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 	sending.Store(true)
 	time.Sleep(c.Duration)
 	sending.Store(false)
+	for t := time.Now(); !stopped.Load() && time.Since(t) < 5*time.Second; {
+		time.Sleep(time.Millisecond)
+	}
 	last, since := delivered.Load(), time.Now()
 	for delivered.Load() < produced.Load() && time.Since(since) < 3*time.Second {
 		time.Sleep(time.Millisecond)
