@@ -20,6 +20,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/wal"
+	"github.com/walcast/walcast/wire"
 )
 
 // Cost runs one row of the breakdown (a name of CostRows) for
@@ -29,8 +30,8 @@ func Cost(name string, c ThroughputConfig) (CostRow, error) {
 	if err := c.Validate(); err != nil {
 		return CostRow{}, err
 	}
-	if c.Size < wal.HeaderSize+8 {
-		return CostRow{}, fmt.Errorf("benchkit: cost rows need frames of at least %d bytes", wal.HeaderSize+8)
+	if c.Size < wire.HeaderSize+8 {
+		return CostRow{}, fmt.Errorf("benchkit: cost rows need frames of at least %d bytes", wire.HeaderSize+8)
 	}
 	var r CostRow
 	var err error
@@ -390,8 +391,8 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 		for j := 0; j < sv.Len(); j++ {
 			b := sv.Buf(j)[:c.Size]
 			if framing {
-				binary.LittleEndian.PutUint64(b[wal.HeaderSize:], seq+uint64(j))
-				if err := wal.Seal(b, 1); err != nil {
+				binary.LittleEndian.PutUint64(b[wire.HeaderSize:], seq+uint64(j))
+				if err := wire.Seal(b, 1); err != nil {
 					return 0, err
 				}
 			} else {
@@ -415,7 +416,7 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 				}
 				continue
 			}
-			if _, _, size, err := wal.DecodeFrame(m); err != nil || size != len(m) {
+			if _, _, size, err := wire.DecodeFrame(m); err != nil || size != len(m) {
 				bad++
 			}
 		}
@@ -444,7 +445,7 @@ func costWAL(c ThroughputConfig) (costEnds, error) {
 		os.RemoveAll(dir)
 		return costEnds{}, err
 	}
-	p := make([]byte, c.Size-wal.HeaderSize)
+	p := make([]byte, c.Size-wire.HeaderSize)
 	send := func() (int, error) {
 		for k := 0; k < c.Batch; k++ {
 			if _, err := w.Append(1, p); err != nil {
@@ -507,7 +508,7 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 	slot := max(protocol.DefaultMaxFrame, 2048)
 	var got, gotPrev int64 // receiver loop only
 	rl, err := cast.NewLoop(cast.LoopConfig{Path: b, Receiver: rcv, Thread: affinity.OnCPU(c.CPUs[1]), Batch: c.Batch, Slot: slot,
-		OnRecord: func(*cast.Loop, wal.Header, []byte) { got++ },
+		OnRecord: func(*cast.Loop, wire.Header, []byte) { got++ },
 		OnPoll: func(*cast.Loop, int64) {
 			if m.rcv.tid.Load() == 0 {
 				m.rcv.tid.Store(int64(Gettid()))
@@ -542,7 +543,7 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 		a.Close()
 		return CostRow{}, err
 	}
-	payload := make([]byte, c.Size-wal.HeaderSize)
+	payload := make([]byte, c.Size-wire.HeaderSize)
 	var n64, nPrev int64 // sender loop only
 	sl, err := cast.NewLoop(cast.LoopConfig{Path: a, Sender: snd, Cold: cold, Thread: affinity.OnCPU(c.CPUs[0]), Batch: c.Batch, Slot: slot,
 		OnPoll: func(l *cast.Loop, _ int64) {
