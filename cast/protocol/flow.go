@@ -45,6 +45,7 @@ type ReceiverInfo struct {
 
 type rcvSlot struct {
 	used   bool
+	proven bool // it echoed one of this sender's probes (prober.echoes)
 	info   ReceiverInfo
 	serial uint32
 	rtt    RTT
@@ -77,6 +78,7 @@ type flowController struct {
 
 	events *senderEvents
 	stats  *SenderStats
+	probe  *prober // to tell a receiver's echo of a real probe
 }
 
 // statusNews is what one Status tells the rest of the Sender.
@@ -87,8 +89,9 @@ type statusNews struct {
 	rtt      int64 // the round trip that echo measured, ns
 }
 
-func newFlowController(cfg *SenderConfig, hasLog bool, events *senderEvents, stats *SenderStats) flowController {
+func newFlowController(cfg *SenderConfig, hasLog bool, events *senderEvents, stats *SenderStats, probe *prober) flowController {
 	return flowController{
+		probe:   probe,
 		cfg:     cfg,
 		rcv:     make([]rcvSlot, cfg.MaxReceivers),
 		initial: newInitialWindow(cfg, hasLog),
@@ -125,6 +128,13 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 			fc.stats.StatusRejected++
 			return statusNews{}
 		}
+		if r.used && !sameAddr(r.info.Addr, from) {
+			// The table is full: the least recently heard receiver
+			// that never echoed a probe makes room.
+			fc.stats.ReceiversEvicted++
+			fc.event(ReceiverLost, now, r, 0)
+			fc.drop(r)
+		}
 		if r.used {
 			joined, prev = ReceiverRestarted, r.info.ID
 		} else {
@@ -154,6 +164,9 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 	}
 	if st.EchoTS != 0 && int64(st.EchoTS) <= now {
 		news.echo, news.rtt = true, now-int64(st.EchoTS)-int64(st.EchoHold)
+		if fc.probe != nil && fc.probe.echoes(int64(st.EchoTS)) {
+			r.proven = true
+		}
 		r.rtt.Sample(news.rtt)
 		in.SRTT, in.RTTVar = r.rtt.SRTT(), r.rtt.RTTVar()
 	}
@@ -189,19 +202,32 @@ func (fc *flowController) find(id uint64) *rcvSlot {
 }
 
 // slotFor returns the slot a new id from addr takes: the slot of a known
-// receiver at the same address (a restart), else a free one, else nil.
+// receiver at the same address (a restart: one slot per address), else a
+// free one, else the least recently heard receiver that never echoed a
+// probe (the caller evicts it), else nil. A receiver proves itself by
+// echoing one of the sender's probes, which it is sent on joining: a
+// flood of Status frames from forged ids and addresses, which never
+// echo, then takes only unproven slots and cannot lock real receivers
+// out of a full table.
 func (fc *flowController) slotFor(addr netip.AddrPort) *rcvSlot {
-	var free *rcvSlot
+	var free, stale *rcvSlot
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
-		if r.used && sameAddr(r.info.Addr, addr) {
+		switch {
+		case r.used && sameAddr(r.info.Addr, addr):
 			return r
-		}
-		if !r.used && free == nil {
-			free = r
+		case !r.used:
+			if free == nil {
+				free = r
+			}
+		case !r.proven && (stale == nil || r.info.LastHeard < stale.info.LastHeard):
+			stale = r
 		}
 	}
-	return free
+	if free != nil {
+		return free
+	}
+	return stale
 }
 
 func (fc *flowController) drop(r *rcvSlot) {

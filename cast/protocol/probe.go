@@ -22,6 +22,12 @@ type prober struct {
 
 	floor, interval, hbEvery int64 // ProbeFloor, RTTProbeInterval, HeartbeatInterval
 	stats                    *SenderStats
+
+	// sent are the timestamps of the last probes sent (a ring): an echo
+	// of one of them proves that a receiver reads this sender's probes,
+	// which a blind forger cannot (see flowController.slotFor).
+	sent  [16]int64
+	sentI int
 }
 
 // probeKind says why a probe is due.
@@ -97,6 +103,22 @@ func (p *prober) sentProbe(now int64) {
 	p.lastProbe = now
 	p.owed = false
 	p.stats.Probes++
+	p.sent[p.sentI] = max(now, 1)
+	p.sentI = (p.sentI + 1) % len(p.sent)
+}
+
+// echoes reports whether ts is the timestamp of one of the last probes
+// sent.
+func (p *prober) echoes(ts int64) bool {
+	if ts <= 0 {
+		return false
+	}
+	for _, t := range p.sent {
+		if t == ts {
+			return true
+		}
+	}
+	return false
 }
 
 // sentDue records that the probe due took the heartbeat just sent.

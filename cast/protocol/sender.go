@@ -92,7 +92,7 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		deferred: make([]retxRange, 0, maxDeferred),
 		stats:    &s.stats,
 	}
-	s.fc = newFlowController(&s.cfg, log != nil, &s.events, &s.stats)
+	s.fc = newFlowController(&s.cfg, log != nil, &s.events, &s.stats, &s.probe)
 	s.probe = newProber(&s.cfg, &s.stats)
 	if log != nil {
 		s.next = log.NextSeq()

@@ -49,6 +49,9 @@ type SenderStats struct {
 	RTTProbes       uint64 // of which periodic RTT probes
 	SessionEnds     uint64 // session end markers sent (End, then every HeartbeatInterval)
 	ReceiversJoined uint64 // ReceiverJoined and ReceiverRestarted events
-	ReceiversLost   uint64 // receivers dropped for silence
-	EventsDropped   uint64 // events not queued because 32 were unread
+	ReceiversLost   uint64 // receivers dropped for silence, or evicted (ReceiversEvicted)
+	// ReceiversEvicted counts receivers that never echoed a probe, dropped
+	// to make room in a full table for a new one (see SenderConfig.MaxReceivers).
+	ReceiversEvicted uint64
+	EventsDropped    uint64 // events not queued because 32 were unread
 }
