@@ -124,3 +124,17 @@ func NewEpoch() uint64 {
 	_, _ = rand.Read(r[:])
 	return uint64(time.Now().UnixNano())&^0xFFFF | uint64(binary.LittleEndian.Uint16(r[:]))
 }
+
+// SetKeys replaces a keyed Producer's keys while it runs (see
+// [Loop.SetKeys] and docs/auth.md for a rollover).
+func (p *Producer) SetKeys(k *Keys) error { return p.loop.SetKeys(k) }
+
+// SetKeys replaces a keyed Consumer's keys while Run runs (see
+// [Loop.SetKeys]); before its loop starts it fails with ErrConfig.
+func (c *Consumer) SetKeys(k *Keys) error {
+	l := c.loopP.Load()
+	if l == nil {
+		return fmt.Errorf("%w: SetKeys before the Consumer's loop runs", ErrConfig)
+	}
+	return l.SetKeys(k)
+}
