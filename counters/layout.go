@@ -1,0 +1,174 @@
+package counters
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+)
+
+// Magic opens every counters file.
+const Magic = "WALCNTRS"
+
+// Version is the layout version this package writes and reads.
+const Version = 1
+
+// Layout sizes, bytes and entries (see the package comment).
+const (
+	HeaderSize  = 512
+	SlotSize    = 128
+	Slots       = 4096
+	LossSize    = 64
+	LossEntries = 1024
+	ErrorSize   = 256
+	ErrorSlots  = 64
+
+	// LabelMax is the longest slot label, bytes.
+	LabelMax = SlotSize - 16
+	// MessageMax is the longest error message kept, bytes.
+	MessageMax = ErrorSize - 40
+
+	slotsOff  = HeaderSize
+	lossOff   = slotsOff + Slots*SlotSize
+	errorsOff = lossOff + LossEntries*LossSize
+	fileSize  = errorsOff + ErrorSlots*ErrorSize
+)
+
+// Header field offsets.
+const (
+	hMagic      = 0
+	hVersion    = 8
+	hHeaderSize = 12
+	hPID        = 16
+	hStart      = 24
+	hHeartbeat  = 32
+	hSlotSize   = 40
+	hSlots      = 44
+	hSlotsOff   = 48
+	hLossSize   = 52
+	hLossN      = 56
+	hLossOff    = 60
+	hErrSize    = 64
+	hErrN       = 68
+	hErrOff     = 72
+	hLossHead   = 80 // u64: episodes written so far; the next goes to head % entries
+	hErrDropped = 88 // u64: distinct errors that found no free entry
+	hSlotsHigh  = 96 // u64: slots ever used (a reader scans up to it)
+	hCmd        = 128
+	cmdMax      = 128
+)
+
+// Suffix names counters files; a file being set up has a leading dot
+// and is renamed when its header is complete.
+const Suffix = ".counters"
+
+// Kind says what a slot's value is.
+type Kind uint8
+
+const (
+	KindCounter   Kind = 1 // only grows (a Prometheus counter)
+	KindGauge     Kind = 2 // goes up and down
+	KindCounterNs Kind = 3 // a counter of nanoseconds (exposed in seconds)
+	KindGaugeNs   Kind = 4 // a gauge of nanoseconds (exposed in seconds)
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindCounter:
+		return "counter"
+	case KindGauge:
+		return "gauge"
+	case KindCounterNs:
+		return "counter_ns"
+	case KindGaugeNs:
+		return "gauge_ns"
+	}
+	return "unknown"
+}
+
+// IsCounter reports whether values of this kind only grow.
+func (k Kind) IsCounter() bool { return k == KindCounter || k == KindCounterNs }
+
+// Role is the side of a stream a loss episode or error belongs to.
+type Role uint8
+
+const (
+	RoleNone     Role = 0
+	RoleProducer Role = 1
+	RoleConsumer Role = 2
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleProducer:
+		return "producer"
+	case RoleConsumer:
+		return "consumer"
+	}
+	return ""
+}
+
+// Repair says how a loss episode ended.
+type Repair uint8
+
+const (
+	RepairOpen      Repair = 0 // not repaired yet
+	RepairUDP       Repair = 1 // retransmits over UDP (the receiver cannot tell ring from WAL)
+	RepairRing      Repair = 2 // the sender answered from its hot ring
+	RepairWAL       Repair = 3 // the sender read the records back from its WAL
+	RepairRingWAL   Repair = 4 // both
+	RepairEscalated Repair = 5 // the receiver gave up on UDP (faulted, reconnect): TCP catch-up's turn
+	RepairSkip      Repair = 6 // a Skip marker declared the seqs without a record
+	RepairClosed    Repair = 7 // the loop stopped with the gap still open
+	RepairReorder   Repair = 8 // the missing seqs came without a NAK: reordered, not lost
+	RepairNone      Repair = 9 // the producer answered the NAKs with no retransmit (deduplicated, never sent)
+)
+
+var repairNames = [...]string{"open", "udp", "ring", "wal", "ring_wal", "escalated", "skip", "closed", "reorder", "none"}
+
+func (r Repair) String() string {
+	if int(r) < len(repairNames) {
+		return repairNames[r]
+	}
+	return "unknown"
+}
+
+// ErrNotSupported: this platform has no shared memory mapping here; the
+// counters live in process memory only.
+var ErrNotSupported = errors.New("counters: not supported on this platform")
+
+// ErrFull: every slot of the file is taken.
+var ErrFull = errors.New("counters: all slots taken")
+
+// ErrFormat: the file is not a counters file of a layout this package reads.
+var ErrFormat = errors.New("counters: not a counters file of a known layout")
+
+var le = binary.LittleEndian
+
+// DefaultDir is /dev/shm/walcast where /dev/shm exists (memory, not
+// disk), else walcast under os.TempDir().
+func DefaultDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm/walcast"
+	}
+	return filepath.Join(os.TempDir(), "walcast")
+}
+
+// Config says where a process's counters go.
+type Config struct {
+	// Off writes no counters file.
+	Off bool
+	// Dir is the directory of the counters files (default DefaultDir()).
+	// It is created with mode 0755, the file with 0644: any user can
+	// read the counters; the processes of two users need a directory
+	// both can write.
+	Dir string
+}
+
+// WithDefaults returns c with an empty Dir set to DefaultDir().
+func (c Config) WithDefaults() Config {
+	if c.Dir == "" {
+		c.Dir = DefaultDir()
+	}
+	return c
+}
