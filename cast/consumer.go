@@ -192,11 +192,13 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	c.loop, err = NewLoop(LoopConfig{
 		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, KeepGOMAXPROCS: c.cfg.KeepGOMAXPROCS, Batch: c.cfg.Batch,
 		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.cfg.Keys,
+		Counters: c.cfg.Counters.forStream(c.cfg.Stream),
 	})
 	if err != nil {
 		return err
 	}
 	c.loopP.Store(c.loop)
+	c.sampleCounters()
 	if firstFrom == c.sender {
 		for _, d := range first {
 			c.loop.Feed(d, firstFrom)

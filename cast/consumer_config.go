@@ -83,6 +83,9 @@ type ConsumerConfig struct {
 	Batch int
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
 	KeepGOMAXPROCS bool
+	// Counters publishes the consumer's counters for `cast stat` (on by
+	// default; Counters.Stream is set from Stream).
+	Counters Counters
 	// OnEvent, when set, is called for each [Event] of the consumer, on the
 	// goroutine that calls deliver, in order with the records. It must
 	// not block.

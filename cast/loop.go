@@ -90,6 +90,8 @@ type Loop struct {
 	authPub AuthStats // auth.stats as of the last snapshot
 
 	vclock func() int64 // tests: a virtual clock (datapath/mem) instead of time.Since(epoch)
+
+	ctr *loopCounters // the counters file's slots (nil: off); loop_counters.go
 }
 
 // NewLoop builds a Loop without starting it (see [Loop.Start]).
@@ -161,6 +163,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	l.next = l.now
 	l.due = math.MinInt64
 	l.room = -1
+	l.ctr = newLoopCounters(l)
 	return l, nil
 }
 
@@ -244,6 +247,7 @@ func (l *Loop) Close() error {
 			l.ioWG.Wait()
 		}
 		l.snapshot()
+		l.closeCounters()
 		l.closeErr = errors.Join(l.err, l.path.Close())
 	})
 	return l.closeErr
@@ -279,6 +283,7 @@ func (l *Loop) run() {
 func (l *Loop) iterate() bool {
 	l.ls.Iterations++
 	l.now = l.clock()
+	l.beat()
 	work := false
 
 	if l.recvRing == nil || l.recvRing.Free() >= l.in.Cap() {

@@ -129,6 +129,9 @@ type LoopConfig struct {
 	// before the first raise is restored, unless something else changed
 	// GOMAXPROCS meanwhile.
 	KeepGOMAXPROCS bool
+	// Counters publishes the loop's and its cores' counters in the
+	// process's counters file for `cast stat` (on by default; Off: none).
+	Counters Counters
 }
 
 // DefaultLoopConfig returns a spinning, unpinned loop with 64-datagram

@@ -59,6 +59,7 @@ func (l *Loop) checkLog() {
 }
 
 func (l *Loop) emit(e Event) {
+	l.noteEvent(&e)
 	if l.cfg.OnEvent != nil {
 		l.cfg.OnEvent(e)
 	}

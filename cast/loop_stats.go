@@ -45,6 +45,7 @@ func (l *Loop) snapshot() {
 		l.authPub = l.auth.stats
 	}
 	l.statsMu.Unlock()
+	l.publishCounters()
 }
 
 // SenderStats is a snapshot of the Sender's counters, at most one

@@ -84,6 +84,9 @@ type ProducerConfig struct {
 	// KeepGOMAXPROCS leaves GOMAXPROCS alone; by default a spinning loop
 	// raises it (see LoopConfig.KeepGOMAXPROCS).
 	KeepGOMAXPROCS bool
+	// Counters publishes the producer's counters for `cast stat` (on by
+	// default; Counters.Stream is set from Stream).
+	Counters Counters
 	// OnPoll, when set, is called on the loop thread once per iteration
 	// with the loop's clock: a producer that lives inside the loop sends
 	// there with l.Send (a paced benchmark, say), without the publish
@@ -234,6 +237,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
 		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
 		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
+		Counters: cfg.Counters.forStream(cfg.Stream),
 	}
 	if lc.SendRing == 0 {
 		lc.SendRing = 4096
@@ -247,6 +251,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err := p.loop.Start(); err != nil {
 		return nil, err
 	}
+	p.sampleCounters()
 	return p, nil
 }
 
