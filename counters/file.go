@@ -46,10 +46,9 @@ var files struct {
 // c.Off it returns nil and no error: every method of a nil *File does
 // nothing.
 func Acquire(c Config) (*File, error) {
-	if c.Off {
+	if c = c.WithDefaults(); c.Off {
 		return nil, nil
 	}
-	c = c.WithDefaults()
 	key, err := filepath.Abs(c.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("counters: %w", err)

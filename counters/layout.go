@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
 
 // Magic opens every counters file.
@@ -120,11 +121,11 @@ const (
 	RepairEscalated Repair = 5 // the receiver gave up on UDP (faulted, reconnect): TCP catch-up's turn
 	RepairSkip      Repair = 6 // a Skip marker declared the seqs without a record
 	RepairClosed    Repair = 7 // the loop stopped with the gap still open
-	RepairReorder   Repair = 8 // the missing seqs came without a NAK: reordered, not lost
+	RepairReorder   Repair = 8 // filled with no NAK sent meanwhile: reordered, or repaired by an earlier NAK
 	RepairNone      Repair = 9 // the producer answered the NAKs with no retransmit (deduplicated, never sent)
 )
 
-var repairNames = [...]string{"open", "udp", "ring", "wal", "ring_wal", "escalated", "skip", "closed", "reorder", "none"}
+var repairNames = [...]string{"open", "udp", "ring", "wal", "ring_wal", "escalated", "skip", "closed", "without_nak", "none"}
 
 func (r Repair) String() string {
 	if int(r) < len(repairNames) {
@@ -146,8 +147,11 @@ var ErrFormat = errors.New("counters: not a counters file of a known layout")
 var le = binary.LittleEndian
 
 // DefaultDir is /dev/shm/walcast where /dev/shm exists (memory, not
-// disk), else walcast under os.TempDir().
+// disk), else walcast under os.TempDir(); or what SetDefault set.
 func DefaultDir() string {
+	if d := processDefault.Load(); d != nil && d.Dir != "" {
+		return d.Dir
+	}
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
 		return "/dev/shm/walcast"
 	}
@@ -165,8 +169,20 @@ type Config struct {
 	Dir string
 }
 
-// WithDefaults returns c with an empty Dir set to DefaultDir().
+var processDefault atomic.Pointer[Config]
+
+// SetDefault makes c what a zero Config means in this process (a Dir
+// for DefaultDir, or Off). For programs that map an environment
+// variable or flag onto it at start (cmd/cast reads WALCAST_COUNTERS);
+// libraries leave it alone.
+func SetDefault(c Config) { processDefault.Store(&c) }
+
+// WithDefaults returns c with an empty Dir set to DefaultDir(); a zero
+// c is the process default (SetDefault).
 func (c Config) WithDefaults() Config {
+	if d := processDefault.Load(); c == (Config{}) && d != nil {
+		c = *d
+	}
 	if c.Dir == "" {
 		c.Dir = DefaultDir()
 	}
