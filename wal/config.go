@@ -66,9 +66,10 @@ type Config struct {
 	// not see is found when the record is read (ReadAt, replay) and by
 	// Verify.
 	VerifySealed bool
-	// Repair makes Open repair a damaged log (see [Repair]: damaged
-	// records are moved to a quarantine directory and replaced by Skip
-	// markers) instead of refusing it with a *DamageError.
+	// Repair makes Open repair a damaged or mislabelled log (see
+	// [Repair]: mislabelled segments are renamed, damaged records are
+	// moved to a quarantine directory and replaced by Skip markers)
+	// instead of refusing it with a *DamageError or *MislabelError.
 	Repair bool
 	// DisableDirectIO forces buffered writes + fdatasync even where
 	// O_DIRECT works (for comparison benchmarks).

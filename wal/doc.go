@@ -33,6 +33,10 @@
 // durable record that does not read back, seqs no segment holds) is
 // refused by Open with a [*DamageError] naming file, offset and seq, and
 // changed in nothing; [Repair] quarantines the damage behind Skip markers.
+// A log whose records are whole but whose sealed segment names are wrong
+// (the reference writer's rotation leaves such names) is refused with a
+// [*MislabelError], and Repair renames its segments. [Export] writes a
+// copy for the reference's tools (no preallocated zeros).
 // [Writer.Err] reports a failing disk at once.
 //
 // What it must not do: log, panic on bad bytes, allocate or touch the disk

@@ -41,14 +41,17 @@ type RepairReport struct {
 
 // Repair takes the damage out of stream's log in dir (the stream
 // directory, see [StreamDir]) so that it verifies and a Writer can extend
-// it again: every damaged stretch of records, and every seq range that no
+// it again. First it renames mislabelled segments (see [Mislabel]) to
+// the seqs their records hold, with an undo record (RepairReport.Relabel);
+// no record moves. Then every damaged stretch of records, and every seq range that no
 // segment holds and no Skip explains, is replaced by one Skip marker
 // (reason [SkipRepair]) standing for those seqs; good records are kept
 // byte for byte. Segments with damage are split where the damage was (a
 // seq hole lies only between segments, and the segment after it starts
 // with its marker). Nothing is deleted: the original files, the raw bytes
 // of each damaged stretch and a report go to a quarantine directory in
-// dir. A log without damage is left alone. Repair takes the stream's lock
+// dir. A log without damage or wrong names is left alone (and no lock
+// file is left behind). Repair takes the stream's lock
 // (ErrLocked while a Writer has it open); an interrupted repair is
 // finished by the next Repair or Open.
 func Repair(dir string, stream uint32) (RepairReport, error) {

@@ -8,11 +8,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/walcast/walcast/internal/reflog"
@@ -101,6 +103,11 @@ func TestCLIWalMislabelledReferenceLog(t *testing.T) {
 	if dirSnapshot(t, dir) != before {
 		t.Fatal("verify, stat or dump changed the log")
 	}
+	// Replay serves it by its records, before any repair.
+	serveAndTail(t, root, `^100000 records, tip 100000$`)
+	if dirSnapshot(t, dir) != before {
+		t.Fatal("cast replay serve changed the log")
+	}
 	to := sink(t)
 	c := runCast(t, "send", "-to", to, "-wal", root, "-n", "10", "-path", "udp", "-linger", "0s")
 	c.expect(1, "stderr", `mislabelled .*cast wal repair`)
@@ -122,6 +129,7 @@ func TestCLIWalMislabelledReferenceLog(t *testing.T) {
 	if s, d := statDumpCounts(t, dir); s != 100010 || d != 100010 {
 		t.Fatalf("after send: stat %d, dump %d", s, d)
 	}
+	serveAndTail(t, root, `^100010 records, tip 100010$`)
 
 	// export: a copy a strict sequential reader reads to a clean end.
 	out2 := t.TempDir()
@@ -186,4 +194,23 @@ func TestCLIWalStatAgreesWithDump(t *testing.T) {
 			}
 		})
 	}
+}
+
+// serveAndTail serves root with `cast replay serve` and reads stream 1 from
+// seq 1 to the caught-up marker with `cast replay tail`; the tail's last
+// line must match want.
+func serveAndTail(t *testing.T, root, want string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	srv := startCast(t, "", "replay", "serve", "-wal", root, "-listen", addr, "-plaintext")
+	srv.waitOutput(`serving streams \[1\]`, hangBudget)
+	tail := runCast(t, "replay", "tail", "-endpoints", addr, "-stream", "1", "-from", "1", "-plaintext", "-caught-up")
+	tail.expect(0, "stderr", want)
+	srv.signal(syscall.SIGTERM)
+	srv.wait(hangBudget)
 }
