@@ -42,9 +42,8 @@ func lockStream(dir string, stream uint32) (*streamLock, error) {
 			return nil, fmt.Errorf("wal: open lock %s: %w", p, err)
 		}
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			if created {
-				os.Remove(p) // not ours to keep: the holder has its own file open
-			}
+			// Even a file this call created stays: whoever holds the
+			// lock opened it after us and keeps it.
 			f.Close()
 			if err == unix.EWOULDBLOCK {
 				return nil, fmt.Errorf("wal: %s: %w", dir, ErrLocked)
