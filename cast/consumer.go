@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/walcast/walcast/affinity"
-	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/cfgerr"
@@ -229,66 +227,33 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	return nil
 }
 
-// awaitSender reads the socket until a datagram holding a valid frame
-// (CRC checked) of a type a producer sends arrives, and returns a copy of
-// it and of every later datagram of the same read from the same source,
-// with that source: the producer. Until then nothing is delivered, and
-// nothing from elsewhere is kept. (It kept the first datagram only: the
-// 15 after it in the batch of 16 were lost and repaired by NAK at the
-// start of every stream; benchkit's throughput rows showed naks=1
-// retx_hot=15 on every run.)
+// awaitSender waits for the producer's first frame (AwaitSender) and
+// returns copies of that datagram and of every later one of the same
+// read from the same source, with that source: the producer. Until then
+// nothing is delivered, and nothing from elsewhere is kept.
 func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, error) {
-	v := batch.New(16, max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048))
-	waiter, _ := c.path.(Waiter)
-	var op *wire.Opener // with keys: only an authenticated datagram names the producer
+	var open func([]byte) (int, error) // with keys: only an authenticated datagram names the producer
 	if c.cfg.Keys != nil {
-		var err error
-		if op, err = wire.NewOpener(c.cfg.Keys.all()...); err != nil {
-			return nil, netip.AddrPort{}, err
-		}
-	}
-	var idle affinity.Idler
-	idle.Strategy = affinity.Backoff
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, netip.AddrPort{}, err
-		}
-		var n int
-		var err error
-		if waiter != nil {
-			n, err = waiter.RecvWait(v, time.Now().Add(50*time.Millisecond))
-		} else {
-			n, err = c.path.Recv(v)
-		}
+		op, err := wire.NewOpener(c.cfg.Keys.all()...)
 		if err != nil {
-			return nil, netip.AddrPort{}, fmt.Errorf("cast: consumer: waiting for the producer: %w", err)
+			return nil, netip.AddrPort{}, err
 		}
-		for i := 0; i < n; i++ {
-			d, from := v.Msg(i)
-			frames := d
-			if op != nil {
-				n, err := op.Open(d)
-				if err != nil {
-					continue
-				}
-				frames = d[:n]
-			}
-			if h, _, _, err := wire.DecodeFrame(frames); err == nil && h.Type != wire.TypeNak && h.Type != wire.TypeStatus && from.IsValid() {
-				ds := [][]byte{append([]byte(nil), d...)}
-				for j := i + 1; j < n; j++ {
-					if d, f := v.Msg(j); f == from {
-						ds = append(ds, append([]byte(nil), d...))
-					}
-				}
-				return ds, from, nil
-			}
-		}
-		if n == 0 {
-			idle.Idle()
-		} else {
-			idle.Reset()
+		open = op.Open
+	}
+	v, from, _, err := AwaitSender(ctx, c.path, max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048), open)
+	switch {
+	case ctx.Err() != nil:
+		return nil, netip.AddrPort{}, ctx.Err()
+	case err != nil:
+		return nil, netip.AddrPort{}, fmt.Errorf("cast: consumer: waiting for the producer: %w", err)
+	}
+	var ds [][]byte
+	for i := 0; i < v.Len(); i++ {
+		if d, f := v.Msg(i); f == from {
+			ds = append(ds, append([]byte(nil), d...))
 		}
 	}
+	return ds, from, nil
 }
 
 func (c *Consumer) event(e Event) {

@@ -59,7 +59,7 @@ func runBandwidth(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	if *mode == "receiver" {
-		res, err := receive(ctx, &nf, &rf, a, netip.AddrPort{}, int64(*n), false, out, nil)
+		res, err := consume(ctx, &nf, &rf, a, netip.AddrPort{}, int64(*n), false, out)
 		if err != nil {
 			return err
 		}

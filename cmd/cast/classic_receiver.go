@@ -122,7 +122,7 @@ type session struct {
 // max messages (when limited) or ctx ends.
 func serveSender(ctx context.Context, nf *netFlags, rf *recvFlags, src *oneSource, limit int64, limited bool) (session, error) {
 	var s session
-	first, from, _, err := learnPeer(ctx, src)
+	first, from, _, err := cast.AwaitSender(ctx, src, protocol.MaxDatagram, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil
@@ -226,7 +226,7 @@ type oneSource struct {
 	other  atomic.Bool    // stash holds something: the session should end
 }
 
-// Recv hands out the stash first (before a session: learnPeer reads
+// Recv hands out the stash first (before a session: cast.AwaitSender reads
 // it), then what the socket has, keeping only the session's sender.
 func (o *oneSource) Recv(v *batch.Vec) (int, error) {
 	if o.stash.Len() > 0 && !o.peer.IsValid() {

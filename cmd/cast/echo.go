@@ -2,9 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/datapath/drop"
 
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
@@ -46,7 +52,7 @@ func runEcho(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	var echoed, failed int64
-	res, err := receive(ctx, &nf, &rf, local, peer, *n, false, out, echoSender(&echoed, &failed))
+	res, err := receiveEcho(ctx, &nf, &rf, local, peer, *n, &echoed, &failed)
 	if err != nil {
 		return err
 	}
@@ -60,6 +66,120 @@ func runEcho(args []string) error {
 		return failf("%d of %d records could not be echoed (the path or the sender refused them)", failed, res.delivered)
 	}
 	return nil
+}
+
+// receiveEcho runs a loop with a Receiver and the echoing Sender on
+// one thread (so not a cast.Consumer: the echo goes out from inside the
+// loop) until n records (0: no limit), ctx's end or a sticky outcome.
+// Without peer the sender is learnt from its first frame.
+func receiveEcho(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip.AddrPort, n int64, echoed, failed *int64) (recvResult, error) {
+	res := recvResult{inOrder: true, outcome: protocol.Live}
+	p, err := nf.open(local, peer)
+	if err != nil {
+		return res, err
+	}
+	res.path = features(p)
+	var first *batch.Vec
+	if !peer.IsValid() {
+		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
+		if first, peer, _, err = cast.AwaitSender(ctx, p, protocol.MaxDatagram, nil); err != nil {
+			p.Close()
+			if ctx.Err() != nil {
+				return res, nil
+			}
+			return res, err
+		}
+	}
+	rc := rf.config()
+	rc.Sender = peer
+	rcv, err := protocol.NewReceiver(rc)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	lc, err := nf.loop(p)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	lc.Receiver, lc.Source = rcv, peer
+	if err := echoSender(echoed, failed)(&lc, peer); err != nil {
+		p.Close()
+		return res, err
+	}
+	var start, lastAt time.Time
+	var count atomic.Int64
+	echo := lc.OnRecord
+	lc.OnRecord = func(l *cast.Loop, h wire.Header, payload []byte) {
+		seq := wire.Seq(payload)
+		if res.delivered == 0 {
+			start, res.first = time.Now(), int64(seq)
+		} else if int64(seq) != res.last+1 {
+			res.inOrder = false
+		}
+		res.last = int64(seq)
+		res.delivered++
+		lastAt = time.Now()
+		echo(l, h, payload)
+		count.Store(res.delivered)
+	}
+	l, err := cast.NewLoop(lc)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	if first != nil {
+		for i := 0; i < first.Len(); i++ {
+			if d, src := first.Msg(i); src == peer {
+				l.Feed(d, src)
+			}
+		}
+	}
+	if err := l.Start(); err != nil {
+		p.Close()
+		return res, err
+	}
+	fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+loop:
+	for ctx.Err() == nil && (n == 0 || count.Load() < n) {
+		select {
+		case e := <-l.Events():
+			switch e.Kind {
+			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
+				res.outcome, res.outcomeErr = e.Outcome.Kind, e.Outcome.Err()
+				break loop
+			case cast.EventError:
+				l.Close()
+				return res, e.Err
+			case cast.EventEnded:
+				res.ended, res.final = true, e.Seq
+				break loop
+			case cast.EventPeerSilent:
+				if n > 0 && count.Load() > 0 {
+					res.silent = true
+					break loop
+				}
+			}
+		case <-l.Done():
+			break loop
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	if err := l.Close(); err != nil {
+		return res, err
+	}
+	// The loop thread has stopped: res is this goroutine's again.
+	if res.delivered > 0 {
+		res.elapsed = lastAt.Sub(start)
+	}
+	res.stats = l.ReceiverStats()
+	if d, ok := p.(*drop.Path); ok {
+		res.dropped, _ = d.Dropped()
+	}
+	return res, nil
 }
 
 // echoSender adds a Sender to the loop that sends every delivered record

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,12 +11,12 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
-	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/wire"
 )
@@ -25,7 +26,7 @@ func init() {
 }
 
 func runRecv(args []string) error {
-	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"ended\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped; ended: the sender ended the stream at seq and\nevery record up to it was delivered). Exits after -n records, once the sender ended\nthe stream, on a sticky outcome\n(status 3), or on Ctrl-C.")
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"ended\"|\"caught_up\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped; ended: the sender ended the stream at seq and\nevery record up to it was delivered; caught_up: with -replay, seqs from…to came\nover TCP). Exits after -n records, once the sender ended the stream, on a sticky\noutcome (status 3; with -replay only when the TCP catch-up fails too), or on Ctrl-C.")
 	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
 	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: the source of the first valid data record or heartbeat)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
@@ -36,7 +37,8 @@ func runRecv(args []string) error {
 	fromS := fs.String("from", "1", "first seq to deliver, or now: the first record (or heartbeat) heard; a start after seq 1 is reported (late_start). Records missing from -from on are NAKed; a stream a -reorder window ahead ends in reconnect")
 	var rf recvFlags
 	rf.add(fs)
-	fs.Float64Var(&rf.consumeRate, "consume-rate", 0, "take at most this many records per second from the receive ring (a slow consumer, for testing flow control; 0: as fast as they come)")
+	fs.Float64Var(&rf.consumeRate, "consume-rate", 0, "deliver at most this many records per second (a slow consumer, for testing flow control; 0: as fast as they come)")
+	rf.replay.add(fs)
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
 	if err := parseFlags(fs, args); err != nil {
@@ -46,6 +48,9 @@ func runRecv(args []string) error {
 		return err
 	}
 	if err := rf.check(); err != nil {
+		return err
+	}
+	if err := rf.replay.check(fs); err != nil {
 		return err
 	}
 	if *fromS == "now" {
@@ -93,7 +98,7 @@ func runRecv(args []string) error {
 	defer cancel()
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	defer out.Flush()
-	res, err := receive(ctx, &nf, &rf, local, peer, *n, *jsonOut, out, nil)
+	res, err := consume(ctx, &nf, &rf, local, peer, *n, *jsonOut, out)
 	if err != nil {
 		return err
 	}
@@ -110,7 +115,7 @@ func runRecv(args []string) error {
 func (r recvResult) verdict(ctx context.Context, n int64) error {
 	switch {
 	case r.outcome == protocol.Reconnect && r.delivered == 0:
-		return outcomef("stopped before the first record: %s (the stream is ahead of the start by a reorder window or more: catch up over `cast replay tail`, or start at -from now)", strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
+		return outcomef("stopped before the first record: %s (the stream is ahead of the start by a reorder window or more: catch up with -replay, or start at -from now)", strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
 	case r.outcome != protocol.Live:
 		return outcomef("stopped after %d records: %s", r.delivered, strings.TrimPrefix(r.outcomeErr.Error(), "cast: "))
 	case ctx.Err() != nil && (n == 0 || r.delivered < n):
@@ -138,6 +143,8 @@ type recvResult struct {
 	path                   string
 	silent                 bool   // ended because the sender went silent
 	lateStart              uint64 // -from now began after seq 1, here
+	tcp                    uint64 // records delivered by TCP catch-ups (-replay)
+	catchUps, recovered    uint64 // catch-ups completed; outcomes they repaired
 }
 
 func (r recvResult) print(w io.Writer) {
@@ -153,6 +160,9 @@ func (r recvResult) print(w io.Writer) {
 	}
 	if r.ended {
 		fmt.Fprintf(w, "stream ended by the sender at seq %d\n", r.final)
+	}
+	if r.tcp > 0 || r.recovered > 0 {
+		fmt.Fprintf(w, "caught up over TCP: %d records in %d catch-ups, %d outcomes repaired\n", r.tcp, r.catchUps, r.recovered)
 	}
 	fmt.Fprintf(w, "outcome: %v\n", r.outcome)
 }
@@ -188,193 +198,209 @@ func skipLine(n protocol.SkipNotice) string {
 	return s
 }
 
-// receive runs a Receiver loop until n records, ctx's end or a sticky
-// outcome. Records and events go to w as JSON lines when asJSON; echo,
-// when not nil, runs inside the loop for every record (the classic
-// receiver echoes).
-func receive(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip.AddrPort, n int64, asJSON bool, w *bufio.Writer, withSender func(lc *cast.LoopConfig, peer netip.AddrPort) error) (recvResult, error) {
+// consume follows the stream on local with a cast.Consumer until n
+// records (0: no limit), ctx's end, the sender's end of the stream, its
+// silence (see recvFlags.endOnSilence) or a sticky outcome. peer is the
+// sender (zero: the Consumer learns it from its first frame). Records
+// and events go to w as JSON lines when asJSON, written on the
+// Consumer's loop thread in the order they happened.
+func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip.AddrPort, n int64, asJSON bool, w *bufio.Writer) (recvResult, error) {
 	res := recvResult{inOrder: true, outcome: protocol.Live}
+	idle, err := affinity.ParseStrategy(nf.idle)
+	if err != nil {
+		return res, err
+	}
 	p, err := nf.open(local, peer)
 	if err != nil {
 		return res, err
 	}
 	res.path = features(p)
-	var first *batch.Vec
-	var from netip.AddrPort
-	if !peer.IsValid() {
-		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
-		var ignored int
-		if first, from, ignored, err = learnPeer(ctx, p); err != nil {
-			p.Close()
-			if ctx.Err() != nil {
-				return res, nil
-			}
-			return res, err
-		}
-		if ignored > 0 {
-			fmt.Fprintf(os.Stderr, "ignored %d datagrams that held no valid data record or heartbeat before hearing %s\n", ignored, from)
-		}
-		peer = from
-	}
-	rc := rf.config()
-	rc.Sender = peer
-	rcv, err := protocol.NewReceiver(rc)
-	if err != nil {
-		p.Close()
-		return res, err
-	}
-	lc, err := nf.loop(p)
-	if err != nil {
-		p.Close()
-		return res, err
-	}
-	lc.Receiver = rcv
-	lc.RecvRing = 8192
-	if withSender != nil {
-		if err := withSender(&lc, peer); err != nil {
-			p.Close()
-			return res, err
-		}
-	}
-	l, err := cast.NewLoop(lc)
-	if err != nil {
-		p.Close()
-		return res, err
-	}
-	if first != nil {
-		for i := 0; i < first.Len(); i++ {
-			if d, src := first.Msg(i); src == from {
-				l.Feed(d, src)
-			}
-		}
-	}
-	if err := l.Start(); err != nil {
-		p.Close()
-		return res, err
-	}
+	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Receiver: rf.config(), NoCatchUp: true}
+	cc.Idle.Strategy = idle
 	if nf.mc.Enabled() {
-		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)
-	} else {
-		fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+		// NAKs and Status go to the control group; the data comes from a
+		// sender the Consumer learns from its first frame.
+		cc.From, cc.Receiver.Sender = netip.AddrPort{}, peer
 	}
-	ring := l.Received()
+	rf.catchUp(&cc)
+	out := &lockedWriter{w: w}
+	stopFlush := out.flushEvery(50 * time.Millisecond)
+	defer stopFlush()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
 	var start, lastAt time.Time
+	var pace *bucket
+	if rf.consumeRate > 0 {
+		pace = newBucket(rf.consumeRate)
+	}
 	var buf []byte
-	idle := 0
-	silent := false // the sender went silent: end once the ring is drained
-loop:
-	for ctx.Err() == nil && (n == 0 || res.delivered < n) && !(res.ended && (res.delivered == 0 || uint64(res.last) >= res.final)) {
-		got := false
-		for {
-			if rf.consumeRate > 0 && res.delivered > 0 && float64(res.delivered) >= time.Since(start).Seconds()*rf.consumeRate {
-				break // a slow consumer: the ring fills, the window closes, the sender waits
-			}
-			typ, seq, payload, ok := ring.Peek()
-			if !ok {
-				break
-			}
-			got = true
-			if typ == wire.TypeSkip {
-				// A Skip marker: the seqs before it that it stands for have
-				// no record (the event, printed from the loop's events,
-				// names the ones already delivered).
-				res.skips++
-				res.last = int64(seq)
-				ring.Pop()
-				continue
-			}
-			if res.delivered == 0 {
-				start = time.Now()
-				res.first = int64(seq)
-				if asJSON && rf.startNow && seq > 1 {
-					// The loop announced it before this record; the ring
-					// and the event channel do not keep that order.
-					writeEvent(w, cast.Event{Kind: cast.EventLateStart, Seq: seq})
-				}
-			} else if int64(seq) != res.last+1 {
-				res.inOrder = false
-			}
-			res.last = int64(seq)
-			res.delivered++
-			lastAt = time.Now()
-			if asJSON {
-				buf = append(buf[:0], `{"seq":`...)
-				buf = strconv.AppendUint(buf, seq, 10)
-				buf = append(buf, `,"type":`...)
-				buf = strconv.AppendUint(buf, uint64(typ), 10)
-				buf = append(buf, `,"len":`...)
-				buf = strconv.AppendInt(buf, int64(len(payload)), 10)
-				buf = append(buf, "}\n"...)
-				w.Write(buf)
-			}
-			ring.Pop()
-			if n > 0 && res.delivered >= n {
-				break
-			}
+	deliver := func(r cast.Record) error {
+		if r.Type == wire.TypeSkip {
+			// A Skip marker: the seqs before it that it stands for have
+			// no record (its event, just before, names the ones already
+			// delivered).
+			res.skips++
+			res.last = int64(r.Seq)
+			return nil
 		}
-		select {
-		case e := <-l.Events():
-			if asJSON && e.Kind != cast.EventLateStart {
-				writeEvent(w, e)
+		if pace != nil {
+			// A slow consumer: the receiver's window closes behind it and
+			// the sender waits.
+			for d := pace.wait(time.Now().UnixNano()); d > 0; d = pace.wait(time.Now().UnixNano()) {
+				time.Sleep(d)
 			}
-			if e.Kind == cast.EventSkip {
-				res.lost += lostCount(e.Skip)
-				if !asJSON {
-					fmt.Fprintln(os.Stderr, skipLine(e.Skip))
-				}
+			pace.spend()
+		}
+		if res.delivered == 0 {
+			start = time.Now()
+			res.first = int64(r.Seq)
+		} else if int64(r.Seq) != res.last+1 {
+			res.inOrder = false
+		}
+		res.last = int64(r.Seq)
+		res.delivered++
+		lastAt = time.Now()
+		if asJSON {
+			buf = append(buf[:0], `{"seq":`...)
+			buf = strconv.AppendUint(buf, r.Seq, 10)
+			buf = append(buf, `,"type":`...)
+			buf = strconv.AppendUint(buf, uint64(r.Type), 10)
+			buf = append(buf, `,"len":`...)
+			buf = strconv.AppendInt(buf, int64(len(r.Payload)), 10)
+			buf = append(buf, "}\n"...)
+			out.Write(buf)
+		}
+		if n > 0 && res.delivered >= n {
+			return cast.ErrStop
+		}
+		return nil
+	}
+	cc.OnEvent = func(e cast.Event) {
+		if asJSON {
+			writeEvent(out, e)
+		}
+		switch e.Kind {
+		case cast.EventSenderFound:
+			peer = e.Sender
+			if !nf.mc.Enabled() {
+				fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
 			}
-			switch e.Kind {
-			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
-				res.outcome, res.outcomeErr = e.Outcome.Kind, e.Outcome.Err()
-				break loop
-			case cast.EventError:
-				l.Close()
-				return res, e.Err
-			case cast.EventLateStart:
-				res.lateStart = e.Seq
-				if !asJSON {
-					fmt.Fprintf(os.Stderr, "delivery begins at seq %d (-from now): seqs 1..%d are not delivered\n", e.Seq, e.Seq-1)
-				}
-			case cast.EventEnded:
-				res.ended, res.final = true, e.Seq
-			case cast.EventPeerSilent:
-				// End on silence once the ring is drained too: a slow
-				// consumer (-consume-rate) may still hold records of a
-				// sender that finished.
-				silent = rf.endOnSilence || (n > 0 && res.delivered > 0)
-			case cast.EventPeerHeard:
-				silent = false
+		case cast.EventEscalated:
+			res.outcome, res.outcomeErr = e.Outcome.Kind, e.Outcome.Err()
+		case cast.EventCaughtUp:
+			res.tcp += e.Records
+			if !asJSON && !e.Bootstrap {
+				fmt.Fprintf(os.Stderr, "caught up over TCP: seqs %d…%d (%d records) in %v; back on UDP\n", e.From, e.To, e.Records, e.Duration.Round(time.Millisecond))
 			}
-			got = true
-		case <-l.Done():
-			break loop
-		default:
-		}
-		if silent && ring.Len() == 0 {
-			res.silent = true
-			break loop
-		}
-		if got {
-			idle = 0
-			continue
-		}
-		idle++
-		if idle > 100 {
-			w.Flush()
-			time.Sleep(200 * time.Microsecond)
+		case cast.EventLive:
+			if res.outcome != protocol.Live {
+				res.recovered++
+				res.outcome, res.outcomeErr = protocol.Live, nil // repaired over TCP
+			}
+		case cast.EventSkip:
+			res.lost += lostCount(e.Skip)
+			if !asJSON {
+				fmt.Fprintln(os.Stderr, skipLine(e.Skip))
+			}
+		case cast.EventLateStart:
+			res.lateStart = e.Seq
+			if !asJSON {
+				fmt.Fprintf(os.Stderr, "delivery begins at seq %d (-from now): seqs 1..%d are not delivered\n", e.Seq, e.Seq-1)
+			}
+		case cast.EventEnded:
+			res.ended, res.final = true, e.Seq
+		case cast.EventPeerSilent:
+			// A run asked for n records ends once something arrived and
+			// the sender went silent; the classic receiver on any silence.
+			if rf.endOnSilence || (n > 0 && res.delivered > 0) {
+				res.silent = true
+				stop()
+			}
 		}
 	}
+	c, err := cast.NewConsumer(cc)
+	if err != nil {
+		p.Close()
+		return res, err
+	}
+	switch {
+	case nf.mc.Enabled():
+		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)
+	case peer.IsValid():
+		fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
+	default:
+		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
+	}
+	err = c.Run(runCtx, deliver)
+	stopFlush()
+	st := c.Stats()
+	res.stats, res.catchUps = st.Receiver, st.CatchUps
 	if res.delivered > 0 {
 		res.elapsed = lastAt.Sub(start)
 	}
-	if err := l.Close(); err != nil {
-		return res, err
-	}
-	res.stats = l.ReceiverStats()
 	if d, ok := p.(*drop.Path); ok {
 		res.dropped, _ = d.Dropped()
 	}
-	return res, nil
+	switch {
+	case err == nil, ctx.Err() != nil, res.silent && runCtx.Err() != nil:
+		return res, nil
+	case res.outcome != protocol.Live:
+		return res, nil // the outcome's verdict (exit 3)
+	case errors.Is(err, cast.ErrSenderBehind):
+		res.outcome, res.outcomeErr = protocol.SenderRestarted, err
+		return res, nil
+	}
+	if asJSON {
+		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", err.Error())
+	}
+	return res, err
+}
+
+// lockedWriter is the output of a consume run: written on the
+// Consumer's loop thread, flushed by a ticker so that a reader of a
+// pipe sees lines while the stream runs.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// flushEvery flushes every d until the returned stop (idempotent) is
+// called, and once more then.
+func (l *lockedWriter) flushEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				l.mu.Lock()
+				l.w.Flush()
+				l.mu.Unlock()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(done)
+			wg.Wait()
+			l.mu.Lock()
+			l.w.Flush()
+			l.mu.Unlock()
+		})
+	}
 }
 
 // recvFlags tune the Receiver. Against a walcast sender its Status keeps
@@ -398,9 +424,11 @@ type recvFlags struct {
 	endOnSilence bool
 	id           uint64 // receiver id (-id; 0: random)
 	// consumeRate (cast recv -consume-rate) paces the consumer: records
-	// per second taken from the ring, 0 unpaced.
+	// per second delivered, 0 unpaced.
 	consumeRate float64
 	noStatus    bool // -nostatus: no Status frames, the reference receiver's bytes
+	// replay (cast recv -replay and its TLS flags): TCP catch-up.
+	replay replayFlags
 }
 
 func (rf *recvFlags) add(fs *flag.FlagSet) {
@@ -448,24 +476,29 @@ func (rf *recvFlags) config() protocol.ReceiverConfig {
 	return c
 }
 
-// writeEvent prints one event as a JSON line.
+// writeEvent prints one Consumer event as a JSON line, if it is one the
+// -json output names (see `cast recv -h`): the event's name is its kind's
+// (a sticky outcome's, for EventEscalated).
 func writeEvent(w io.Writer, e cast.Event) {
 	o := e.Outcome
 	switch e.Kind {
-	case cast.EventFaulted:
-		cause := "retry_budget"
-		if o.Cause == protocol.Silence {
-			cause = "silence"
+	case cast.EventEscalated:
+		switch o.Kind {
+		case protocol.Faulted:
+			cause := "retry_budget"
+			if o.Cause == protocol.Silence {
+				cause = "silence"
+			}
+			fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)
+		case protocol.Reconnect:
+			fmt.Fprintf(w, `{"event":"reconnect","last_delivered":%d,"seq":%d}`+"\n", o.LastDelivered, o.Seq)
+		case protocol.SenderRestarted:
+			fmt.Fprintf(w, `{"event":"sender_restarted","last_delivered":%d,"highest":%d}`+"\n", o.LastDelivered, o.Highest)
 		}
-		fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)
-	case cast.EventReconnect:
-		fmt.Fprintf(w, `{"event":"reconnect","last_delivered":%d,"seq":%d}`+"\n", o.LastDelivered, o.Seq)
-	case cast.EventSenderRestarted:
-		fmt.Fprintf(w, `{"event":"sender_restarted","last_delivered":%d,"highest":%d}`+"\n", o.LastDelivered, o.Highest)
 	case cast.EventPeerSilent:
-		fmt.Fprintf(w, `{"event":"peer_silent","last_delivered":%d}`+"\n", o.LastDelivered)
-	case cast.EventError:
-		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", e.Err.Error())
+		// The Consumer's tip: the loop's Outcome is still Live here and
+		// says nothing of what was delivered.
+		fmt.Fprintf(w, `{"event":"peer_silent","last_delivered":%d}`+"\n", e.Tip)
 	case cast.EventSkip:
 		sk := e.Skip.Skip
 		fmt.Fprintf(w, `{"event":"skip","seq":%d,"from":%d,"reason":%q,"lost_from":%d,"lost_to":%d}`+"\n", sk.Seq, sk.From, skipReason(sk.Reason), e.Skip.LostFrom, e.Skip.LostTo)
@@ -473,57 +506,9 @@ func writeEvent(w io.Writer, e cast.Event) {
 		fmt.Fprintf(w, `{"event":"late_start","seq":%d}`+"\n", e.Seq)
 	case cast.EventEnded:
 		fmt.Fprintf(w, `{"event":"ended","seq":%d}`+"\n", e.Seq)
-	}
-}
-
-// learnPeer waits for the first datagram on p that starts with a frame a
-// sender sends (see senderFrame) and returns the datagrams of that batch
-// (copies), that datagram's source and how many datagrams before it were
-// ignored: the CLI's way to find a sender that was not named with -peer.
-// Junk, a bad CRC or a NAK never names the peer. The core itself never
-// learns addresses from traffic.
-func learnPeer(ctx context.Context, p datapath.Path) (v *batch.Vec, from netip.AddrPort, ignored int, err error) {
-	v = batch.New(64, 65535)
-	w, _ := p.(cast.Waiter)
-	for ctx.Err() == nil {
-		var n int
-		if w != nil {
-			n, err = w.RecvWait(v, time.Now().Add(100*time.Millisecond))
-		} else {
-			n, err = p.Recv(v)
-			if n == 0 {
-				time.Sleep(time.Millisecond)
-			}
-		}
-		if err != nil {
-			return nil, netip.AddrPort{}, ignored, err
-		}
-		for i := 0; i < n; i++ {
-			d, src := v.Msg(i)
-			if senderFrame(d) {
-				v.Drop(i) // the datagrams before it are the ignored ones
-				return v, src, ignored, nil
-			}
-			ignored++
+	case cast.EventCaughtUp:
+		if !e.Bootstrap || e.Records > 0 {
+			fmt.Fprintf(w, `{"event":"caught_up","from":%d,"to":%d,"records":%d}`+"\n", e.From, e.To, e.Records)
 		}
 	}
-	return nil, netip.AddrPort{}, ignored, ctx.Err()
-}
-
-// senderFrame reports whether d starts with a frame a casting sender
-// sends to its receivers: version, length and CRC right, and either a
-// heartbeat or a data record with a seq (not a type of the control range
-// 0x10..0x16 that flows the other way or over TCP).
-func senderFrame(d []byte) bool {
-	h, p, _, err := wire.DecodeFrame(d)
-	switch {
-	case err != nil:
-		return false
-	case h.Type == wire.TypeHeartbeat:
-		_, err := wire.ParseHeartbeat(p)
-		return err == nil
-	case h.Type >= 0x10 && h.Type <= 0x16:
-		return false
-	}
-	return len(p) >= 8 && wire.Seq(p) != 0
 }

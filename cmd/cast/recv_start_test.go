@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/wire"
 
 	"github.com/walcast/walcast/datapath/udp"
@@ -83,7 +84,8 @@ func TestCLIRecvFromNow(t *testing.T) {
 	s.wait(hangBudget)
 }
 
-// TestLearnPeer: without -peer, junk, a bad CRC, a NAK and a zero seq
+// TestLearnPeer: without -peer (cast.AwaitSender, as `cast recv`'s
+// Consumer, `cast echo` and the classic receiver learn their sender), junk, a bad CRC, a NAK and a zero seq
 // never name the peer; the first valid heartbeat or data record does, and
 // only datagrams from it are kept.
 func TestLearnPeer(t *testing.T) {
@@ -119,7 +121,7 @@ func TestLearnPeer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	v, from, ignored, err := learnPeer(ctx, rp)
+	v, from, ignored, err := cast.AwaitSender(ctx, rp, 2048, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

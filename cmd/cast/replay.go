@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -80,11 +79,8 @@ func replayServe(args []string) error {
 	walDir := fs.String("wal", "", "WAL root directory (the writer's Config.Dir)")
 	listen := fs.String("listen", "127.0.0.1:7400", "TCP address to listen on")
 	streams := fs.String("streams", "", "comma-separated stream ids (default: every stream under -wal)")
-	cert := fs.String("cert", envOr("RSX_REPL_CERT_PATH", "certs/server.pem"), "server certificate chain (PEM)")
-	key := fs.String("key", envOr("RSX_REPL_KEY_PATH", "certs/server-key.pem"), "server private key (PEM)")
-	clientCA := fs.String("client-ca", envOr("RSX_REPL_CLIENT_CA_PATH", "certs/ca.pem"), "serve only clients whose certificate this CA signed (PEM; `cast certs` writes certs/ca.pem and a client certificate)")
-	anyClient := fs.Bool("any-client", false, "serve any TLS client, with or without a certificate (explicit opt-out of mutual TLS)")
-	plaintext := fs.Bool("plaintext", false, "serve without TLS (explicit opt-out)")
+	var sf serveFlags
+	sf.add(fs, "")
 	maxConns := fs.Int("max-conns", replay.DefaultServerConfig().MaxConns, "serve at most this many connections at once (each holds at most 192 KiB of buffers plus TLS state, returned when it ends); more are closed at once")
 	writeTimeout := fs.Duration("write-timeout", 5*time.Second, "drop a consumer whose connection stays full this long")
 	poll := fs.Duration("poll", time.Second, "safety-net poll of the WAL directory (inotify wakes it otherwise)")
@@ -97,26 +93,11 @@ func replayServe(args []string) error {
 	if err := checkRange("max-conns", *maxConns, 1, 1<<20); err != nil {
 		return err
 	}
-	if *plaintext && *anyClient {
-		return usagef("-any-client is a TLS option; -plaintext serves without TLS")
-	}
 	cfg := replay.DefaultServerConfig()
-	cfg.WriteTimeout = *writeTimeout
-	cfg.Plaintext, cfg.AnyClient, cfg.MaxConns = *plaintext, *anyClient, *maxConns
-	mode := "plaintext"
-	if !*plaintext {
-		ca := *clientCA
-		mode = "TLS 1.3, clients with a certificate from " + ca
-		if *anyClient {
-			ca, mode = "", "TLS 1.3, any client"
-		} else if _, err := os.Stat(ca); err != nil {
-			return usagef("mutual TLS needs the CA that signed the clients' certificates: -client-ca FILE (%v; `cast certs` writes certs/ca.pem), or -any-client to serve any TLS client", err)
-		}
-		t, err := replay.ServerTLS(*cert, *key, ca)
-		if err != nil {
-			return err
-		}
-		cfg.TLS = t
+	cfg.WriteTimeout, cfg.MaxConns = *writeTimeout, *maxConns
+	mode, err := sf.config(&cfg)
+	if err != nil {
+		return err
 	}
 	cfg.OnDisconnect = func(r replay.ConnReport) {
 		fmt.Fprintf(os.Stderr, "%s stream %d from %d: sent %d records (last %d), ended: %v\n", r.Remote, r.Stream, r.From, r.Records, r.Last, r.Reason)
@@ -248,15 +229,7 @@ func replayTail(args []string) error {
 		}
 	}
 	if !*plaintext {
-		// A named certificate must load; the default one is used when
-		// `cast certs` wrote it here (servers require one by default).
-		if !flagGiven(fs, "cert") && !flagGiven(fs, "key") {
-			if _, err := os.Stat(*cert); err != nil {
-				*cert, *key = "", ""
-			}
-		}
-		var t *tls.Config
-		t, err := replay.ClientTLS(*ca, *cert, *key)
+		t, err := clientTLS(fs, *ca, *cert, *key)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/datapath/mmsg"
 	"github.com/walcast/walcast/datapath/udp"
+	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 	"github.com/walcast/walcast/wire"
 )
@@ -355,6 +356,9 @@ func runSend(args []string) error {
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
+	replayAt := fs.String("replay", "", "with -wal: serve TCP catch-up from the WAL on this address HOST:PORT (port 0: any; the address is printed), live as records are appended: what `cast recv -replay` and `cast replay tail` connect to")
+	var sf serveFlags
+	sf.add(fs, "with -replay: ")
 	linger := fs.Duration("linger", 2*time.Second, "after the last record, keep serving NAKs until the receiver reports every record delivered (or, if it never sends Status, until no NAK came for -quiet), at most this long without a receiver making progress")
 	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger and a receiver that sends no Status: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
 	var nf netFlags
@@ -417,6 +421,20 @@ func runSend(args []string) error {
 		pc.Path.Close()
 		return err
 	}
+	if *replayAt != "" {
+		if *walDir == "" {
+			pc.Path.Close()
+			return usagef("-replay serves catch-up from the WAL: give -wal DIR")
+		}
+		pc.ReplayAddr = *replayAt
+		pc.ReplayServer = replay.DefaultServerConfig()
+		if _, err := sf.config(&pc.ReplayServer); err != nil {
+			pc.Path.Close()
+			return err
+		}
+		pc.TLS, pc.Plaintext = pc.ReplayServer.TLS, pc.ReplayServer.Plaintext
+		pc.ReplayServer.TLS, pc.ReplayServer.Plaintext = nil, false
+	}
 	if *walDir != "" {
 		pc.Dir, pc.Stream = *walDir, uint32(*stream)
 		pc.WAL = wal.DefaultConfig("")
@@ -435,6 +453,9 @@ func runSend(args []string) error {
 	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
 	if *walDir != "" {
 		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
+	}
+	if a := prod.ReplayAddr(); a.IsValid() {
+		fmt.Fprintf(os.Stderr, "serving catch-up of stream %d on %s\n", *stream, a)
 	}
 	fmt.Fprintf(os.Stderr, "sending %d records of %d bytes to %s from %s over %s\n", o.n, o.payload+wire.HeaderSize, peer, prod.Addr(), features(pc.Path))
 	logFailed := false
