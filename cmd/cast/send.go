@@ -287,42 +287,71 @@ func (e *prefixless) Error() string { return e.msg }
 func (e *prefixless) Unwrap() error { return e.err }
 
 // producer returns an OnPoll callback that sends o.n records of
-// o.payload bytes, paced at o.rate records/s (0: as fast as the loop
-// takes them). sent counts records sent; done is closed after the last.
+// o.payload bytes, paced at o.rate records/s by a token bucket (0: as
+// fast as the loop takes them). sent counts records sent; done is closed
+// after the last.
 func producer(o sendOpts, sent *atomic.Int64, done chan struct{}) func(l *cast.Loop, now int64) {
-	payload := make([]byte, o.payload)
-	var start int64
-	produced := 0
-	var fin bool
-	return func(l *cast.Loop, now int64) {
-		if fin {
-			return
+	pr := newPaced(o, sent, done)
+	return func(l *cast.Loop, now int64) { pr.poll(l, now) }
+}
+
+// streamSender is what a paced producer needs of the loop (*cast.Loop).
+type streamSender interface {
+	Send(typ uint16, payload []byte) (uint64, error)
+	End() error
+}
+
+// paced produces a sending run's records from the loop's OnPoll.
+type paced struct {
+	o        sendOpts
+	sent     *atomic.Int64
+	done     chan struct{}
+	payload  []byte
+	pace     *bucket // nil: unpaced
+	produced int
+	fin      bool
+}
+
+func newPaced(o sendOpts, sent *atomic.Int64, done chan struct{}) *paced {
+	pr := &paced{o: o, sent: sent, done: done, payload: make([]byte, o.payload)}
+	if o.rate > 0 {
+		pr.pace = newBucket(o.rate)
+	}
+	return pr
+}
+
+// poll sends what the bucket allows at now (at most 256 records a call).
+// A record the loop refuses (batch full, WAL backpressure, a closed
+// flow-control window) spends no token: it goes out on a later poll, and
+// a stall of any cause is never made up for with a burst.
+func (pr *paced) poll(l streamSender, now int64) {
+	if pr.fin {
+		return
+	}
+	for k := 0; k < 256 && pr.produced < pr.o.n; k++ {
+		if pr.pace != nil && !pr.pace.ready(now) {
+			break
 		}
-		if start == 0 {
-			start = now
+		if len(pr.payload) >= 16 {
+			binary.LittleEndian.PutUint64(pr.payload[8:], uint64(now)) // send time, for latency
 		}
-		for k := 0; k < 256 && produced < o.n; k++ {
-			if o.rate > 0 && float64(produced) >= float64(now-start)/1e9*o.rate {
-				break
-			}
-			if len(payload) >= 16 {
-				binary.LittleEndian.PutUint64(payload[8:], uint64(now)) // send time, for latency
-			}
-			seq, err := l.Send(1, payload)
-			if err != nil {
-				break // batch full, WAL backpressure or a closed flow-control window: next iteration
-			}
-			if o.lastSeq != nil {
-				o.lastSeq.Store(seq)
-			}
-			produced++
-			sent.Store(int64(produced))
+		seq, err := l.Send(1, pr.payload)
+		if err != nil {
+			break // next iteration
 		}
-		if produced == o.n {
-			fin = true
-			_ = l.End() // receivers that negotiated learn where the stream ends
-			close(done)
+		if pr.pace != nil {
+			pr.pace.spend()
 		}
+		if pr.o.lastSeq != nil {
+			pr.o.lastSeq.Store(seq)
+		}
+		pr.produced++
+		pr.sent.Store(int64(pr.produced))
+	}
+	if pr.produced == pr.o.n {
+		pr.fin = true
+		_ = l.End() // receivers that negotiated learn where the stream ends
+		close(pr.done)
 	}
 }
 
@@ -348,7 +377,7 @@ func runSend(args []string) error {
 	var o sendOpts
 	fs.IntVar(&o.n, "n", 100000, "records to send")
 	fs.IntVar(&o.payload, "size", 128, "payload bytes per record (first 8 are the seq); the frame adds 16")
-	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them)")
+	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them); a token bucket with 2 ms' worth of burst: after a stall (a closed window, a full disk, SIGSTOP) sending resumes at the rate, never racing to catch up")
 	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
 	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
 	ring := fs.Int("ring", protocol.DefaultSenderConfig().RingSlots, "records kept hot for retransmission (power of two; RAM: this many × 1472 bytes): at least the receiver's -reorder, so that its repairs come from memory, not the WAL")

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestBucket: a full bucket lets burst events go at once, then one per
+// 1/rate; after any pause it holds at most burst, never the pause's worth.
+func TestBucket(t *testing.T) {
+	const rate = 10000.0 // 1 event per 100 µs; burst 2 ms = 20
+	b := newBucket(rate)
+	now := int64(1)
+	n := 0
+	for b.ready(now) {
+		b.spend()
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("a full bucket let %d go at once, want 20 (2 ms at %v/s)", n, rate)
+	}
+	if d := b.wait(now); d <= 0 || d > 100*time.Microsecond+1 {
+		t.Fatalf("empty bucket: wait %v, want ≤ 100 µs", d)
+	}
+	now += int64(100 * time.Microsecond)
+	if !b.ready(now) {
+		t.Fatal("no token 1/rate later")
+	}
+	b.spend()
+	if b.ready(now) {
+		t.Fatal("two tokens 1/rate later")
+	}
+	now += int64(10 * time.Second) // a long pause
+	n = 0
+	for b.ready(now) {
+		b.spend()
+		n++
+	}
+	if n != 20 {
+		t.Fatalf("after a 10 s pause %d went at once, want the burst of 20", n)
+	}
+	// A clock that goes back (never, from the loop) adds nothing.
+	if b.ready(now - 1) {
+		t.Fatal("a token from a clock going back")
+	}
+	if b := newBucket(10); b.burst != 1 {
+		t.Fatalf("burst at 10/s: %v, want 1 (never less than one event)", b.burst)
+	}
+}
+
+// fakeLoop is the loop as a paced producer sees it: Send refuses while
+// shut (a closed window, a WAL that holds records back) and records the
+// clock of every record it takes.
+type fakeLoop struct {
+	now   *int64
+	shut  bool
+	times []int64
+}
+
+func (f *fakeLoop) Send(uint16, []byte) (uint64, error) {
+	if f.shut {
+		return 0, errors.New("window closed")
+	}
+	f.times = append(f.times, *f.now)
+	return uint64(len(f.times)), nil
+}
+
+func (f *fakeLoop) End() error { return nil }
+
+// TestPacedResumesAtRate: a paced sender stopped for 2 s — the loop not
+// polling it (SIGSTOP, descheduled) or refusing its records (a window
+// hold) — resumes at its rate: on the injected clock, the busiest 10 ms
+// after the stop carries at most twice the rate's 10 ms worth (the old
+// schedule sent the stop's 2 s worth at once).
+func TestPacedResumesAtRate(t *testing.T) {
+	const rate = 20000.0
+	for _, how := range []string{"not polled", "refused"} {
+		t.Run(how, func(t *testing.T) {
+			var now int64 = 1
+			f := &fakeLoop{now: &now}
+			var sent atomic.Int64
+			pr := newPaced(sendOpts{n: 1 << 30, payload: 64, rate: rate}, &sent, make(chan struct{}))
+			step := int64(5 * time.Microsecond) // a spinning loop's poll
+			run := func(d time.Duration) {
+				for end := now + int64(d); now < end; now += step {
+					pr.poll(f, now)
+				}
+			}
+			run(time.Second)
+			stopAt := now
+			if how == "not polled" {
+				now += int64(2 * time.Second)
+			} else {
+				f.shut = true
+				run(2 * time.Second)
+				f.shut = false
+			}
+			resume := now
+			run(time.Second)
+			if got := len(f.times); got < int(0.95*2*rate) || got > int(1.05*2*rate) {
+				t.Fatalf("%d records in the 2 s it could send: the rate (%v/s) was not kept", got, rate)
+			}
+			// The busiest 10 ms window starting at or after the resume.
+			win := int64(10 * time.Millisecond)
+			best, j := 0, 0
+			for i, at := range f.times {
+				if at < resume {
+					continue
+				}
+				if j < i {
+					j = i
+				}
+				for j < len(f.times) && f.times[j] < at+win {
+					j++
+				}
+				best = max(best, j-i)
+			}
+			limit := int(2 * rate * 0.010)
+			t.Logf("stopped at %.3f s for 2 s (%s): busiest 10 ms after resuming %d records (rate's worth %d, limit %d)",
+				float64(stopAt)/1e9, how, best, int(rate*0.010), limit)
+			if best > limit {
+				t.Fatalf("busiest 10 ms after the stop: %d records, want ≤ %d (2× the rate)", best, limit)
+			}
+		})
+	}
+}
