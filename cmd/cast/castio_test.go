@@ -22,6 +22,7 @@ func TestSendRecvJSON(t *testing.T) {
 			s.expect(0, "stdout", `^naks \d+, retransmits`)
 			r.wait(hangBudget)
 			r.expect(0, "stderr", `^receiving on `)
+			checkJSONTruth(t, r.Stdout.String())
 			lines := strings.Split(strings.TrimSpace(r.Stdout.String()), "\n")
 			// The sender ends the stream after its last record; a receiver
 			// that hears the marker before it stops says so last.

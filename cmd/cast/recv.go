@@ -351,7 +351,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		return res, nil
 	}
 	if asJSON {
-		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", err.Error())
+		writeEvent(w, cast.Event{Kind: cast.EventError, Err: err})
 	}
 	return res, err
 }
@@ -506,6 +506,8 @@ func writeEvent(w io.Writer, e cast.Event) {
 		fmt.Fprintf(w, `{"event":"late_start","seq":%d}`+"\n", e.Seq)
 	case cast.EventEnded:
 		fmt.Fprintf(w, `{"event":"ended","seq":%d}`+"\n", e.Seq)
+	case cast.EventError:
+		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", e.Err.Error())
 	case cast.EventCaughtUp:
 		if !e.Bootstrap || e.Records > 0 {
 			fmt.Fprintf(w, `{"event":"caught_up","from":%d,"to":%d,"records":%d}`+"\n", e.From, e.To, e.Records)

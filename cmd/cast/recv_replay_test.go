@@ -90,6 +90,9 @@ func TestCLIRecvReplayAfterOutage(t *testing.T) {
 	if from < 1000 || to < from || recs != to-from+1 {
 		t.Fatalf("caught_up from %d to %d with %d records: want from > 1000 and to−from+1 records", from, to, recs)
 	}
+	if seen := checkJSONTruth(t, out); seen["reconnect"]+seen["faulted"] == 0 {
+		t.Fatalf("no outcome before the catch-up: %v", seen)
+	}
 	// Every record once, in order, around the catch-up.
 	next := 1
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {

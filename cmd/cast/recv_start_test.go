@@ -76,6 +76,7 @@ func TestCLIRecvFromNow(t *testing.T) {
 	if m == nil || m[1] != m[2] || m[1] == "1" {
 		t.Fatalf("want a late_start event naming the first seq delivered (> 1):\n%.400s\nstderr:\n%s\nsender stderr:\n%s", out, r.Stderr.String(), s.Stderr.String())
 	}
+	checkJSONTruth(t, out)
 	first, _ := strconv.Atoi(m[1])
 	if want := fmt.Sprintf(`{"seq":%d,`, first+999); !strings.Contains(out, want) {
 		t.Fatalf("records not delivered in order from %d:\n%.400s", first, out)
