@@ -60,19 +60,21 @@ func TestCLIRecvReplayLateStart(t *testing.T) {
 }
 
 // TestCLIRecvReplayAfterOutage: a receiver stopped (SIGSTOP) for longer
-// than the sender waits for it falls more than its window behind while
+// (5 s) than the sender waits for it falls more than its window behind while
 // the sender runs on; once it runs again, UDP cannot repair that gap and
 // -replay catches up over TCP, then delivery goes on over UDP. The -json
 // events say so (caught_up, from the receiver's tip + 1).
 func TestCLIRecvReplayAfterOutage(t *testing.T) {
-	const n = 80000
+	const n = 200000
 	s, bind, port, ra := replayPair(t, n, 20000)
-	r := startCast(t, "", "recv", "-listen", port, "-peer", bind, "-n", fmt.Sprint(n), "-replay", ra, "-plaintext", "-json", "-retries", "200", "-silence", "10s")
+	// -path udp: no GRO, so the socket buffer holds one datagram per
+	// buffer entry and overflows within the stop.
+	r := startCast(t, "", "recv", "-listen", port, "-peer", bind, "-n", fmt.Sprint(n), "-replay", ra, "-plaintext", "-json", "-path", "udp", "-retries", "200", "-silence", "10s")
 	r.waitOutput(`"seq":(1000),`, hangBudget)
 	r.signal(syscall.SIGSTOP)
 	// The sender drops the silent receiver after 1 s and runs ahead; the
 	// socket's buffer overflows: tens of thousands of records are lost.
-	time.Sleep(3 * time.Second)
+	time.Sleep(5 * time.Second)
 	r.signal(syscall.SIGCONT)
 	r.wait(hangBudget)
 	s.wait(hangBudget)
