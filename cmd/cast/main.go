@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"sort"
+
+	"github.com/walcast/walcast/counters"
 )
 
 // command is one subcommand. run receives the arguments after the
@@ -66,6 +68,15 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	// WALCAST_COUNTERS: where every loop of this process writes its
+	// counters file (a directory), or "off" for none.
+	switch d := os.Getenv("WALCAST_COUNTERS"); d {
+	case "":
+	case "off":
+		counters.SetDefault(counters.Config{Off: true})
+	default:
+		counters.SetDefault(counters.Config{Dir: d})
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stderr)
 		if len(args) == 0 {

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/counters"
+)
+
+// statLines follows `cast stat -json -watch` (a third process) and keeps
+// every refresh's view of each pid.
+type statLines struct {
+	views map[int][]processJSON
+}
+
+func (s *statLines) read(t *testing.T, r io.Reader) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var v statJSON
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Errorf("stat -json line: %v: %.200s", err, sc.Text())
+			continue
+		}
+		for _, p := range v.Processes {
+			s.views[p.PID] = append(s.views[p.PID], p)
+		}
+	}
+}
+
+// lastOf is the last refresh that listed pid with counter label, and
+// the largest change of label between two refreshes.
+func lastOf(views []processJSON, label string) (last uint64, step uint64, ok bool) {
+	var prev uint64
+	for i, v := range views {
+		x, has := v.Counters[label]
+		if !has {
+			continue
+		}
+		if i > 0 && x > prev && x-prev > step {
+			step = x - prev
+		}
+		prev, last, ok = x, x, true
+	}
+	return last, step, ok
+}
+
+func atoi(t *testing.T, s string) uint64 {
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestCLIStatCrossProcess: `cast send -wal` → `cast recv -drop 1`; `cast
+// stat -json -watch` in a third process lists both, and the NAKs,
+// retransmits and delivered seq it saw last are each side's final
+// summary within one refresh.
+func TestCLIStatCrossProcess(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("WALCAST_COUNTERS", dir)
+	const n = 40000
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park")
+	addr := r.listenAddr()
+	st := startCast(t, "", "stat", "-json", "-watch", "-interval", "50ms", "-dir", dir)
+	s := runCast(t, "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", strconv.Itoa(n), "-rate", "20000", "-linger", "5s",
+		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park")
+	r.wait(hangBudget)
+	s.expect(0, "stdout", `^wal .*durable through seq`)
+	r.expect(0, "stdout", `^outcome: live$`)
+
+	time.Sleep(200 * time.Millisecond)
+	st.signal(os.Interrupt)
+	st.wait(hangBudget)
+	sl := &statLines{views: map[int][]processJSON{}}
+	sl.read(t, strings.NewReader(st.Stdout.String()))
+
+	naks := regexp.MustCompile(`naks (\d+), retransmits (\d+)`).FindStringSubmatch(s.Stdout.String())
+	gaps := regexp.MustCompile(`gaps NAKed (\d+)`).FindStringSubmatch(r.Stdout.String())
+	if naks == nil || gaps == nil {
+		t.Fatalf("summaries:\n%s\n%s", s.Stdout.String(), r.Stdout.String())
+	}
+	var sendPID, recvPID int
+	for pid, v := range sl.views {
+		switch {
+		case strings.Contains(v[0].Command, " send "):
+			sendPID = pid
+		case strings.Contains(v[0].Command, " recv "):
+			recvPID = pid
+		}
+	}
+	if sendPID == 0 || recvPID == 0 {
+		t.Fatalf("stat never listed both: %v", sl.views)
+	}
+	for _, c := range []struct {
+		pid   int
+		label string
+		final uint64
+	}{
+		{sendPID, `naks_received{stream="1",role="producer"}`, atoi(t, naks[1])},
+		{sendPID, `retx_hot{stream="1",role="producer"}`, atoi(t, naks[2])},
+		{recvPID, `naks_sent{stream="0",role="consumer"}`, atoi(t, gaps[1])},
+		{recvPID, `delivered_seq{stream="0",role="consumer"}`, n},
+	} {
+		last, step, ok := lastOf(sl.views[c.pid], c.label)
+		if !ok {
+			t.Errorf("%s never listed for pid %d", c.label, c.pid)
+			continue
+		}
+		if last > c.final || c.final-last > step {
+			t.Errorf("%s: last seen %d, final summary %d (largest change in one refresh %d)", c.label, last, c.final, step)
+		}
+		t.Logf("%s: last seen %d, final %d, largest step %d", c.label, last, c.final, step)
+	}
+	if atoi(t, gaps[1]) == 0 {
+		t.Error("-drop 1 caused no NAK")
+	}
+}
+
+// TestCLIStatMetrics: /metrics while a receiver waits shows its counters
+// in the text format, labelled with its pid.
+func TestCLIStatMetrics(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("WALCAST_COUNTERS", dir)
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", "1000000")
+	s := startCast(t, "", "send", "-to", r.listenAddr(), "-bind", "127.0.0.1:0", "-n", "1000000", "-rate", "10000", "-idle", "park")
+	srv := startCast(t, "", "stat", "-serve", "127.0.0.1:0", "-dir", dir)
+	u := "http://" + regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(srv.waitOutput(`at http://\S+/metrics`, hangBudget))[1] + "/metrics"
+	var body string
+	for deadline := time.Now().Add(hangBudget); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if strings.Contains(body, "walcast_records_delivered_total{") {
+			break
+		}
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		body = string(b)
+	}
+	pid := r.Cmd.Process.Pid
+	want := fmt.Sprintf(`(?m)^walcast_records_delivered_total\{pid="%d",role="consumer",stream="0"\} [1-9]\d*$`, pid)
+	if !regexp.MustCompile(want).MatchString(body) || !strings.Contains(body, "# TYPE walcast_records_delivered_total counter") {
+		t.Fatalf("no /%s/ in\n%s", want, body)
+	}
+	s.signal(syscall.SIGKILL)
+	r.signal(syscall.SIGKILL)
+	s.wait(hangBudget)
+	r.wait(hangBudget)
+	srv.signal(os.Interrupt)
+	srv.wait(hangBudget)
+}
+
+// TestCLIStatStale: a receiver killed with SIGKILL leaves its file;
+// `cast stat` reports it stale and -clean removes it.
+func TestCLIStatStale(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("WALCAST_COUNTERS", dir)
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0")
+	s := startCast(t, "", "send", "-to", r.listenAddr(), "-bind", "127.0.0.1:0", "-n", "1000000", "-rate", "10000", "-idle", "park")
+	defer func() { s.signal(syscall.SIGKILL); s.wait(hangBudget) }()
+	pid := r.Cmd.Process.Pid
+	file := filepath.Join(dir, strconv.Itoa(pid)+counters.Suffix)
+	for deadline := time.Now().Add(hangBudget); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(file); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no counters file %s", file)
+		}
+	}
+	st := runCast(t, "stat", "-dir", dir)
+	st.expect(0, "stdout", `.`)
+	if !strings.Contains(st.Stdout.String(), fmt.Sprintf("pid %d  live", pid)) {
+		t.Fatalf("stat:\n%s", st.Stdout.String())
+	}
+	r.signal(syscall.SIGKILL)
+	r.wait(hangBudget)
+	st = runCast(t, "stat", "-dir", dir)
+	if !strings.Contains(st.Stdout.String(), fmt.Sprintf("pid %d  stale", pid)) {
+		t.Fatalf("after SIGKILL:\n%s", st.Stdout.String())
+	}
+	runCast(t, "stat", "-clean", "-dir", dir).expect(0, "stdout", `^1 stale file\(s\) removed$`)
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Fatalf("stale file not removed: %v", err)
+	}
+}
