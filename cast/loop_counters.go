@@ -170,7 +170,12 @@ func (w *lossWatch) init(f *counters.File, sl string, repairs []counters.Repair,
 func (w *lossWatch) close(f *counters.File, r counters.Repair, done int64) {
 	w.open = false
 	w.e.Repair, w.e.Done = r, done
-	f.CloseLoss(w.ref, w.e)
+	switch {
+	case w.ref != 0:
+		f.CloseLoss(w.ref, w.e)
+	case r != counters.RepairReorder:
+		f.OpenLoss(w.e)
+	}
 	ns := uint64(max(done-w.e.At, 0))
 	w.episodes[r].Store(w.episodes[r].Load() + 1)
 	w.seqs[r].Store(w.seqs[r].Load() + w.e.Count)
@@ -182,9 +187,13 @@ func (w *lossWatch) close(f *counters.File, r counters.Repair, done int64) {
 	w.lst.Store(uint64(done))
 }
 
-func (w *lossWatch) start(f *counters.File, e counters.Loss) {
-	w.open, w.e, w.quiet = true, e, 0
-	w.ref = f.OpenLoss(e)
+// start opens an episode; the ring shows it at once when ring is set,
+// else only when it closes (see watchConsumerLoss).
+func (w *lossWatch) start(f *counters.File, e counters.Loss, ring bool) {
+	w.open, w.e, w.quiet, w.ref = true, e, 0, 0
+	if ring {
+		w.ref = f.OpenLoss(e)
+	}
 	if !w.firstSet {
 		w.firstSet = true
 		w.first.Store(uint64(e.At))
@@ -235,7 +244,10 @@ func (c *loopCounters) watchConsumerLoss(l *Loop, r *protocol.Receiver) {
 		}
 		st := r.Stats()
 		w.naks0, w.a0 = st.NaksSent, st.Skips
-		w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleConsumer, First: exp, At: c.epoch + l.now})
+		// Into the ring only when it closes, and only if it was NAKed: a
+		// heartbeat announcing seqs still in the socket buffer opens an
+		// "episode" too, counted apart as without_nak.
+		w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleConsumer, First: exp, At: c.epoch + l.now}, false)
 		return
 	}
 	if kind == protocol.Live && r.HighestSeen() >= exp {
@@ -266,7 +278,7 @@ func (c *loopCounters) watchProducerLoss(l *Loop, st *protocol.SenderStats) {
 	if !w.open {
 		if st.Naks > w.naks0 {
 			w.a0, w.b0 = st.RetxHot, st.RetxCold
-			w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleProducer, At: c.epoch + l.now})
+			w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleProducer, At: c.epoch + l.now}, true)
 			w.e.Naks = st.Naks - w.naks0
 			w.naks0 = st.Naks
 		}
