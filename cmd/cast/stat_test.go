@@ -67,7 +67,8 @@ func atoi(t *testing.T, s string) uint64 {
 // TestCLIStatCrossProcess: `cast send -wal` → `cast recv -drop 1`; `cast
 // stat -json -watch` in a third process lists both, and the NAKs,
 // retransmits and delivered seq it saw last are each side's final
-// summary within one refresh.
+// summary within one refresh (two of the largest steps seen, for a
+// loaded machine).
 func TestCLIStatCrossProcess(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("WALCAST_COUNTERS", dir)
@@ -119,7 +120,10 @@ func TestCLIStatCrossProcess(t *testing.T) {
 			t.Errorf("%s never listed for pid %d", c.label, c.pid)
 			continue
 		}
-		if last > c.final || c.final-last > step {
+		// The watcher's last refresh before the process exits comes at
+		// most one interval before it; under load a refresh takes longer
+		// than the interval, so allow the largest step twice.
+		if last > c.final || c.final-last > 2*step {
 			t.Errorf("%s: last seen %d, final summary %d (largest change in one refresh %d)", c.label, last, c.final, step)
 		}
 		t.Logf("%s: last seen %d, final %d, largest step %d", c.label, last, c.final, step)
@@ -138,9 +142,11 @@ func TestCLIStatMetrics(t *testing.T) {
 	s := startCast(t, "", "send", "-to", r.listenAddr(), "-bind", "127.0.0.1:0", "-n", "1000000", "-rate", "10000", "-idle", "park")
 	srv := startCast(t, "", "stat", "-serve", "127.0.0.1:0", "-dir", dir)
 	u := "http://" + regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(srv.waitOutput(`at http://\S+/metrics`, hangBudget))[1] + "/metrics"
+	pid := r.Cmd.Process.Pid
+	want := fmt.Sprintf(`(?m)^walcast_records_delivered_total\{pid="%d",role="consumer",stream="0"\} [1-9]\d*$`, pid)
 	var body string
 	for deadline := time.Now().Add(hangBudget); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if strings.Contains(body, "walcast_records_delivered_total{") {
+		if regexp.MustCompile(want).MatchString(body) {
 			break
 		}
 		resp, err := http.Get(u)
@@ -151,8 +157,6 @@ func TestCLIStatMetrics(t *testing.T) {
 		resp.Body.Close()
 		body = string(b)
 	}
-	pid := r.Cmd.Process.Pid
-	want := fmt.Sprintf(`(?m)^walcast_records_delivered_total\{pid="%d",role="consumer",stream="0"\} [1-9]\d*$`, pid)
 	if !regexp.MustCompile(want).MatchString(body) || !strings.Contains(body, "# TYPE walcast_records_delivered_total counter") {
 		t.Fatalf("no /%s/ in\n%s", want, body)
 	}
