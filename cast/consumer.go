@@ -2,6 +2,7 @@ package cast
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync/atomic"
@@ -238,7 +239,18 @@ func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, e
 		if err != nil {
 			return nil, netip.AddrPort{}, err
 		}
-		open = op.Open
+		var warned [4]uint64 // key ids reported by EventKeyUnknown
+		open = func(d []byte) (int, error) {
+			n, err := op.Open(d)
+			if errors.Is(err, wire.ErrAuthKeyID) {
+				if id := d[len(d)-wire.TrailerSize+16]; warned[id/64]&(1<<(id%64)) == 0 {
+					warned[id/64] |= 1 << (id % 64)
+					c.event(Event{Kind: EventKeyUnknown,
+						Err: fmt.Errorf("%w: a datagram is tagged with key id %d, which this consumer does not hold", ErrKeyFile, id)})
+				}
+			}
+			return n, err
+		}
 	}
 	v, from, _, err := AwaitSender(ctx, c.path, max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048), open)
 	switch {

@@ -37,11 +37,20 @@ func runDemo(args []string) error {
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
 	idle := fs.String("idle", "auto", "what the loops do with nothing to do: spin (each holds a CPU), park (block on the socket), mixed (the sender's spins, the receiver's parks), or auto (by the CPUs this process may use)")
 	quiet := fs.Bool("q", false, "no progress line")
+	keyFile := fs.String("key-file", "", "authenticate every datagram of the stream with the keys in FILE (docs/auth.md)")
 	reorder := fs.Int("reorder", protocol.DefaultReorderSlots, "receiver reorder window, records (power of two); flow control keeps the sender within it")
 	debounce := fs.Duration("debounce", time.Duration(protocol.DefaultNakDebounce), "longest time between two NAKs of the same gap (the re-NAK delay follows the RTT below it)")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	var keys *cast.Keys
+	if *keyFile != "" {
+		k, err := cast.LoadKeyFile(*keyFile)
+		if err != nil {
+			return usagef("-key-file: %v", err)
+		}
+		keys = k
 	}
 	if err := checkRange("n", *n, 1, 1<<40); err != nil {
 		return err
@@ -143,7 +152,7 @@ func runDemo(args []string) error {
 	ncpu := usableCPUs()
 	lay := demoLayout(*idle, ncpu, dir != "")
 	sndIdle, rcvIdle := affinity.Idler{Strategy: lay.snd}, affinity.Idler{Strategy: lay.rcv}
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle,
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys,
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome)
@@ -180,7 +189,7 @@ func runDemo(args []string) error {
 	fmt.Printf("layout         sender loop %s, receiver loop %s, pins %s; -idle %s on %d CPUs: %s\n", lay.snd, lay.rcv, pinNote(cpus), *idle, ncpu, lay.why)
 	threads0, _ := benchkit.ThreadTimes()
 	start := time.Now()
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle,
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys,
 		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }})
 	if err != nil {
 		stopRun()

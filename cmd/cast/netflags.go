@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
@@ -26,6 +29,8 @@ type netFlags struct {
 	coalesce bool
 	drop     float64
 	mc       datapath.Multicast // group options (multicast.go); the socket is then never connected
+	keyFile  string
+	keys     *cast.Keys // loaded from keyFile by check; nil: unauthenticated
 }
 
 func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
@@ -38,6 +43,7 @@ func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
 	if withDrop {
 		fs.Float64Var(&nf.drop, "drop", 0, "lose this percent of received datagrams (testing)")
 	}
+	fs.StringVar(&nf.keyFile, "key-file", "", "authenticate every datagram with the keys in FILE (lines \"ID HEX32\"; the first tags what is sent, all are accepted; mode 0600 or 0640; SIGHUP reloads it): both ends need it, docs/auth.md")
 }
 
 // check range-checks the flags.
@@ -54,7 +60,45 @@ func (nf *netFlags) check() error {
 	if err := checkRange("batch", nf.batch, 1, 1024); err != nil {
 		return err
 	}
+	if nf.keyFile != "" {
+		k, err := cast.LoadKeyFile(nf.keyFile)
+		if err != nil {
+			return usagef("-key-file: %v", err)
+		}
+		nf.keys = k
+	}
 	return checkPct("drop", nf.drop)
+}
+
+// reloadKeys reloads -key-file into set on every SIGHUP until stop is
+// called (a key rollover without a restart, docs/auth.md); a file that
+// fails to load is reported on stderr and the keys in use stay.
+func (nf *netFlags) reloadKeys(set func(*cast.Keys) error) (stop func()) {
+	if nf.keys == nil {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-hup:
+				k, err := cast.LoadKeyFile(nf.keyFile)
+				if err == nil {
+					err = set(k)
+				}
+				if err != nil {
+					fmt.Fprintf(os.Stderr, "cast: SIGHUP: keys not reloaded: %v\n", err)
+				} else {
+					fmt.Fprintf(os.Stderr, "cast: SIGHUP: keys reloaded from %s (sending with key id %d)\n", nf.keyFile, k.Send.ID)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); close(done) }
 }
 
 // open opens the datapath bound to local and, when peer is valid,
@@ -93,7 +137,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 // loop returns a loop config for p with the thread and idle flags applied.
 func (nf *netFlags) loop(p datapath.Path) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
-	c.Path, c.Batch = p, nf.batch
+	c.Path, c.Batch, c.Keys = p, nf.batch, nf.keys
 	c.Thread = affinity.OnCPU(nf.pin)
 	s, err := affinity.ParseStrategy(nf.idle)
 	if err != nil {
@@ -135,7 +179,7 @@ func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerCon
 	if err != nil {
 		return cast.ProducerConfig{}, err
 	}
-	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Sender: protocol.DefaultSenderConfig()}
+	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Sender: protocol.DefaultSenderConfig(), Keys: nf.keys}
 	pc.Idle.Strategy = s
 	return pc, nil
 }

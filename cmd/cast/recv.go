@@ -26,7 +26,7 @@ func init() {
 }
 
 func runRecv(args []string) error {
-	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"ended\"|\"caught_up\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped; ended: the sender ended the stream at seq and\nevery record up to it was delivered; caught_up: with -replay, seqs from…to came\nover TCP). Exits after -n records, once the sender ended the stream, on a sticky\noutcome (status 3; with -replay only when the TCP catch-up fails too), or on Ctrl-C.")
+	fs := newFlagSet("recv", "-listen ADDR [-peer ADDR] [flags]", "Receive a casting stream on -listen and deliver its records in order from -from,\nNAKing gaps to -peer (the sender's -bind address; without -peer the source of the\nfirst valid data record or heartbeat is used). With -json, one JSON object per\nline for every delivered record ({\"seq\":…,\"type\":…,\"len\":…}) and every event\n({\"event\":\"faulted\"|\"reconnect\"|\"sender_restarted\"|\"peer_silent\"|\"skip\"|\"late_start\"|\"ended\"|\"caught_up\"|\"key_unknown\"|\"error\",…};\na skip names the seqs a restarted sender never made durable: lost_from…lost_to\nwere delivered and must be dropped; ended: the sender ended the stream at seq and\nevery record up to it was delivered; caught_up: with -replay, seqs from…to came\nover TCP). Exits after -n records, once the sender ended the stream, on a sticky\noutcome (status 3; with -replay only when the TCP catch-up fails too), or on Ctrl-C.")
 	listen := fs.String("listen", "0.0.0.0:9000", "address HOST:PORT to receive on")
 	peerS := fs.String("peer", "", "the sender's address HOST:PORT, where NAKs go (default: the source of the first valid data record or heartbeat)")
 	n := fs.Int64("n", 0, "exit after this many records (0: run until Ctrl-C or a sticky outcome)")
@@ -215,7 +215,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		return res, err
 	}
 	res.path = features(p)
-	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Receiver: rf.config(), NoCatchUp: true}
+	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Receiver: rf.config(), NoCatchUp: true, Keys: nf.keys}
 	cc.Idle.Strategy = idle
 	if nf.mc.Enabled() {
 		// NAKs and Status go to the control group; the data comes from a
@@ -280,6 +280,8 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 			writeEvent(out, e)
 		}
 		switch e.Kind {
+		case cast.EventKeyUnknown:
+			fmt.Fprintf(os.Stderr, "cast recv: %v (check -key-file on both ends)\n", e.Err)
 		case cast.EventSenderFound:
 			peer = e.Sender
 			if !nf.mc.Enabled() {
@@ -323,6 +325,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		p.Close()
 		return res, err
 	}
+	defer nf.reloadKeys(c.SetKeys)()
 	switch {
 	case nf.mc.Enabled():
 		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)
@@ -508,6 +511,8 @@ func writeEvent(w io.Writer, e cast.Event) {
 		fmt.Fprintf(w, `{"event":"ended","seq":%d}`+"\n", e.Seq)
 	case cast.EventError:
 		fmt.Fprintf(w, `{"event":"error","error":%q}`+"\n", e.Err.Error())
+	case cast.EventKeyUnknown:
+		fmt.Fprintf(w, `{"event":"key_unknown","error":%q}`+"\n", e.Err.Error())
 	case cast.EventCaughtUp:
 		if !e.Bootstrap || e.Records > 0 {
 			fmt.Fprintf(w, `{"event":"caught_up","from":%d,"to":%d,"records":%d}`+"\n", e.From, e.To, e.Records)

@@ -306,6 +306,7 @@ func runSend(args []string) error {
 		}
 		return err
 	}
+	defer nf.reloadKeys(sr.p.SetKeys)()
 	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
 	if *walDir != "" {
 		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
