@@ -45,7 +45,7 @@ type RepairReport struct {
 // the seqs their records hold, with an undo record (RepairReport.Relabel);
 // no record moves. Then every damaged stretch of records, and every seq range that no
 // segment holds and no Skip explains, is replaced by one Skip marker
-// (reason [SkipRepair]) standing for those seqs; good records are kept
+// (reason [wire.SkipRepair]) standing for those seqs; good records are kept
 // byte for byte. Segments with damage are split where the damage was (a
 // seq hole lies only between segments, and the segment after it starts
 // with its marker). Nothing is deleted: the original files, the raw bytes
