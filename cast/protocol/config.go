@@ -130,9 +130,13 @@ type SenderConfig struct {
 	// InitialWindow bounds the records a fresh Sender sends before it has
 	// heard any Status, for at most InitialWait ns after its first Send:
 	// an unpaced producer then cannot outrun a walcast receiver's window
-	// before that receiver's first Status arrives. A reference receiver
-	// never sends Status: after InitialWait the sender runs unthrottled
-	// (a one-time pause; the bytes are the reference's). InitialWindow < 0
+	// before that receiver's first Status arrives. A receiver that never
+	// sends Status (the reference's) is recognised within a few round
+	// trips by a NAK with no Status: the window's last record goes out
+	// after a heartbeat announcing it, which every receiver that heard the
+	// stream NAKs. The window is then released; if nothing answers (no
+	// receiver running yet) it holds until InitialWait. The bytes stay
+	// the reference's kinds. InitialWindow < 0
 	// turns it off (defaults: DefaultReorderSlots records, and
 	// ReceiverTimeout's default, long enough for a loaded machine to get a
 	// starting receiver running: docs/protocol.md).

@@ -94,7 +94,7 @@ func newFlowController(cfg *SenderConfig, hasLog bool, events *senderEvents, sta
 		probe:   probe,
 		cfg:     cfg,
 		rcv:     make([]rcvSlot, cfg.MaxReceivers),
-		initial: newInitialWindow(cfg, hasLog),
+		initial: newInitialWindow(cfg, hasLog, stats),
 		hasLog:  hasLog,
 		events:  events,
 		stats:   stats,
@@ -324,6 +324,14 @@ func (fc *flowController) holds(next uint64, now int64) bool {
 	return false
 }
 
+// nak notes a NAK: before any Status, it tells the initial window that
+// the receiver hears the stream.
+func (fc *flowController) nak(now int64) {
+	if !fc.negotiated {
+		fc.initial.nak(now)
+	}
+}
+
 // refused counts a Send held back and starts the stall clock (see
 // ReceiverStalled).
 func (fc *flowController) refused(now int64) {
@@ -383,44 +391,6 @@ func (fc *flowController) deadline(d int64) int64 {
 // reported the highest seq sent (next−1).
 func (fc *flowController) uncovered(next uint64) bool {
 	return fc.active > 0 && next > 1 && fc.covered < next-1
-}
-
-// initialWindow bounds what a fresh Sender sends before it has heard any
-// Status: an unpaced producer then cannot outrun a walcast receiver's
-// window before that receiver's first Status arrives.
-//
-// Invariants: edge and until are set by the first check (the first Send)
-// and never move: seqs ≤ edge pass, later ones wait until until. size 0
-// means off (InitialWindow < 0, or NoFlowControl: nothing could end the
-// hold before InitialWait, so there is none, as in the reference).
-type initialWindow struct {
-	size  uint64 // records
-	wait  int64  // ns
-	edge  uint64
-	until int64 // 0: not started
-}
-
-func newInitialWindow(cfg *SenderConfig, hasLog bool) initialWindow {
-	w := initialWindow{wait: cfg.InitialWait}
-	if cfg.InitialWindow > 0 && !cfg.NoFlowControl {
-		w.size = uint64(cfg.InitialWindow)
-		if !hasLog {
-			w.size = min(w.size, uint64(cfg.RingSlots)) // all of it repairable from the hot ring
-		}
-	}
-	return w
-}
-
-// holds reports whether the window holds seq next back at now.
-func (w *initialWindow) holds(next uint64, now int64) bool {
-	if w.size == 0 {
-		return false
-	}
-	if w.until == 0 {
-		w.edge = next - 1 + w.size
-		w.until = max(now, 1) + w.wait
-	}
-	return next > w.edge && now < w.until
 }
 
 // Limit returns the highest seq Send may assign now and whether flow

@@ -241,6 +241,12 @@ func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 	s.probe.lastData = now
 	s.timerInit = true
 	s.stats.Sent++
+	if s.fc.initial.withheld != 0 && out.Cap()-out.Len() >= 2 {
+		s.sendWithheld(now, out)
+	}
+	if !s.fc.negotiated && s.fc.initial.probes(seq) && s.sendProbe(seq, now, out) {
+		return
+	}
 	s.em.emit(frame, seq, out)
 }
 
@@ -259,6 +265,9 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	}
 	if s.skip.due {
 		s.sendSkip(now, out)
+	}
+	if !s.fc.negotiated {
+		s.fc.initial.settle(now)
 	}
 	hb := s.cfg.HeartbeatInterval
 	if !s.timerInit {
@@ -383,6 +392,7 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 			continue
 		}
 		s.stats.Naks++
+		s.fc.nak(now)
 		s.serveNak(nak, now, out)
 	}
 }
@@ -401,7 +411,7 @@ func (s *Sender) Deadline() int64 {
 	}
 	d := s.lastSend + s.cfg.HeartbeatInterval
 	if s.fc.active == 0 {
-		return d
+		return s.fc.initial.deadline(d, s.fc.negotiated)
 	}
 	d = s.fc.deadline(d)
 	return s.probe.deadline(d, s.fc.uncovered(s.next))

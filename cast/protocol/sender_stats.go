@@ -38,12 +38,18 @@ type SenderStats struct {
 
 	// Flow control (walcast extension; all zero while no receiver has
 	// sent a Status).
-	Statuses        uint64 // valid Status frames accepted
-	BadStatus       uint64 // Status frames whose payload is invalid
-	StaleStatus     uint64 // Status older (by serial) than one already seen
-	StatusRejected  uint64 // Status from a new receiver while the table was full
-	Backpressured   uint64 // Send/SendFrame calls refused with ErrBackpressure
-	InitialHeld     uint64 // of which by the initial window (no Status heard yet)
+	Statuses       uint64 // valid Status frames accepted
+	BadStatus      uint64 // Status frames whose payload is invalid
+	StaleStatus    uint64 // Status older (by serial) than one already seen
+	StatusRejected uint64 // Status from a new receiver while the table was full
+	Backpressured  uint64 // Send/SendFrame calls refused with ErrBackpressure
+	InitialHeld    uint64 // of which by the initial window (no Status heard yet)
+	// InitialProbes counts heartbeats sent in place of the initial
+	// window's last record, so that a receiver that sends no Status NAKs
+	// it; InitialReleased is 1 once a NAK with no Status released the
+	// initial window.
+	InitialProbes   uint64
+	InitialReleased uint64
 	Probes          uint64 // heartbeats sent in the probe form (counted in Heartbeats too)
 	TailProbes      uint64 // of which tail-loss probes
 	RTTProbes       uint64 // of which periodic RTT probes
