@@ -210,7 +210,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 		c.loop.Close()
 		return err
 	}
-	stopCtx := context.AfterFunc(ctx, func() { c.loop.stop.Store(true) })
+	stopCtx := context.AfterFunc(ctx, func() { c.loop.Stop() })
 	<-c.loop.Done()
 	stopCtx()
 	lerr := c.loop.Close()
@@ -367,7 +367,7 @@ func (c *Consumer) fail(err error) {
 		c.err = err
 	}
 	if c.loop != nil {
-		c.loop.stop.Store(true)
+		c.loop.Stop()
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // the kernel buffers what arrives).
 func (c *Consumer) onPoll(l *Loop, now int64) {
 	if c.err != nil {
-		l.stop.Store(true)
+		l.Stop()
 		return
 	}
 	if o := c.r.Outcome(); o.Kind != protocol.Live {

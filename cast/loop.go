@@ -44,27 +44,16 @@ type Loop struct {
 	room               int         // RecvRing free slots last passed to the Receiver
 	roomSeq            uint64      // the Receiver's ExpectedSeq when room was last told
 	windowShut         atomic.Bool // the Sender's flow control refused the last SendRing record
+	pub                publishWait // SendRing's progress, for WaitProgress and Sent
 
-	coldBufs [][]byte
-	coldFree []int
-	coldReqs []protocol.ColdRequest
-	coldReq  chan coldJob
-	coldDone chan coldJob
-	pend     coldJob
-	pendRest []byte
-	pendOn   bool
-	ioWG     sync.WaitGroup
+	cold coldService // Cold's reads on the I/O goroutine
 
 	io            IOFlusher // Cold, when it reports its flushes
 	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
 	bpRun         int       // consecutive iterations refused by the WAL
 
-	lastKind   protocol.OutcomeKind
-	lastSilent bool
-	logErr     error
-	lastLate   uint64
-	ended      bool // EventEnded was emitted
-	events     chan Event
+	seen   eventState // what the last events reported, to report changes once
+	events chan Event
 
 	stop      atomic.Bool
 	spins     bool
@@ -74,17 +63,12 @@ type Loop struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	statsMu sync.Mutex
-	sStats  protocol.SenderStats
-	rStats  protocol.ReceiverStats
-	rcvInfo []protocol.ReceiverInfo // the Sender's flow-control table (snapshot)
-	rcvN    int
-
 	// ls is counted by the loop thread with plain increments (no atomic
-	// per iteration: the loop is the only writer) and copied to lsPub
-	// under statsMu with the cores' stats, every tick and at Close.
-	ls, lsPub LoopStats
-	sendErr   atomic.Pointer[error] // see SendErr
+	// per iteration: the loop is the only writer) and copied to snap
+	// with the cores' stats, every tick and at Close.
+	ls      LoopStats
+	snap    statsSnapshot
+	sendErr atomic.Pointer[error] // see SendErr
 
 	auth    *loopAuth // nil without LoopConfig.Keys
 	authPub AuthStats // auth.stats as of the last snapshot
@@ -92,6 +76,16 @@ type Loop struct {
 	vclock func() int64 // tests: a virtual clock (datapath/mem) instead of time.Since(epoch)
 
 	ctr *loopCounters // the counters file's slots (nil: off); loop_counters.go
+}
+
+// publishWait is what a goroutine publishing through SendRing waits on
+// (Loop.WaitProgress) and what it learns of the loop's progress
+// (Loop.Sent); the loop thread writes it in publishProgress.
+type publishWait struct {
+	sentN, sentSeq atomic.Uint64
+	waiting        atomic.Int32  // goroutines parked in WaitProgress
+	spins          atomic.Uint32 // WaitProgress calls: every 64th parks
+	wake           chan struct{}
 }
 
 // NewLoop builds a Loop without starting it (see [Loop.Start]).
@@ -128,7 +122,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	l.io, _ = cfg.Cold.(IOFlusher)
 	l.deliverFn = l.deliver
 	if cfg.Sender != nil {
-		l.rcvInfo = make([]protocol.ReceiverInfo, 16)
+		l.snap.receivers = make([]protocol.ReceiverInfo, 16)
 	}
 	ringSlot := cfg.RingSlot
 	if ringSlot == 0 {
@@ -136,6 +130,8 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	}
 	if cfg.SendRing > 0 {
 		l.sendRing = NewRing(cfg.SendRing, ringSlot)
+		l.pub.wake = make(chan struct{}, 1)
+		l.pub.sentSeq.Store(l.snd.NextSeq() - 1)
 	}
 	if cfg.RecvRing > 0 {
 		l.recvRing = NewRing(cfg.RecvRing, ringSlot)
@@ -149,15 +145,15 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		if size == 0 {
 			size = protocol.DefaultMaxColdRecords * cfg.Slot
 		}
-		l.coldBufs = make([][]byte, nb)
-		l.coldFree = make([]int, 0, nb)
-		for i := range l.coldBufs {
-			l.coldBufs[i] = make([]byte, size)
-			l.coldFree = append(l.coldFree, i)
+		l.cold.bufs = make([][]byte, nb)
+		l.cold.free = make([]int, 0, nb)
+		for i := range l.cold.bufs {
+			l.cold.bufs[i] = make([]byte, size)
+			l.cold.free = append(l.cold.free, i)
 		}
-		l.coldReqs = make([]protocol.ColdRequest, nb)
-		l.coldReq = make(chan coldJob, nb)
-		l.coldDone = make(chan coldJob, nb)
+		l.cold.reqs = make([]protocol.ColdRequest, nb)
+		l.cold.req = make(chan coldJob, nb)
+		l.cold.done = make(chan coldJob, nb)
 	}
 	l.now = l.clock()
 	l.next = l.now
@@ -195,22 +191,28 @@ func (l *Loop) Feed(d []byte, from netip.AddrPort) {
 func (l *Loop) Start() error {
 	l.raiseProcs()
 	if l.snd != nil {
-		l.ioWG.Add(1)
+		l.cold.ioWG.Add(1)
 		go l.serveIO()
 	}
 	t, err := affinity.GoFor(l.idle.Strategy, l.cfg.Thread, l.run)
 	if err != nil {
 		l.lowerProcs()
-		if l.coldReq != nil {
-			close(l.coldReq)
-			l.ioWG.Wait()
-			l.coldReq = nil // Close must not close it again
+		if l.cold.req != nil {
+			close(l.cold.req)
+			l.cold.ioWG.Wait()
+			l.cold.req = nil // Close must not close it again
 		}
 		return err
 	}
 	l.thread = t
 	return nil
 }
+
+// Stop asks the loop thread to stop after its current iteration and
+// returns at once; Done is closed once it has. Safe from any goroutine
+// and from the loop's own callbacks, where Close (which waits for the
+// thread) cannot be called. Close still has to release the Path.
+func (l *Loop) Stop() { l.stop.Store(true) }
 
 // Done is closed when the loop thread has stopped (after Close, or on a
 // datapath error: see Err).
@@ -242,9 +244,9 @@ func (l *Loop) Close() error {
 		} else {
 			close(l.done)
 		}
-		if l.coldReq != nil {
-			close(l.coldReq)
-			l.ioWG.Wait()
+		if l.cold.req != nil {
+			close(l.cold.req)
+			l.cold.ioWG.Wait()
 		}
 		l.snapshot()
 		l.closeCounters()
@@ -277,6 +279,9 @@ func (l *Loop) run() {
 		l.rcv.Leave(l.clock(), l.out)
 	}
 	_ = l.flush()
+	if l.sendRing != nil {
+		l.publishProgress()
+	}
 }
 
 // iterate runs one loop iteration; false means stop (error).
@@ -344,7 +349,7 @@ func (l *Loop) iterate() bool {
 	}
 	// Cold service only when a read is pending, came back or is wanted
 	// (len of a channel is a plain load; the select in serveCold is not).
-	if l.snd != nil && (l.pendOn || len(l.coldDone) > 0 || l.snd.ColdPending()) && l.serveCold() {
+	if l.snd != nil && (l.cold.pendOn || len(l.cold.done) > 0 || l.snd.ColdPending()) && l.serveCold() {
 		work = true
 	}
 	if l.recvRing != nil {
@@ -384,6 +389,9 @@ func (l *Loop) iterate() bool {
 		if err := l.flush(); err != nil {
 			return l.fail(err)
 		}
+	}
+	if l.sendRing != nil {
+		l.publishProgress()
 	}
 	if work || ticked {
 		l.due = l.deadline()
@@ -469,7 +477,7 @@ func (l *Loop) deadline() int64 {
 
 // quiet reports that nothing waits to be sent, so parking is safe.
 func (l *Loop) quiet() bool {
-	return l.out.Len() == 0 && l.back.Len() == 0 && !l.pendOn && (l.snd == nil || !l.snd.RetxPending()) &&
+	return l.out.Len() == 0 && l.back.Len() == 0 && !l.cold.pendOn && (l.snd == nil || !l.snd.RetxPending()) &&
 		(l.sendRing == nil || l.sendRing.Len() == 0) && (l.snd == nil || !l.snd.ColdPending())
 }
 
@@ -494,10 +502,10 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 }
 
 func (l *Loop) deliver(h wire.Header, p []byte) {
-	if s := l.rcv.LateStart(); s != l.lastLate {
+	if s := l.rcv.LateStart(); s != l.seen.late {
 		// Before the record itself, so the application learns where
 		// delivery begins before it sees the first record.
-		l.lastLate = s
+		l.seen.late = s
 		l.emit(Event{Kind: EventLateStart, At: l.now, Outcome: l.rcv.Outcome(), Seq: s})
 	}
 	if h.Type == wire.TypeSkip && l.rcv != nil {

@@ -69,8 +69,8 @@ func (l *Loop) SetKeys(k *Keys) error {
 // AuthStats returns the keyed Loop's refusals, at most one TickInterval
 // old (zero without keys).
 func (l *Loop) AuthStats() AuthStats {
-	l.statsMu.Lock()
-	defer l.statsMu.Unlock()
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
 	return l.authPub
 }
 

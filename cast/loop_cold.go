@@ -1,8 +1,26 @@
 package cast
 
 import (
+	"sync"
+
 	"github.com/walcast/walcast/cast/protocol"
 )
+
+// coldService is the loop's side of the cold reads: the buffers the I/O
+// goroutine (serveIO) reads into, free when their index is in free; the
+// requests it is handed (req) and returns (done); and the one read whose
+// frames the Sender has not taken yet (pend, pendRest while pendOn).
+type coldService struct {
+	bufs     [][]byte
+	free     []int
+	reqs     []protocol.ColdRequest
+	req      chan coldJob
+	done     chan coldJob
+	pend     coldJob
+	pendRest []byte
+	pendOn   bool
+	ioWG     sync.WaitGroup
+}
 
 type coldJob struct {
 	req   protocol.ColdRequest
@@ -15,7 +33,7 @@ type coldJob struct {
 // the I/O goroutine. It reports whether it did anything.
 func (l *Loop) serveCold() bool {
 	did := false
-	if l.pendOn {
+	if l.cold.pendOn {
 		did = true
 		if !l.finishCold() {
 			return true
@@ -23,9 +41,9 @@ func (l *Loop) serveCold() bool {
 	}
 	for {
 		select {
-		case j := <-l.coldDone:
+		case j := <-l.cold.done:
 			did = true
-			l.pend, l.pendOn = j, true
+			l.cold.pend, l.cold.pendOn = j, true
 			if j.err != nil {
 				l.ls.ColdErrors++
 				l.snd.ColdFailed(j.req)
@@ -33,7 +51,7 @@ func (l *Loop) serveCold() bool {
 				continue
 			}
 			l.ls.ColdReads++
-			l.pendRest = l.coldBufs[j.buf][:j.bytes]
+			l.cold.pendRest = l.cold.bufs[j.buf][:j.bytes]
 			if !l.finishCold() {
 				return true
 			}
@@ -42,18 +60,18 @@ func (l *Loop) serveCold() bool {
 		}
 		break
 	}
-	if len(l.coldFree) > 0 && l.snd.ColdPending() {
+	if len(l.cold.free) > 0 && l.snd.ColdPending() {
 		did = true
-		n := l.snd.ColdRequests(l.coldReqs[:len(l.coldFree)])
+		n := l.snd.ColdRequests(l.cold.reqs[:len(l.cold.free)])
 		for i := 0; i < n; i++ {
 			if l.cfg.Cold == nil {
 				l.ls.ColdErrors++
-				l.snd.ColdFailed(l.coldReqs[i])
+				l.snd.ColdFailed(l.cold.reqs[i])
 				continue
 			}
-			b := l.coldFree[len(l.coldFree)-1]
-			l.coldFree = l.coldFree[:len(l.coldFree)-1]
-			l.coldReq <- coldJob{req: l.coldReqs[i], buf: b}
+			b := l.cold.free[len(l.cold.free)-1]
+			l.cold.free = l.cold.free[:len(l.cold.free)-1]
+			l.cold.req <- coldJob{req: l.cold.reqs[i], buf: b}
 		}
 	}
 	return did
@@ -63,13 +81,13 @@ func (l *Loop) serveCold() bool {
 // the batch fills; false means the path is backed up (try again later).
 func (l *Loop) finishCold() bool {
 	for {
-		rest := l.snd.ColdDone(l.pend.req, l.pendRest, l.now, l.out)
+		rest := l.snd.ColdDone(l.cold.pend.req, l.cold.pendRest, l.now, l.out)
 		if len(rest) == 0 {
 			l.releaseCold()
 			return true
 		}
-		progress := len(rest) < len(l.pendRest)
-		l.pendRest = rest
+		progress := len(rest) < len(l.cold.pendRest)
+		l.cold.pendRest = rest
 		if err := l.flush(); err != nil || (!progress && l.out.Full()) {
 			return false
 		}
@@ -77,15 +95,15 @@ func (l *Loop) finishCold() bool {
 }
 
 func (l *Loop) releaseCold() {
-	l.coldFree = append(l.coldFree, l.pend.buf)
-	l.pendOn = false
-	l.pendRest = nil
+	l.cold.free = append(l.cold.free, l.cold.pend.buf)
+	l.cold.pendOn = false
+	l.cold.pendRest = nil
 }
 
 func (l *Loop) serveIO() {
-	defer l.ioWG.Done()
-	for j := range l.coldReq {
-		_, j.bytes, j.err = l.cfg.Cold.ReadRange(j.req.From, j.req.Count, l.coldBufs[j.buf])
-		l.coldDone <- j
+	defer l.cold.ioWG.Done()
+	for j := range l.cold.req {
+		_, j.bytes, j.err = l.cfg.Cold.ReadRange(j.req.From, j.req.Count, l.cold.bufs[j.buf])
+		l.cold.done <- j
 	}
 }

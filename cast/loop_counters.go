@@ -290,7 +290,7 @@ func (c *loopCounters) watchProducerLoss(l *Loop, st *protocol.SenderStats) {
 		w.quiet = 0
 		return
 	}
-	if w.quiet++; w.quiet < 2 || l.snd.RetxPending() || l.snd.ColdPending() || l.pendOn {
+	if w.quiet++; w.quiet < 2 || l.snd.RetxPending() || l.snd.ColdPending() || l.cold.pendOn {
 		return
 	}
 	hot, cold := st.RetxHot-w.a0, st.RetxCold-w.b0
@@ -320,20 +320,20 @@ func (l *Loop) publishCounters() {
 	c.cMax.Store(c.maxIt)
 	c.cStall.Store(c.stall)
 	if s := l.snd; s != nil {
-		c.snd.publish(unsafe.Pointer(&l.sStats))
+		c.snd.publish(unsafe.Pointer(&l.snap.sender))
 		c.lastSeq.Store(s.NextSeq() - 1)
 		edge, lim := s.Limit()
 		c.edge.Store(edge)
 		c.limited.Store(b2u(lim))
-		c.nrcv.Store(uint64(l.rcvN))
+		c.nrcv.Store(uint64(l.snap.n))
 		c.sSRTT.Store(uint64(max(s.RTT().SRTT(), 0)))
 		for i := range c.rows {
 			r := &c.rows[i]
-			if i >= l.rcvN {
+			if i >= l.snap.n {
 				r.id.Store(0)
 				continue
 			}
-			in := &l.rcvInfo[i]
+			in := &l.snap.receivers[i]
 			r.id.Store(in.ID)
 			r.delivered.Store(in.Delivered)
 			r.highest.Store(in.Highest)
@@ -344,10 +344,10 @@ func (l *Loop) publishCounters() {
 			r.silence.Store(uint64(max(l.now-in.LastHeard, 0)))
 			r.throttles.Store(b2u(in.Throttles))
 		}
-		c.watchProducerLoss(l, &l.sStats)
+		c.watchProducerLoss(l, &l.snap.sender)
 	}
 	if r := l.rcv; r != nil {
-		c.rcv.publish(unsafe.Pointer(&l.rStats))
+		c.rcv.publish(unsafe.Pointer(&l.snap.receiver))
 		c.delivered.Store(r.ExpectedSeq() - 1)
 		c.highest.Store(r.HighestSeen())
 		c.rSRTT.Store(uint64(max(r.RTT().SRTT(), 0)))

@@ -2,6 +2,16 @@ package cast
 
 import "github.com/walcast/walcast/cast/protocol"
 
+// eventState is what the loop last reported of the Receiver's getters
+// and the Sender's log, so that each change is reported once.
+type eventState struct {
+	kind   protocol.OutcomeKind
+	silent bool
+	logErr error
+	late   uint64
+	ended  bool // EventEnded was emitted
+}
+
 // checkEvents turns what the cores report into events: the Sender's
 // queued flow-control events, and the Receiver's outcome, end, late
 // start and silence when they changed since the last call.
@@ -15,8 +25,8 @@ func (l *Loop) checkEvents() {
 		return
 	}
 	o := l.rcv.Outcome()
-	if o.Kind != l.lastKind {
-		l.lastKind = o.Kind
+	if o.Kind != l.seen.kind {
+		l.seen.kind = o.Kind
 		switch o.Kind {
 		case protocol.Faulted:
 			l.emit(Event{Kind: EventFaulted, At: l.now, Outcome: o})
@@ -26,17 +36,17 @@ func (l *Loop) checkEvents() {
 			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
 		}
 	}
-	if final, done := l.rcv.Ended(); done != l.ended {
-		l.ended = done
+	if final, done := l.rcv.Ended(); done != l.seen.ended {
+		l.seen.ended = done
 		if done {
 			l.emit(Event{Kind: EventEnded, At: l.now, Outcome: o, Seq: final})
 		}
 	}
 	if l.rcv.LateStart() == 0 {
-		l.lastLate = 0 // rearmed by Resync or ResetAfterReplay
+		l.seen.late = 0 // rearmed by Resync or ResetAfterReplay
 	}
-	if s := l.rcv.PeerSilent(); s != l.lastSilent {
-		l.lastSilent = s
+	if s := l.rcv.PeerSilent(); s != l.seen.silent {
+		l.seen.silent = s
 		k := EventPeerHeard
 		if s {
 			k = EventPeerSilent
@@ -50,12 +60,12 @@ func (l *Loop) checkEvents() {
 func (l *Loop) checkLog() {
 	err := l.snd.LogErr()
 	switch {
-	case err != nil && l.logErr == nil:
+	case err != nil && l.seen.logErr == nil:
 		l.emit(Event{Kind: EventLogError, At: l.now, Err: err})
-	case err == nil && l.logErr != nil:
+	case err == nil && l.seen.logErr != nil:
 		l.emit(Event{Kind: EventLogRecovered, At: l.now})
 	}
-	l.logErr = err
+	l.seen.logErr = err
 }
 
 func (l *Loop) emit(e Event) {

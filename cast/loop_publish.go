@@ -57,15 +57,11 @@ func (l *Loop) Publish(typ uint16, payload []byte) error {
 // PublishWait is Publish that waits while the ring is full (the loop is
 // behind or a receiver's window is closed) until the record is queued,
 // ctx ends (its error is returned) or the loop stops (ErrLoopStopped). It
-// yields, then sleeps up to 1 ms between tries; it allocates nothing
-// while it waits.
+// waits as WaitProgress does.
 func (l *Loop) PublishWait(ctx context.Context, typ uint16, payload []byte) error {
-	for i := 0; ; i++ {
+	for {
 		err := l.Publish(typ, payload)
 		if err != ErrRingFull && err != protocol.ErrBackpressure {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
 			return err
 		}
 		select {
@@ -73,10 +69,62 @@ func (l *Loop) PublishWait(ctx context.Context, typ uint16, payload []byte) erro
 			return ErrLoopStopped
 		default:
 		}
-		if i < 64 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(time.Duration(min(i-63, 1000)) * time.Microsecond)
+		if err := l.WaitProgress(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// WaitProgress is how this package waits for the loop (PublishWait, and
+// a Producer's Publish and Flush): it returns once the loop has run
+// another iteration, which took what it could from SendRing and handed
+// what the cores produced to the Path, or after at most 10 ms, or when
+// the loop has stopped (nil: see Done); ctx's error when ctx ends. Most
+// calls only yield: a spinning loop frees room within microseconds, far
+// below a timer's cost; every 64th parks. Call it from any goroutine but
+// the loop's.
+func (l *Loop) WaitProgress(ctx context.Context) error {
+	if l.pub.spins.Add(1)%64 != 0 {
+		runtime.Gosched()
+		return ctx.Err()
+	}
+	l.pub.waiting.Add(1)
+	defer l.pub.waiting.Add(-1)
+	t := time.NewTimer(10 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-l.pub.wake:
+	case <-t.C:
+	case <-l.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Sent reports how far the loop got with SendRing: n records taken from
+// it (sent, or refused by the Sender: see SendErr) and lastSeq, the last
+// seq the Sender assigned (records sent with Send from a callback
+// included), as of the last iteration that left nothing waiting to be
+// handed to the Path (0, 0 without a SendRing). Safe from any goroutine.
+func (l *Loop) Sent() (n, lastSeq uint64) { return l.pub.sentN.Load(), l.pub.sentSeq.Load() }
+
+// publishProgress runs at the end of each iteration of a loop with a
+// SendRing: it publishes Sent once nothing waits for the Path, and wakes
+// the goroutines in WaitProgress.
+func (l *Loop) publishProgress() {
+	if l.out.Len() == 0 && l.back.Len() == 0 {
+		if n := l.ls.Published + l.ls.PublishErrs; n != l.pub.sentN.Load() {
+			l.pub.sentN.Store(n)
+		}
+		if s := l.snd.NextSeq() - 1; s != l.pub.sentSeq.Load() {
+			l.pub.sentSeq.Store(s)
+		}
+	}
+	if l.pub.waiting.Load() > 0 {
+		select {
+		case l.pub.wake <- struct{}{}:
+		default:
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package cast
 
 import (
+	"sync"
+
 	"github.com/walcast/walcast/cast/protocol"
 )
 
@@ -28,32 +30,43 @@ type LoopStats struct {
 	FullTicks uint64
 }
 
+// statsSnapshot is what the loop thread last published for other
+// goroutines (every tick and at Close), under mu.
+type statsSnapshot struct {
+	mu        sync.Mutex
+	loop      LoopStats
+	sender    protocol.SenderStats
+	receiver  protocol.ReceiverStats
+	receivers []protocol.ReceiverInfo // the Sender's flow-control table
+	n         int                     // receivers in use
+}
+
 func (l *Loop) snapshot() {
 	if l.snd == nil && l.rcv == nil {
 		return
 	}
-	l.statsMu.Lock()
-	l.lsPub = l.ls
+	l.snap.mu.Lock()
+	l.snap.loop = l.ls
 	if l.snd != nil {
-		l.sStats = l.snd.Stats()
-		l.rcvN = l.snd.Receivers(l.rcvInfo)
+		l.snap.sender = l.snd.Stats()
+		l.snap.n = l.snd.Receivers(l.snap.receivers)
 	}
 	if l.rcv != nil {
-		l.rStats = l.rcv.Stats()
+		l.snap.receiver = l.rcv.Stats()
 	}
 	if l.auth != nil {
 		l.authPub = l.auth.stats
 	}
-	l.statsMu.Unlock()
+	l.snap.mu.Unlock()
 	l.publishCounters()
 }
 
 // SenderStats is a snapshot of the Sender's counters, at most one
 // TickInterval old (exact after Close).
 func (l *Loop) SenderStats() protocol.SenderStats {
-	l.statsMu.Lock()
-	defer l.statsMu.Unlock()
-	return l.sStats
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
+	return l.snap.sender
 }
 
 // Receivers is a snapshot of the Sender's flow-control table (the
@@ -61,23 +74,23 @@ func (l *Loop) SenderStats() protocol.SenderStats {
 // state, RTT), at most one TickInterval old; at most 16 are reported.
 // It allocates the returned slice.
 func (l *Loop) Receivers() []protocol.ReceiverInfo {
-	l.statsMu.Lock()
-	defer l.statsMu.Unlock()
-	return append([]protocol.ReceiverInfo(nil), l.rcvInfo[:l.rcvN]...)
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
+	return append([]protocol.ReceiverInfo(nil), l.snap.receivers[:l.snap.n]...)
 }
 
 // ReceiverStats is a snapshot of the Receiver's counters, at most one
 // TickInterval old (exact after Close).
 func (l *Loop) ReceiverStats() protocol.ReceiverStats {
-	l.statsMu.Lock()
-	defer l.statsMu.Unlock()
-	return l.rStats
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
+	return l.snap.receiver
 }
 
 // Stats returns the loop's counters, at most one TickInterval old
 // (exact after Close).
 func (l *Loop) Stats() LoopStats {
-	l.statsMu.Lock()
-	defer l.statsMu.Unlock()
-	return l.lsPub
+	l.snap.mu.Lock()
+	defer l.snap.mu.Unlock()
+	return l.snap.loop
 }

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast/protocol"
@@ -159,6 +157,7 @@ type Producer struct {
 	cfg   ProducerConfig
 	w     *wal.Writer
 	snd   *protocol.Sender
+	path  datapath.Path
 	loop  *Loop
 	srv   *replay.Server
 	ln    net.Listener
@@ -174,15 +173,9 @@ type Producer struct {
 	endDone  chan struct{} // closed by the loop thread once it did
 	endSent  bool          // loop thread only
 
-	// Progress, published by the loop thread in onPoll.
-	prevN, prevSeq uint64 // loop thread only
-	sentN, sentSeq atomic.Uint64
-	waiting        atomic.Int32
-	spins          atomic.Uint32
-	wake           chan struct{}
-	userPoll       func(*Loop, int64)
-	closeOnce      sync.Once
-	closeErr       error
+	userPoll  func(*Loop, int64)
+	closeOnce sync.Once
+	closeErr  error
 }
 
 // NewProducer opens the WAL, the UDP socket (or takes cfg.Path) and the
@@ -192,7 +185,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	p := &Producer{cfg: cfg, wake: make(chan struct{}, 1), endDone: make(chan struct{}), userPoll: cfg.OnPoll}
+	p := &Producer{cfg: cfg, endDone: make(chan struct{}), userPoll: cfg.OnPoll}
 	defer func() {
 		if err != nil {
 			p.release()
@@ -209,6 +202,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err != nil {
 		return nil, err
 	}
+	p.path = path
 	sc := cfg.Sender
 	if !connected(path) {
 		sc.Dest = cfg.To
@@ -246,8 +240,6 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 		path.Close()
 		return nil, err
 	}
-	p.prevSeq = p.snd.NextSeq() - 1
-	p.sentSeq.Store(p.prevSeq)
 	if err := p.loop.Start(); err != nil {
 		return nil, err
 	}
@@ -272,10 +264,8 @@ type ProducerStats struct {
 
 // Stats returns the counters.
 func (p *Producer) Stats() ProducerStats {
-	s := ProducerStats{
-		Published: p.accepted.Load(), Sent: p.sentN.Load(), LastSeq: p.sentSeq.Load(),
-		Sender: p.loop.SenderStats(), Loop: p.loop.Stats(),
-	}
+	s := ProducerStats{Published: p.accepted.Load(), Sender: p.loop.SenderStats(), Loop: p.loop.Stats()}
+	s.Sent, s.LastSeq = p.loop.Sent()
 	if p.w != nil {
 		s.Durable, s.WAL = p.w.Durable(), p.w.Stats()
 	}
@@ -359,7 +349,7 @@ func connected(path datapath.Path) bool {
 }
 
 // Addr is the UDP address the producer sends from and takes NAKs on.
-func (p *Producer) Addr() netip.AddrPort { return p.loop.path.LocalAddr() }
+func (p *Producer) Addr() netip.AddrPort { return p.path.LocalAddr() }
 
 // Events delivers the loop's events to one goroutine: receivers joining,
 // leaving, faulting, stalling or going silent (the EventReceiver* kinds),
@@ -418,7 +408,7 @@ func (p *Producer) Publish(ctx context.Context, typ uint16, payload []byte) erro
 		if err != ErrBackpressure {
 			return err
 		}
-		if err := p.wait(ctx); err != nil {
+		if err := p.loop.WaitProgress(ctx); err != nil {
 			return err
 		}
 	}
@@ -445,11 +435,11 @@ func (p *Producer) push(typ uint16, payload []byte) error {
 	if err := p.fault(); err != nil {
 		return err
 	}
-	switch err := p.loop.sendRing.Push(typ, 0, payload); err {
+	switch err := p.loop.Publish(typ, payload); err {
 	case nil:
 		p.accepted.Add(1)
 		return nil
-	case ErrRingFull:
+	case ErrRingFull, protocol.ErrBackpressure:
 		return ErrBackpressure
 	default:
 		return err
@@ -478,49 +468,14 @@ func (p *Producer) fault() error {
 // is failing (a full disk, say; Publish and Flush return it too).
 func (p *Producer) Err() error { return p.fault() }
 
-// wait parks until the loop made progress (or a tick passed), ctx ended
-// or the loop stopped. The first waits of a run only yield: a spinning
-// loop frees room within microseconds, far below a timer's cost.
-func (p *Producer) wait(ctx context.Context) error {
-	if p.spins.Add(1)%64 != 0 {
-		runtime.Gosched()
-		return ctx.Err()
-	}
-	p.waiting.Add(1)
-	defer p.waiting.Add(-1)
-	t := time.NewTimer(10 * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-p.wake:
-	case <-t.C:
-	case <-p.loop.Done():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
-}
-
-// onPoll runs on the loop thread once per iteration, after the publish
-// queue was drained into the batch and before the batch is flushed: what
-// was taken before this iteration has been handed to the path unless the
-// path's backlog still holds datagrams.
+// onPoll runs on the loop thread once per iteration: End's request is
+// carried out there (Loop.End is a loop-thread call), then the
+// application's OnPoll runs.
 func (p *Producer) onPoll(l *Loop, now int64) {
-	if l.back.Len() == 0 {
-		p.sentN.Store(p.prevN)
-		p.sentSeq.Store(p.prevSeq)
-	}
-	p.prevN = l.ls.Published + l.ls.PublishErrs
-	p.prevSeq = l.snd.NextSeq() - 1
 	if !p.endSent && p.endReq.Load() {
 		p.endSent = true
 		_ = l.End() // the loop has a Sender
 		close(p.endDone)
-	}
-	if p.waiting.Load() > 0 {
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
 	}
 	if p.userPoll != nil {
 		p.userPoll(l, now)
@@ -534,18 +489,26 @@ func (p *Producer) onPoll(l *Loop, now int64) {
 // opens or the consumer leaves or goes silent (Sender.ReceiverTimeout).
 func (p *Producer) Flush(ctx context.Context) error {
 	target := p.accepted.Load()
-	for p.sentN.Load() < target {
+	for {
 		if err := p.fault(); err != nil {
 			return err
 		}
-		if err := p.wait(ctx); err != nil {
+		if n, _ := p.loop.Sent(); n >= target {
+			break
+		}
+		select {
+		case <-p.loop.Done(): // Sent is final: the records it lacks were never taken
+			if err := p.fault(); err != nil {
+				return err
+			}
+			return ErrClosed
+		default:
+		}
+		if err := p.loop.WaitProgress(ctx); err != nil {
 			return err
 		}
 	}
-	if err := p.fault(); err != nil {
-		return err
-	}
-	if p.w == nil || p.w.Durable() >= p.sentSeq.Load() {
+	if _, last := p.loop.Sent(); p.w == nil || p.w.Durable() >= last {
 		return nil
 	}
 	done := make(chan error, 1)
