@@ -17,7 +17,7 @@ import (
 // beside the trailer is refused at once.
 func TestProducerConsumerKeys(t *testing.T) {
 	const n = 5_000
-	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true, Keys: testKeys})
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestProducerConsumerKeys(t *testing.T) {
 			return nil
 		})
 	}()
-	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true, Keys: testKeys})
+	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, Keys: testKeys})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -189,7 +189,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	}
 	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
 	c.loop, err = NewLoop(LoopConfig{
-		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, KeepGOMAXPROCS: c.cfg.KeepGOMAXPROCS, Batch: c.cfg.Batch,
+		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, RaiseGOMAXPROCS: c.cfg.RaiseGOMAXPROCS, Batch: c.cfg.Batch,
 		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.cfg.Keys,
 		Counters: c.cfg.Counters.forStream(c.cfg.Stream),
 	})

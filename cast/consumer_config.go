@@ -81,8 +81,10 @@ type ConsumerConfig struct {
 	// Batch is the most datagrams the loop receives per poll (default
 	// 64).
 	Batch int
-	// KeepGOMAXPROCS leaves GOMAXPROCS alone (see LoopConfig).
-	KeepGOMAXPROCS bool
+	// RaiseGOMAXPROCS lets the loop raise GOMAXPROCS for its spinning
+	// thread (see LoopConfig.RaiseGOMAXPROCS); by default it is left
+	// alone.
+	RaiseGOMAXPROCS bool
 	// Counters publishes the consumer's counters for `cast stat` (on by
 	// default; Counters.Stream is set from Stream).
 	Counters Counters

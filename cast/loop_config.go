@@ -120,15 +120,17 @@ type LoopConfig struct {
 	// sealed one still fits Slot. Both ends need the same keys; nil: the
 	// reference's bytes, unauthenticated.
 	Keys *Keys
-	// KeepGOMAXPROCS leaves GOMAXPROCS as it is. By default Start raises
-	// it to the number of spinning loops + 2 when it is lower: a spinning
-	// loop holds a P for good, and the GC, the WAL's and the loop's I/O
-	// goroutines and the application need the others (a loop with the
-	// Park strategy does not count). Start undoes its change when it
-	// fails, and when the last spinning loop stops the value found
-	// before the first raise is restored, unless something else changed
-	// GOMAXPROCS meanwhile.
-	KeepGOMAXPROCS bool
+	// RaiseGOMAXPROCS lets Start raise GOMAXPROCS, a process-wide
+	// setting, to the number of spinning loops + 2 when it is lower: a
+	// spinning loop holds a P for good, and the GC, the WAL's and the
+	// loop's I/O goroutines and the application need the others (a loop
+	// with the Park strategy does not count). Start undoes its change
+	// when it fails, and when the last spinning loop stops the value
+	// found before the first raise is restored, unless something else
+	// changed GOMAXPROCS meanwhile. By default GOMAXPROCS is left alone:
+	// a program that runs n spinning loops without it needs GOMAXPROCS ≥
+	// n + 2 of its own (affinity.EnsureGOMAXPROCS).
+	RaiseGOMAXPROCS bool
 	// Counters publishes the loop's and its cores' counters in the
 	// process's counters file for `cast stat` (on by default; Off: none).
 	Counters Counters
@@ -188,7 +190,7 @@ func (c LoopConfig) withDefaults() LoopConfig {
 }
 
 // procs is the GOMAXPROCS bookkeeping of the spinning loops (see
-// LoopConfig.KeepGOMAXPROCS).
+// LoopConfig.RaiseGOMAXPROCS).
 var procs struct {
 	mu       sync.Mutex
 	spinning int // running loops that busy-poll
@@ -205,7 +207,7 @@ func (l *Loop) raiseProcs() {
 	defer procs.mu.Unlock()
 	procs.spinning++
 	l.spins = true
-	if l.cfg.KeepGOMAXPROCS {
+	if !l.cfg.RaiseGOMAXPROCS {
 		return
 	}
 	want := procs.spinning + 2

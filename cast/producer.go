@@ -79,9 +79,10 @@ type ProducerConfig struct {
 	// Batch is the most datagrams the loop sends in one call and
 	// receives per poll (default 64).
 	Batch int
-	// KeepGOMAXPROCS leaves GOMAXPROCS alone; by default a spinning loop
-	// raises it (see LoopConfig.KeepGOMAXPROCS).
-	KeepGOMAXPROCS bool
+	// RaiseGOMAXPROCS lets the loop raise GOMAXPROCS for its spinning
+	// thread (see LoopConfig.RaiseGOMAXPROCS); by default it is left
+	// alone.
+	RaiseGOMAXPROCS bool
 	// Counters publishes the producer's counters for `cast stat` (on by
 	// default; Counters.Stream is set from Stream).
 	Counters Counters
@@ -230,7 +231,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
 		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
-		KeepGOMAXPROCS: cfg.KeepGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
+		RaiseGOMAXPROCS: cfg.RaiseGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
 		Counters: cfg.Counters.forStream(cfg.Stream),
 	}
 	if lc.SendRing == 0 {

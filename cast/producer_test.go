@@ -61,7 +61,7 @@ func TestProducerCloseDrains(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range cycles {
 		pair := mem.NewPair(1)
-		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64, KeepGOMAXPROCS: true, Sender: smallRing})
+		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64, Sender: smallRing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,36 +241,37 @@ func containsField(err error, field string) bool {
 	return err != nil && (field == "" || strings.Contains(err.Error(), "invalid configuration: "+field))
 }
 
-// TestGOMAXPROCS: a spinning loop raises GOMAXPROCS and the value comes
-// back when it stops; KeepGOMAXPROCS leaves it; a failed Start undoes it.
+// TestGOMAXPROCS: by default a spinning loop leaves GOMAXPROCS alone;
+// with RaiseGOMAXPROCS it raises it and the value comes back when it
+// stops; a failed Start undoes it.
 func TestGOMAXPROCS(t *testing.T) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	start := func(keep bool, thread affinity.Config) (*Loop, error) {
+	start := func(raise bool, thread affinity.Config) (*Loop, error) {
 		pair := mem.NewPair(1)
 		snd, _ := protocol.NewSender(protocol.SenderConfig{}, nil)
-		return StartLoop(LoopConfig{Path: pair.A, Sender: snd, KeepGOMAXPROCS: keep, Thread: thread})
+		return StartLoop(LoopConfig{Path: pair.A, Sender: snd, RaiseGOMAXPROCS: raise, Thread: thread})
 	}
 	l, err := start(false, affinity.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Errorf("default: GOMAXPROCS %d, want 1 (left alone)", n)
+	}
+	l.Close()
+	if l, err = start(true, affinity.Config{}); err != nil {
+		t.Fatal(err)
+	}
 	if n := runtime.GOMAXPROCS(0); n != 3 {
-		t.Errorf("GOMAXPROCS %d with one spinning loop, want 3", n)
+		t.Errorf("RaiseGOMAXPROCS: GOMAXPROCS %d with one spinning loop, want 3", n)
 	}
 	l.Close()
 	if n := runtime.GOMAXPROCS(0); n != 1 {
 		t.Errorf("GOMAXPROCS %d after the loop stopped, want 1 back", n)
 	}
-	if l, err = start(true, affinity.Config{}); err != nil {
-		t.Fatal(err)
-	}
-	if n := runtime.GOMAXPROCS(0); n != 1 {
-		t.Errorf("KeepGOMAXPROCS: GOMAXPROCS %d, want 1", n)
-	}
-	l.Close()
 	if runtime.GOOS == "linux" {
 		// A CPU that does not exist: the thread cannot be placed.
-		if _, err := start(false, affinity.OnCPU(1000)); err == nil {
+		if _, err := start(true, affinity.OnCPU(1000)); err == nil {
 			t.Fatal("placed on CPU 1000")
 		}
 		if n := runtime.GOMAXPROCS(0); n != 1 {

@@ -32,7 +32,7 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	buf := make([]byte, 65536)
 	for i := range cycles {
-		p, err := NewProducer(ProducerConfig{To: to, Local: loopback, Idle: quiet, PublishSlots: 64, KeepGOMAXPROCS: true, Sender: smallRing})
+		p, err := NewProducer(ProducerConfig{To: to, Local: loopback, Idle: quiet, PublishSlots: 64, Sender: smallRing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,11 +80,11 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 // consumer stops, it says so and the producer stops waiting for it.
 func TestProducerConsumerFlowControl(t *testing.T) {
 	const n = 40_000
-	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true})
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestProducerConsumerFlowControl(t *testing.T) {
 func TestProducerEnd(t *testing.T) {
 	const n = 5_000
 	ended := make(chan uint64, 1)
-	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet, KeepGOMAXPROCS: true,
+	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true, Idle: quiet,
 		OnEvent: func(e Event) {
 			if e.Kind == EventEnded {
 				ended <- e.Seq
@@ -154,7 +154,7 @@ func TestProducerEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	p, err := NewProducer(ProducerConfig{To: c.Addr(), Local: loopback, Idle: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestProducerEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rx.Close()
-	q, err := NewProducer(ProducerConfig{To: rx.LocalAddr().(*net.UDPAddr).AddrPort(), Local: loopback, Idle: quiet, KeepGOMAXPROCS: true})
+	q, err := NewProducer(ProducerConfig{To: rx.LocalAddr().(*net.UDPAddr).AddrPort(), Local: loopback, Idle: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,8 +103,8 @@ func (o castStream) run() (castOutcome, error) {
 		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, protocol.DefaultMaxFrame)
 		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
-	pc := cast.ProducerConfig{Path: sp, Thread: affinity.OnCPU(o.CPUA)}
-	cc := cast.ConsumerConfig{Path: rp, Thread: affinity.OnCPU(o.CPUB), NoCatchUp: !o.Consumer}
+	pc := cast.ProducerConfig{Path: sp, Thread: affinity.OnCPU(o.CPUA), RaiseGOMAXPROCS: true}
+	cc := cast.ConsumerConfig{Path: rp, Thread: affinity.OnCPU(o.CPUB), NoCatchUp: !o.Consumer, RaiseGOMAXPROCS: true}
 	if o.WAL {
 		if pc.Dir, err = os.MkdirTemp(o.Dir, "cast-wal-"); err != nil {
 			return out, err
@@ -386,6 +386,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	var echoPending bool
 	el := cast.DefaultLoopConfig()
 	el.Path, el.Sender, el.Receiver = ep, es, er
+	el.RaiseGOMAXPROCS = true
 	el.Thread = affinity.OnCPU(cfg.ServerCPU)
 	el.OnRecord = func(_ *cast.Loop, h wire.Header, p []byte) {
 		copy(echoBuf, p)
@@ -419,6 +420,7 @@ func castingPing(o Options, workload string, cfg harness.Config, dropPct float64
 	total := cfg.Warmup + cfg.N
 	cl := cast.DefaultLoopConfig()
 	cl.Path, cl.Sender, cl.Receiver = pa, cs, cr
+	cl.RaiseGOMAXPROCS = true
 	cl.Thread = affinity.OnCPU(cfg.ClientCPU)
 	cl.OnPoll = func(l *cast.Loop, now int64) {
 		if inflight || finished.Load() {

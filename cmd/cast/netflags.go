@@ -138,6 +138,7 @@ func (nf *netFlags) open(local, peer netip.AddrPort) (datapath.Path, error) {
 func (nf *netFlags) loop(p datapath.Path) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
 	c.Path, c.Batch, c.Keys = p, nf.batch, nf.keys
+	c.RaiseGOMAXPROCS = true // the CLI's loops spin: leave the runtime its Ps
 	c.Thread = affinity.OnCPU(nf.pin)
 	s, err := affinity.ParseStrategy(nf.idle)
 	if err != nil {
@@ -181,6 +182,7 @@ func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerCon
 	}
 	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Sender: protocol.DefaultSenderConfig(), Keys: nf.keys}
 	pc.Idle.Strategy = s
+	pc.RaiseGOMAXPROCS = true // as nf.loop
 	return pc, nil
 }
 

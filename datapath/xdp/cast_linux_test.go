@@ -70,6 +70,7 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	var bad atomic.Int64 // out of order or wrong payload
 	next := uint64(1)
 	rl := cast.DefaultLoopConfig()
+	rl.RaiseGOMAXPROCS = true
 	rl.Path, rl.Receiver, rl.Slot = rp, rcv, maxFrame
 
 	rl.OnRecord = func(_ *cast.Loop, h wire.Header, p []byte) {
@@ -96,6 +97,7 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	produced := 0
 	var start int64
 	sl := cast.DefaultLoopConfig()
+	sl.RaiseGOMAXPROCS = true
 	sl.Path, sl.Sender, sl.Slot = sp, snd, maxFrame
 
 	// A token bucket of at most 256 records: after the sender thread was

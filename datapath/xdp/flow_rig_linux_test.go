@@ -143,6 +143,7 @@ func startFlow(t *testing.T, o flowOpts) *flowRun {
 	r.watch = newLeadWatch(r.sp, uint64(sc.InitialWindow))
 
 	rl := cast.DefaultLoopConfig()
+	rl.RaiseGOMAXPROCS = true
 	rl.Path, rl.Receiver = r.rp, rcv
 	if o.wrapRx != nil {
 		rl.Path = o.wrapRx(r.rp)
@@ -166,6 +167,7 @@ func startFlow(t *testing.T, o flowOpts) *flowRun {
 	t.Cleanup(func() { r.closeReceiver() })
 
 	sl := cast.DefaultLoopConfig()
+	sl.RaiseGOMAXPROCS = true
 	sl.Path, sl.Sender = r.watch, snd
 	sl.OnEvent = func(e cast.Event) { r.mu.Lock(); r.sEvents = append(r.sEvents, e); r.mu.Unlock() }
 	if o.onPoll != nil {

@@ -232,6 +232,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 func loopConfig(p datapath.Path, pin affinity.Config, mode affinity.Strategy, sender, receiver bool) (cast.LoopConfig, error) {
 	cfg := cast.DefaultLoopConfig()
 	cfg.Path, cfg.Thread = p, pin
+	cfg.RaiseGOMAXPROCS = true
 	cfg.Idle.Strategy = mode
 	if sender {
 		s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
@@ -349,7 +350,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	// repairs only) that counts what it delivers.
 	var delivered atomic.Int64
 	var outcome atomic.Value
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys, RaiseGOMAXPROCS: true,
 		Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16},
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
@@ -379,7 +380,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	if c.Keys != nil {
 		sc.MaxFrame = protocol.DefaultMaxFrame + wire.TrailerSize // the cores' datagrams as without keys
 	}
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys,
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys, RaiseGOMAXPROCS: true,
 		Sender: sc,
 		OnPoll: func(l *cast.Loop, now int64) {
 			if stop.Load() {

@@ -305,6 +305,7 @@ func (r *run) startReceiver(rv *receiver, p datapath.Path, nakTo netip.AddrPort)
 	rv.tap = newReceiverTap(p, r.cfg.Records)
 	lc := cast.DefaultLoopConfig()
 	lc.Path, lc.Receiver = rv.tap, rcv
+	lc.RaiseGOMAXPROCS = true
 	lc.Idle.Strategy = affinity.Park
 	lc.OnRecord = func(_ *cast.Loop, _ wire.Header, payload []byte) { rv.deliver(payload, false) }
 	lc.OnEvent = func(e cast.Event) {
@@ -358,6 +359,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	}
 	lc := cast.DefaultLoopConfig()
 	lc.Path, lc.Sender, lc.Cold = s.tap, snd, cold
+	lc.RaiseGOMAXPROCS = true
 	lc.Idle.Strategy = affinity.Park
 	payload := make([]byte, r.cfg.Payload)
 	rate := int64(r.cfg.Rate)
@@ -471,7 +473,7 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	tap := rv.tap
 	rv.mu.Unlock()
 	cc := cast.ConsumerConfig{
-		Path: tap, Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip,
+		Path: tap, Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip, RaiseGOMAXPROCS: true,
 		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
 	}
 	cons, err := cast.NewConsumer(cc)

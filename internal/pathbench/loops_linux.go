@@ -24,6 +24,7 @@ import (
 func loopCfg(bc Config, end int, p datapath.Path, batch int, sender, receiver bool, tid *atomic.Int64) (cast.LoopConfig, error) {
 	c := cast.DefaultLoopConfig()
 	c.Path, c.Thread, c.Batch = p, affinity.OnCPU(bc.CPUs[end]), batch
+	c.RaiseGOMAXPROCS = true
 	if sender {
 		s, err := protocol.NewSender(senderConfig(), nil)
 		if err != nil {
