@@ -52,7 +52,7 @@ type Loop struct {
 	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
 	bpRun         int       // consecutive iterations refused by the WAL
 
-	seen   eventState // what the last events reported, to report changes once
+	logErr error // the Sender log's error at the last tick, to report changes once
 	events chan Event
 
 	stop      atomic.Bool
@@ -502,15 +502,9 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 }
 
 func (l *Loop) deliver(h wire.Header, p []byte) {
-	if s := l.rcv.LateStart(); s != l.seen.late {
-		// Before the record itself, so the application learns where
-		// delivery begins before it sees the first record.
-		l.seen.late = s
-		l.emit(Event{Kind: EventLateStart, At: l.now, Outcome: l.rcv.Outcome(), Seq: s})
-	}
-	if h.Type == wire.TypeSkip && l.rcv != nil {
-		l.emit(Event{Kind: EventSkip, At: l.now, Skip: l.rcv.LastSkip()})
-	}
+	// What the Receiver queued before this record (a late start, the
+	// Skip marker this record is) reaches the application first.
+	l.receiverEvents()
 	l.ls.Delivered++
 	if l.cfg.OnRecord != nil {
 		l.cfg.OnRecord(l, h, p)

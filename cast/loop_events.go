@@ -2,56 +2,44 @@ package cast
 
 import "github.com/walcast/walcast/cast/protocol"
 
-// eventState is what the loop last reported of the Receiver's getters
-// and the Sender's log, so that each change is reported once.
-type eventState struct {
-	kind   protocol.OutcomeKind
-	silent bool
-	logErr error
-	late   uint64
-	ended  bool // EventEnded was emitted
-}
+// receiverEvents maps the Receiver's events to event kinds; an
+// OutcomeSet event takes its kind from the outcome (outcomeEvents).
+var receiverEvents = [...]EventKind{protocol.PeerSilent: EventPeerSilent, protocol.PeerHeard: EventPeerHeard,
+	protocol.LateStart: EventLateStart, protocol.SkipApplied: EventSkip, protocol.StreamEnded: EventEnded}
 
-// checkEvents turns what the cores report into events: the Sender's
-// queued flow-control events, and the Receiver's outcome, end, late
-// start and silence when they changed since the last call.
+var outcomeEvents = [...]EventKind{protocol.Faulted: EventFaulted, protocol.Reconnect: EventReconnect,
+	protocol.SenderRestarted: EventSenderRestarted}
+
+// checkEvents drains the cores' event queues into events: the Sender's
+// flow-control events and the Receiver's state changes. The deliver
+// callback drains the Receiver's queue too, so that an event queued
+// before a record (a late start, a Skip marker) reaches the application
+// before that record.
 func (l *Loop) checkEvents() {
 	if l.snd != nil {
 		for e, ok := l.snd.NextEvent(); ok; e, ok = l.snd.NextEvent() {
 			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID})
 		}
 	}
-	if l.rcv == nil {
-		return
+	if l.rcv != nil {
+		l.receiverEvents()
 	}
-	o := l.rcv.Outcome()
-	if o.Kind != l.seen.kind {
-		l.seen.kind = o.Kind
-		switch o.Kind {
-		case protocol.Faulted:
-			l.emit(Event{Kind: EventFaulted, At: l.now, Outcome: o})
-		case protocol.Reconnect:
-			l.emit(Event{Kind: EventReconnect, At: l.now, Outcome: o})
-		case protocol.SenderRestarted:
-			l.emit(Event{Kind: EventSenderRestarted, At: l.now, Outcome: o})
+}
+
+// receiverEvents emits the Receiver's queued events.
+func (l *Loop) receiverEvents() {
+	for e, ok := l.rcv.NextEvent(); ok; e, ok = l.rcv.NextEvent() {
+		var k EventKind
+		switch {
+		case e.Kind == protocol.OutcomeSet && int(e.Outcome.Kind) < len(outcomeEvents):
+			k = outcomeEvents[e.Outcome.Kind]
+		case int(e.Kind) < len(receiverEvents):
+			k = receiverEvents[e.Kind]
 		}
-	}
-	if final, done := l.rcv.Ended(); done != l.seen.ended {
-		l.seen.ended = done
-		if done {
-			l.emit(Event{Kind: EventEnded, At: l.now, Outcome: o, Seq: final})
+		if k == 0 {
+			continue // a kind this loop does not report
 		}
-	}
-	if l.rcv.LateStart() == 0 {
-		l.seen.late = 0 // rearmed by Resync or ResetAfterReplay
-	}
-	if s := l.rcv.PeerSilent(); s != l.seen.silent {
-		l.seen.silent = s
-		k := EventPeerHeard
-		if s {
-			k = EventPeerSilent
-		}
-		l.emit(Event{Kind: k, At: l.now, Outcome: o})
+		l.emit(Event{Kind: k, At: e.At, Outcome: e.Outcome, Seq: e.Seq, Skip: e.Skip})
 	}
 }
 
@@ -60,12 +48,12 @@ func (l *Loop) checkEvents() {
 func (l *Loop) checkLog() {
 	err := l.snd.LogErr()
 	switch {
-	case err != nil && l.seen.logErr == nil:
+	case err != nil && l.logErr == nil:
 		l.emit(Event{Kind: EventLogError, At: l.now, Err: err})
-	case err == nil && l.seen.logErr != nil:
+	case err == nil && l.logErr != nil:
 		l.emit(Event{Kind: EventLogRecovered, At: l.now})
 	}
-	l.seen.logErr = err
+	l.logErr = err
 }
 
 func (l *Loop) emit(e Event) {
