@@ -63,8 +63,8 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, rcfg: cfg.Receiver, tip: cfg.StartTip}
-	c.tipNow.Store(cfg.StartTip)
+	c := &Consumer{cfg: cfg, rcfg: cfg.Advanced.Receiver, tip: cfg.Advanced.StartTip}
+	c.tipNow.Store(cfg.Advanced.StartTip)
 	if cfg.TipPath != "" {
 		tip, err := replay.ReadTip(cfg.TipPath)
 		if err != nil {
@@ -173,11 +173,11 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 			return err
 		}
 		if c.cl, err = replay.NewClient(rc); err != nil {
-			return cfgerr.Nest("cast", ErrConfig, "ReplayClient", err)
+			return cfgerr.Nest("cast", ErrConfig, "Advanced.ReplayClient", err)
 		}
 		c.clP.Store(c.cl)
 	}
-	if !c.cfg.SkipBootstrap && !c.cfg.NoCatchUp {
+	if !c.cfg.Advanced.SkipBootstrap && !c.cfg.NoCatchUp {
 		if err := c.bootstrap(ctx); err != nil {
 			return err
 		}
@@ -189,9 +189,9 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	}
 	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
 	c.loop, err = NewLoop(LoopConfig{
-		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, RaiseGOMAXPROCS: c.cfg.RaiseGOMAXPROCS, Batch: c.cfg.Batch,
+		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, RaiseGOMAXPROCS: c.cfg.Advanced.RaiseGOMAXPROCS, Batch: c.cfg.Advanced.Batch,
 		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.cfg.Keys,
-		Counters: c.cfg.Counters.forStream(c.cfg.Stream),
+		Counters: c.cfg.Advanced.Counters.forStream(c.cfg.Stream),
 	})
 	if err != nil {
 		return err

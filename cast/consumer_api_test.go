@@ -231,12 +231,11 @@ func TestConsumerConfigMisuse(t *testing.T) {
 		cfg         ConsumerConfig
 	}{
 		{"catch-up without TLS", "TLS", ConsumerConfig{Path: pair.B}},
-		{"endpoints twice", "ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Endpoints: []string{"x:1"}}}},
 		{"no catch-up with endpoints", "NoCatchUp", ConsumerConfig{Path: pair.B, NoCatchUp: true, Replay: []string{"x:1"}}},
-		{"tip file and start tip", "StartTip", ConsumerConfig{Path: pair.B, Plaintext: true, TipPath: "t", StartTip: 5}},
-		{"reorder ring not a power of two", "Receiver", ConsumerConfig{Path: pair.B, NoCatchUp: true, Receiver: recvCfg(3000)}},
-		{"negative verify wait", "VerifyWait", ConsumerConfig{Path: pair.B, Plaintext: true, VerifyWait: -1}},
-		{"bad jitter", "ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}}},
+		{"tip file and start tip", "Advanced.StartTip", ConsumerConfig{Path: pair.B, Plaintext: true, TipPath: "t", Advanced: ConsumerAdvanced{StartTip: 5}}},
+		{"reorder ring not a power of two", "Advanced.Receiver", ConsumerConfig{Path: pair.B, NoCatchUp: true, Advanced: ConsumerAdvanced{Receiver: recvCfg(3000)}}},
+		{"negative verify wait", "Advanced.VerifyWait", ConsumerConfig{Path: pair.B, Plaintext: true, Advanced: ConsumerAdvanced{VerifyWait: -1}}},
+		{"bad jitter", "Advanced.ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, Advanced: ConsumerAdvanced{ReplayClient: ReplayClientTuning{Jitter: 2}}}},
 	} {
 		_, err := NewConsumer(tc.cfg)
 		if !errors.Is(err, ErrConfig) || !containsField(err, tc.field) {
@@ -244,7 +243,7 @@ func TestConsumerConfigMisuse(t *testing.T) {
 		}
 	}
 	// A nested error also matches its own package's sentinel.
-	_, err := NewConsumer(ConsumerConfig{Path: pair.B, Plaintext: true, ReplayClient: replay.ClientConfig{Jitter: 2}})
+	_, err := NewConsumer(ConsumerConfig{Path: pair.B, Plaintext: true, Advanced: ConsumerAdvanced{ReplayClient: ReplayClientTuning{Jitter: 2}}})
 	if !errors.Is(err, replay.ErrConfig) || strings.Contains(err.Error(), "replay: invalid") {
 		t.Errorf("nested error %v: want replay.ErrConfig matched, prefix not repeated", err)
 	}

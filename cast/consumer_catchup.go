@@ -106,20 +106,20 @@ func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
 }
 
 func (c *Consumer) verifyWait() time.Duration {
-	if c.cfg.VerifyWait == 0 {
+	if c.cfg.Advanced.VerifyWait == 0 {
 		return defaultVerifyWait
 	}
-	return c.cfg.VerifyWait
+	return c.cfg.Advanced.VerifyWait
 }
 
 func (c *Consumer) grace() time.Duration {
 	switch {
-	case c.cfg.CatchUpGrace == 0:
+	case c.cfg.Advanced.CatchUpGrace == 0:
 		return defaultCatchUpGrace
-	case c.cfg.CatchUpGrace < 0:
+	case c.cfg.Advanced.CatchUpGrace < 0:
 		return 0
 	}
-	return c.cfg.CatchUpGrace
+	return c.cfg.Advanced.CatchUpGrace
 }
 
 // persister writes the tip file while Run runs (at most every

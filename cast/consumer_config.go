@@ -48,6 +48,31 @@ type ConsumerConfig struct {
 	// every 10 ms and when Run returns, so that a restarted consumer
 	// resumes at tip+1. Empty: the tip lives in memory.
 	TipPath string
+	// NoCatchUp never dials TCP: a gap UDP cannot repair (the receiver
+	// faults or must reconnect) ends Run with the outcome's error. For a
+	// producer without a WAL or a replay server.
+	NoCatchUp bool
+	// Path replaces the UDP socket (datapath/mem in tests). The Consumer
+	// owns it and closes it. Local is then ignored.
+	Path datapath.Path
+	// Thread pins the loop's OS thread (default: locked, unpinned).
+	Thread affinity.Config
+	// Idle is what the loop does when it found nothing to do (default:
+	// spin; affinity.Park sleeps on the socket).
+	Idle affinity.Idler
+	// OnEvent, when set, is called for each [Event] of the consumer, on the
+	// goroutine that calls deliver, in order with the records. It must
+	// not block.
+	OnEvent func(Event)
+	// Advanced holds the settings most consumers leave at their
+	// defaults: where to start, catch-up timing, the loop's batch, and the
+	// tuning of the protocol receiver and the catch-up client.
+	Advanced ConsumerAdvanced
+}
+
+// ConsumerAdvanced is the part of a [ConsumerConfig] most consumers leave
+// zero (every zero field means its default).
+type ConsumerAdvanced struct {
 	// StartTip, without a TipPath, is the tip to resume after (default
 	// 0: the stream's first record).
 	StartTip uint64
@@ -57,10 +82,6 @@ type ConsumerConfig struct {
 	// catch-up; Receiver.StartNow: the first record it hears, reported by
 	// EventLateStart).
 	SkipBootstrap bool
-	// NoCatchUp never dials TCP: a gap UDP cannot repair (the receiver
-	// faults or must reconnect) ends Run with the outcome's error. For a
-	// producer without a WAL or a replay server.
-	NoCatchUp bool
 	// VerifyWait bounds the check made when the producer announces a
 	// highest seq below the tip (SenderRestarted): whether its WAL still
 	// holds the consumer's last record (default 1 s).
@@ -70,14 +91,6 @@ type ConsumerConfig struct {
 	// heard of, for at most this long (default 200 ms; negative: stop at
 	// CaughtUp).
 	CatchUpGrace time.Duration
-	// Path replaces the UDP socket (datapath/mem in tests). The Consumer
-	// owns it and closes it. Local is then ignored.
-	Path datapath.Path
-	// Thread pins the loop's OS thread (default: locked, unpinned).
-	Thread affinity.Config
-	// Idle is what the loop does when it found nothing to do (default:
-	// spin; affinity.Park sleeps on the socket).
-	Idle affinity.Idler
 	// Batch is the most datagrams the loop receives per poll (default
 	// 64).
 	Batch int
@@ -88,10 +101,6 @@ type ConsumerConfig struct {
 	// Counters publishes the consumer's counters for `cast stat` (on by
 	// default; Counters.Stream is set from Stream).
 	Counters Counters
-	// OnEvent, when set, is called for each [Event] of the consumer, on the
-	// goroutine that calls deliver, in order with the records. It must
-	// not block.
-	OnEvent func(Event)
 	// Receiver tunes the protocol receiver (reorder window, NAK timing,
 	// Status). Its Sender, where NAKs go, defaults to the producer's
 	// address (From or the one learnt); a multicast consumer sets it to
@@ -101,9 +110,8 @@ type ConsumerConfig struct {
 	// NoStatus sends the reference's bytes only.
 	Receiver protocol.ReceiverConfig
 	// ReplayClient tunes the catch-up client (timeouts, backoff, retry
-	// budget); Endpoints, Stream, TLS, Plaintext and TipPath come from the
-	// fields above and must be left zero.
-	ReplayClient replay.ClientConfig
+	// budget).
+	ReplayClient ReplayClientTuning
 }
 
 const (
@@ -113,21 +121,18 @@ const (
 
 func (c ConsumerConfig) check() error {
 	bad := func(field, f string, a ...any) error { return cfgerr.New("cast", ErrConfig, field, f, a...) }
-	rc := c.ReplayClient
 	switch {
-	case len(rc.Endpoints) > 0 || rc.Stream != 0 || rc.TLS != nil || rc.Plaintext || rc.TipPath != "" || rc.StartTip != 0:
-		return bad("ReplayClient", "Endpoints, Stream, TLS, Plaintext, TipPath and StartTip come from ConsumerConfig; leave them zero here")
-	case c.TipPath != "" && c.StartTip != 0:
-		return bad("StartTip", "the tip comes from TipPath; StartTip is for a consumer without a tip file")
+	case c.TipPath != "" && c.Advanced.StartTip != 0:
+		return bad("Advanced.StartTip", "the tip comes from TipPath; StartTip is for a consumer without a tip file")
 	case c.NoCatchUp && (len(c.Replay) > 0 || c.TipPath != ""):
 		return bad("NoCatchUp", "no catch-up, yet Replay or TipPath is set")
 	case !c.NoCatchUp && c.TLS == nil && !c.Plaintext:
 		return bad("TLS", "catch-up needs a TLS config with the CA to trust, or Plaintext (or NoCatchUp)")
-	case c.VerifyWait < 0:
-		return bad("VerifyWait", "%v is negative", c.VerifyWait)
+	case c.Advanced.VerifyWait < 0:
+		return bad("Advanced.VerifyWait", "%v is negative", c.Advanced.VerifyWait)
 	}
-	if err := c.Receiver.Validate(); err != nil {
-		return cfgerr.Nest("cast", ErrConfig, "Receiver", err)
+	if err := c.Advanced.Receiver.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Advanced.Receiver", err)
 	}
 	if err := c.Thread.Validate(); err != nil {
 		return cfgerr.Nest("cast", ErrConfig, "Thread", err)
@@ -143,14 +148,14 @@ func (c ConsumerConfig) check() error {
 // clientConfig is the replay client's config, with from as the endpoint
 // when Replay lists none.
 func (c ConsumerConfig) clientConfig(from string) (replay.ClientConfig, error) {
-	rc := c.ReplayClient
+	rc := c.Advanced.ReplayClient.config()
 	rc.Endpoints = c.Replay
 	if len(rc.Endpoints) == 0 {
 		rc.Endpoints = []string{from}
 	}
-	rc.Stream, rc.TLS, rc.Plaintext, rc.TipPath, rc.StartTip = c.Stream, c.TLS, c.Plaintext, c.TipPath, c.StartTip
+	rc.Stream, rc.TLS, rc.Plaintext, rc.TipPath, rc.StartTip = c.Stream, c.TLS, c.Plaintext, c.TipPath, c.Advanced.StartTip
 	if err := rc.Validate(); err != nil {
-		return rc, cfgerr.Nest("cast", ErrConfig, "ReplayClient", err)
+		return rc, cfgerr.Nest("cast", ErrConfig, "Advanced.ReplayClient", err)
 	}
 	return rc, nil
 }

@@ -210,7 +210,7 @@ func TestConsumerStaleHeartbeat(t *testing.T) {
 	r := newConsRig(t)
 	app := &orderCheck{t: t, first: 1}
 	cfg := r.consumerConfig("")
-	cfg.VerifyWait = 10 * time.Second // a loaded machine may flush late
+	cfg.Advanced.VerifyWait = 10 * time.Second // a loaded machine may flush late
 	resumed := make(chan struct{}, 8)
 	cfg.OnEvent = func(e Event) {
 		if e.Kind == EventLive {

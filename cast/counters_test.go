@@ -26,13 +26,13 @@ func TestCountersFile(t *testing.T) {
 	net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 3, DropProb: 0.05})
 	endA, _ := net.Listen(mem.AddrA, mem.AddrB)
 	endB, _ := net.Listen(mem.AddrB, mem.AddrA)
-	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: endA, Dir: t.TempDir(), Stream: 7, Idle: quiet, Counters: ctr})
+	p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: endA, Dir: t.TempDir(), Stream: 7, Idle: quiet, Advanced: ProducerAdvanced{Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := NewConsumer(ConsumerConfig{From: mem.AddrA, Path: endB, Stream: 7, NoCatchUp: true, SkipBootstrap: true,
-		Idle: quiet, Counters: ctr})
+	c, err := NewConsumer(ConsumerConfig{From: mem.AddrA, Path: endB, Stream: 7, NoCatchUp: true,
+		Idle: quiet, Advanced: ConsumerAdvanced{SkipBootstrap: true, Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestCountersFile(t *testing.T) {
 func TestCountersOff(t *testing.T) {
 	dir := t.TempDir()
 	pair := mem.NewPair(1)
-	p, err := NewProducer(ProducerConfig{Path: pair.A, Idle: quiet, Counters: Counters{Off: true, Dir: dir}})
+	p, err := NewProducer(ProducerConfig{Path: pair.A, Idle: quiet, Advanced: ProducerAdvanced{Counters: Counters{Off: true, Dir: dir}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ type ProducerConfig struct {
 	// older than the hot ring are read back from it, and the replay
 	// server serves catch-up from it. A restarted producer continues the
 	// seqs where the log ends. Empty: no log — records live only in the
-	// sender's hot ring (Sender.RingSlots, 4096 by default), and a
+	// sender's hot ring (Advanced.Sender.RingSlots, 4096 by default), and a
 	// consumer that falls further behind cannot catch up.
 	Dir string
 	// Stream is the stream id (default 0): the WAL's <sid> and what a
@@ -59,7 +59,7 @@ type ProducerConfig struct {
 	// TLS is the replay server's TLS config (a certificate; TLS 1.3).
 	// Required with Replay unless Plaintext. It must require and verify
 	// client certificates (mutual TLS, as replay.ServerTLS with a client
-	// CA makes it) unless ReplayServer.AnyClient.
+	// CA makes it) unless Advanced.ReplayServer.AnyClient.
 	TLS *tls.Config
 	// Plaintext serves catch-up without TLS; it must be asked for.
 	Plaintext bool
@@ -73,6 +73,15 @@ type ProducerConfig struct {
 	// spin, the lowest latency at the cost of one busy CPU; affinity.Park
 	// sleeps on the socket until a datagram or the next 1 ms tick).
 	Idle affinity.Idler
+	// Advanced holds the settings most producers leave at their
+	// defaults: queue and batch sizes, the loop's hook, and the tuning of
+	// the log, the protocol sender and the replay server.
+	Advanced ProducerAdvanced
+}
+
+// ProducerAdvanced is the part of a [ProducerConfig] most producers
+// leave zero (every zero field means its default).
+type ProducerAdvanced struct {
 	// PublishSlots is the number of records Publish can queue for the
 	// loop (default 4096; rounded up to a power of two).
 	PublishSlots int
@@ -91,9 +100,9 @@ type ProducerConfig struct {
 	// there with l.Send (a paced benchmark, say), without the publish
 	// queue. Flush and Close cover only what Publish accepted.
 	OnPoll func(l *Loop, now int64)
-	// WAL tunes the log (segment size, flush cadence, retention); its
-	// Dir and Stream come from the fields above and must be left empty.
-	WAL wal.Config
+	// WAL tunes the log (segment size, flush cadence, retention), when
+	// ProducerConfig.Dir is set.
+	WAL WALTuning
 	// Sender tunes the protocol sender (hot ring, heartbeat, frame size,
 	// flow control); its Dest comes from To and must be left zero. Flow
 	// control is on by default: a consumer's Status frames bound how far
@@ -104,9 +113,8 @@ type ProducerConfig struct {
 	// reference's) is not waited for after the first InitialWait (1 s).
 	// NoFlowControl turns it off.
 	Sender protocol.SenderConfig
-	// ReplayServer tunes the replay server; its TLS and Plaintext come
-	// from the fields above and must be left zero.
-	ReplayServer replay.ServerConfig
+	// ReplayServer tunes the replay server, with Replay.
+	ReplayServer ReplayServerTuning
 }
 
 func (c ProducerConfig) check() error {
@@ -114,35 +122,28 @@ func (c ProducerConfig) check() error {
 	switch {
 	case !c.To.IsValid() && c.Path == nil:
 		return bad("To", "a producer needs a destination (a consumer's Addr) or a connected Path")
-	case c.WAL.Dir != "" || c.WAL.Stream != 0:
-		return bad("WAL", "Dir and Stream come from ProducerConfig.Dir and Stream; leave them zero here")
-	case c.Sender.Dest.IsValid():
-		return bad("Sender.Dest", "the destination is ProducerConfig.To; leave Dest zero")
-	case c.ReplayServer.TLS != nil || c.ReplayServer.Plaintext:
-		return bad("ReplayServer", "TLS and Plaintext come from ProducerConfig.TLS and Plaintext; leave them zero here")
+	case c.Advanced.Sender.Dest.IsValid():
+		return bad("Advanced.Sender.Dest", "the destination is ProducerConfig.To; leave Dest zero")
 	case (c.Replay || c.ReplayAddr != "") && c.Dir == "":
 		return bad("Replay", "catch-up is served from the WAL: set Dir")
-	case c.PublishSlots < 0:
-		return bad("PublishSlots", "%d is negative", c.PublishSlots)
+	case c.Advanced.PublishSlots < 0:
+		return bad("Advanced.PublishSlots", "%d is negative", c.Advanced.PublishSlots)
 	}
-	if err := c.Sender.Validate(); err != nil {
-		return cfgerr.Nest("cast", ErrConfig, "Sender", err)
+	if err := c.Advanced.Sender.Validate(); err != nil {
+		return cfgerr.Nest("cast", ErrConfig, "Advanced.Sender", err)
 	}
 	if err := c.Thread.Validate(); err != nil {
 		return cfgerr.Nest("cast", ErrConfig, "Thread", err)
 	}
 	if c.Replay || c.ReplayAddr != "" {
-		sc := c.ReplayServer
-		sc.TLS, sc.Plaintext = c.TLS, c.Plaintext
+		sc := c.Advanced.ReplayServer.config(c.TLS, c.Plaintext)
 		if err := sc.Validate(); err != nil {
-			return cfgerr.Nest("cast", ErrConfig, "ReplayServer", err)
+			return cfgerr.Nest("cast", ErrConfig, "Advanced.ReplayServer", err)
 		}
 	}
 	if c.Dir != "" {
-		wc := c.WAL
-		wc.Dir, wc.Stream = c.Dir, c.Stream
-		if err := wc.Validate(); err != nil {
-			return cfgerr.Nest("cast", ErrConfig, "WAL", err)
+		if err := c.Advanced.WAL.config(c.Dir, c.Stream).Validate(); err != nil {
+			return cfgerr.Nest("cast", ErrConfig, "Advanced.WAL", err)
 		}
 	}
 	return nil
@@ -186,16 +187,14 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	p := &Producer{cfg: cfg, endDone: make(chan struct{}), userPoll: cfg.OnPoll}
+	p := &Producer{cfg: cfg, endDone: make(chan struct{}), userPoll: cfg.Advanced.OnPoll}
 	defer func() {
 		if err != nil {
 			p.release()
 		}
 	}()
 	if cfg.Dir != "" {
-		wc := cfg.WAL
-		wc.Dir, wc.Stream = cfg.Dir, cfg.Stream
-		if p.w, err = wal.Open(wc); err != nil {
+		if p.w, err = wal.Open(cfg.Advanced.WAL.config(cfg.Dir, cfg.Stream)); err != nil {
 			return nil, fmt.Errorf("cast: producer: %w", err)
 		}
 	}
@@ -204,7 +203,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 		return nil, err
 	}
 	p.path = path
-	sc := cfg.Sender
+	sc := cfg.Advanced.Sender
 	if !connected(path) {
 		sc.Dest = cfg.To
 		if cfg.To.Addr().IsMulticast() {
@@ -230,9 +229,9 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	}
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
-		SendRing: cfg.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Batch,
-		RaiseGOMAXPROCS: cfg.RaiseGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
-		Counters: cfg.Counters.forStream(cfg.Stream),
+		SendRing: cfg.Advanced.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Advanced.Batch,
+		RaiseGOMAXPROCS: cfg.Advanced.RaiseGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
+		Counters: cfg.Advanced.Counters.forStream(cfg.Stream),
 	}
 	if lc.SendRing == 0 {
 		lc.SendRing = 4096
@@ -324,11 +323,10 @@ func (p *Producer) openPath() (datapath.Path, error) {
 
 // listen starts the replay server on addr.
 func (p *Producer) listen(addr string) error {
-	sc := p.cfg.ReplayServer
-	sc.TLS, sc.Plaintext = p.cfg.TLS, p.cfg.Plaintext
+	sc := p.cfg.Advanced.ReplayServer.config(p.cfg.TLS, p.cfg.Plaintext)
 	srv, err := replay.NewServer(sc, replay.NewWriterSource(p.w, p.cfg.Dir, p.cfg.Stream))
 	if err != nil {
-		return cfgerr.Nest("cast", ErrConfig, "ReplayServer", err)
+		return cfgerr.Nest("cast", ErrConfig, "Advanced.ReplayServer", err)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
-	"github.com/walcast/walcast/wal"
 	"github.com/walcast/walcast/wire"
 )
 
@@ -61,7 +60,7 @@ func TestProducerCloseDrains(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range cycles {
 		pair := mem.NewPair(1)
-		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, PublishSlots: 64, Sender: smallRing})
+		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, Advanced: ProducerAdvanced{PublishSlots: 64, Sender: smallRing}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,14 +217,13 @@ func TestProducerConfigMisuse(t *testing.T) {
 		cfg         ProducerConfig
 	}{
 		{"no destination", "To", ProducerConfig{}},
-		{"WAL dir twice", "WAL", ProducerConfig{To: mem.AddrB, Dir: dir, WAL: wal.Config{Dir: dir}}},
-		{"sender dest", "Sender.Dest", ProducerConfig{To: mem.AddrB, Sender: protocol.SenderConfig{Dest: mem.AddrB}}},
+		{"sender dest", "Advanced.Sender.Dest", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{Dest: mem.AddrB}}}},
 		{"replay without a WAL", "Replay", ProducerConfig{To: mem.AddrB, Replay: true, Plaintext: true}},
-		{"replay without TLS", "ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true}},
-		{"replay TLS and plaintext", "ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true, TLS: srvTLS, Plaintext: true}},
-		{"ring not a power of two", "Sender", ProducerConfig{To: mem.AddrB, Sender: protocol.SenderConfig{RingSlots: 1000}}},
-		{"bad segment size", "WAL", ProducerConfig{To: mem.AddrB, Dir: dir, WAL: wal.Config{SegmentSize: 10}}},
-		{"negative queue", "PublishSlots", ProducerConfig{To: mem.AddrB, PublishSlots: -1}},
+		{"replay without TLS", "Advanced.ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true}},
+		{"replay TLS and plaintext", "Advanced.ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true, TLS: srvTLS, Plaintext: true}},
+		{"ring not a power of two", "Advanced.Sender", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{RingSlots: 1000}}}},
+		{"bad segment size", "Advanced.WAL", ProducerConfig{To: mem.AddrB, Dir: dir, Advanced: ProducerAdvanced{WAL: WALTuning{SegmentSize: 10}}}},
+		{"negative queue", "Advanced.PublishSlots", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{PublishSlots: -1}}},
 		{"CPU without Pin", "Thread", ProducerConfig{To: mem.AddrB, Thread: affinity.Config{Pin: false, CPU: 3}}},
 		{"pinned to a CPU that does not exist", "", ProducerConfig{To: mem.AddrB, Thread: affinity.OnCPU(100000)}},
 	} {

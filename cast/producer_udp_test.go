@@ -32,7 +32,7 @@ func TestProducerCloseSendsOverUDP(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	buf := make([]byte, 65536)
 	for i := range cycles {
-		p, err := NewProducer(ProducerConfig{To: to, Local: loopback, Idle: quiet, PublishSlots: 64, Sender: smallRing})
+		p, err := NewProducer(ProducerConfig{To: to, Local: loopback, Idle: quiet, Advanced: ProducerAdvanced{PublishSlots: 64, Sender: smallRing}})
 		if err != nil {
 			t.Fatal(err)
 		}

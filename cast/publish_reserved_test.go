@@ -54,7 +54,7 @@ func TestPublishReservedTypes(t *testing.T) {
 	t.Run("Producer", func(t *testing.T) {
 		pair := mem.NewPair(1)
 		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet,
-			Sender: protocol.SenderConfig{NoFlowControl: true, RingSlots: 512}})
+			Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{NoFlowControl: true, RingSlots: 512}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,7 +84,7 @@ func (r *consRig) startProducer() {
 	}
 	tlsCfg, _ := r.pki.ServerTLS(true)
 	cfg := ProducerConfig{To: mem.AddrB, Path: end, Dir: r.dir, Stream: 1, ReplayAddr: r.addr, TLS: tlsCfg, Idle: quiet}
-	cfg.WAL.SegmentSize = 4 << 20
+	cfg.Advanced.WAL.SegmentSize = 4 << 20
 	var p *Producer
 	for i := 0; ; i++ { // the replay port may still be held by the last producer's connections
 		if p, err = NewProducer(cfg); err == nil || i > 100 || !errors.Is(err, syscall.EADDRINUSE) {
@@ -192,8 +192,8 @@ func (r *consRig) holdInput(on bool) { r.in.held.Store(on) }
 func (r *consRig) consumerConfig(tipPath string) ConsumerConfig {
 	tlsCfg, _ := r.pki.ClientTLS()
 	cfg := ConsumerConfig{From: mem.AddrA, Replay: []string{r.addr}, Stream: 1, TLS: tlsCfg, TipPath: tipPath, Idle: quiet}
-	cfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
-	cfg.ReplayClient.RetryBudget = 100
+	cfg.Advanced.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
+	cfg.Advanced.ReplayClient.RetryBudget = 100
 	return cfg
 }
 

@@ -31,12 +31,12 @@ func TestMetricsParse(t *testing.T) {
 	net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 5, DropProb: 0.03})
 	a, _ := net.Listen(mem.AddrA, mem.AddrB)
 	b, _ := net.Listen(mem.AddrB, mem.AddrA)
-	p, err := cast.NewProducer(cast.ProducerConfig{To: mem.AddrB, Path: a, Dir: t.TempDir(), Stream: 3, Counters: ctr})
+	p, err := cast.NewProducer(cast.ProducerConfig{To: mem.AddrB, Path: a, Dir: t.TempDir(), Stream: 3, Advanced: cast.ProducerAdvanced{Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := cast.NewConsumer(cast.ConsumerConfig{From: mem.AddrA, Path: b, Stream: 3, NoCatchUp: true, SkipBootstrap: true, Counters: ctr})
+	c, err := cast.NewConsumer(cast.ConsumerConfig{From: mem.AddrA, Path: b, Stream: 3, NoCatchUp: true, Advanced: cast.ConsumerAdvanced{SkipBootstrap: true, Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}

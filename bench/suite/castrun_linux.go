@@ -103,8 +103,8 @@ func (o castStream) run() (castOutcome, error) {
 		sp = drop.New(pa, drop.Config{RecvPct: o.DropPct, Seed: 1}, 64, protocol.DefaultMaxFrame)
 		rp = drop.New(pb, drop.Config{RecvPct: o.DropPct, Seed: 2}, 64, protocol.DefaultMaxFrame)
 	}
-	pc := cast.ProducerConfig{Path: sp, Thread: affinity.OnCPU(o.CPUA), RaiseGOMAXPROCS: true}
-	cc := cast.ConsumerConfig{Path: rp, Thread: affinity.OnCPU(o.CPUB), NoCatchUp: !o.Consumer, RaiseGOMAXPROCS: true}
+	pc := cast.ProducerConfig{Path: sp, Thread: affinity.OnCPU(o.CPUA), Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true}}
+	cc := cast.ConsumerConfig{Path: rp, Thread: affinity.OnCPU(o.CPUB), NoCatchUp: !o.Consumer, Advanced: cast.ConsumerAdvanced{RaiseGOMAXPROCS: true}}
 	if o.WAL {
 		if pc.Dir, err = os.MkdirTemp(o.Dir, "cast-wal-"); err != nil {
 			return out, err
@@ -124,8 +124,8 @@ func (o castStream) run() (castOutcome, error) {
 		}
 		cc.TLS.ServerName = "localhost"
 		pc.ReplayAddr = "127.0.0.1:0"
-		cc.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
-		cc.ReplayClient.RetryBudget = 100
+		cc.Advanced.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond}
+		cc.Advanced.ReplayClient.RetryBudget = 100
 	}
 
 	payload := make([]byte, max(o.Payload, 24))
@@ -133,7 +133,7 @@ func (o castStream) run() (castOutcome, error) {
 	var sending atomic.Bool
 	var startNS int64
 	base := time.Now()
-	pc.OnPoll = func(l *cast.Loop, now int64) {
+	pc.Advanced.OnPoll = func(l *cast.Loop, now int64) {
 		if !sending.Load() {
 			return
 		}

@@ -104,7 +104,7 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 	delivered := make([]int64, trials)
 	var lastSeq atomic.Uint64
 	var events []string
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: gp, NoCatchUp: true, Thread: affinity.OnCPU(o.Harness.ServerCPU), RaiseGOMAXPROCS: true,
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: gp, NoCatchUp: true, Thread: affinity.OnCPU(o.Harness.ServerCPU), Advanced: cast.ConsumerAdvanced{RaiseGOMAXPROCS: true},
 		OnEvent: func(e cast.Event) { events = append(events, fmt.Sprintf("%v %v", e.Kind, e.Outcome.Kind)) }})
 	if err != nil {
 		pa.Close()
@@ -128,11 +128,11 @@ func recovery(o Options, mode string, trials int) (harness.Result, error) {
 	payload := make([]byte, 128)
 	sent := 0
 	var next int64
-	pc := cast.ProducerConfig{Path: pa, Dir: dir, Thread: affinity.OnCPU(o.Harness.ClientCPU), RaiseGOMAXPROCS: true}
+	pc := cast.ProducerConfig{Path: pa, Dir: dir, Thread: affinity.OnCPU(o.Harness.ClientCPU), Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true}}
 	if mode == "cold" {
-		pc.Sender.RingSlots = 16
+		pc.Advanced.Sender.RingSlots = 16
 	}
-	pc.OnPoll = func(l *cast.Loop, now int64) {
+	pc.Advanced.OnPoll = func(l *cast.Loop, now int64) {
 		if sent >= trials*burst || now < next {
 			return
 		}

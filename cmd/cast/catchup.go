@@ -80,9 +80,9 @@ func (rf *recvFlags) catchUp(cc *cast.ConsumerConfig) {
 	cc.TLS, cc.Plaintext = r.tls, r.plaintext
 	switch {
 	case rf.startNow:
-		cc.SkipBootstrap = true
+		cc.Advanced.SkipBootstrap = true
 	case rf.start > 1:
-		cc.StartTip = rf.start - 1
+		cc.Advanced.StartTip = rf.start - 1
 	}
 }
 

@@ -104,8 +104,8 @@ func runCrashLoop(t *testing.T, kills int) {
 		Path: path, From: netip.MustParseAddrPort(senderAddr), Replay: []string{ln.Addr().String()}, Plaintext: true, Stream: 1,
 		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
 	}
-	ccfg.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
-	ccfg.ReplayClient.RetryBudget = 100
+	ccfg.Advanced.ReplayClient.Backoff = []time.Duration{20 * time.Millisecond, 100 * time.Millisecond}
+	ccfg.Advanced.ReplayClient.RetryBudget = 100
 	ccfg.OnEvent = func(e cast.Event) {
 		if e.Kind == cast.EventSkip {
 			cl.skips++

@@ -152,7 +152,8 @@ func runDemo(args []string) error {
 	ncpu := usableCPUs()
 	lay := demoLayout(*idle, ncpu, dir != "")
 	sndIdle, rcvIdle := affinity.Idler{Strategy: lay.snd}, affinity.Idler{Strategy: lay.rcv}
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Receiver: rc, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys, RaiseGOMAXPROCS: true,
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys,
+		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true},
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome)
@@ -189,8 +190,8 @@ func runDemo(args []string) error {
 	fmt.Printf("layout         sender loop %s, receiver loop %s, pins %s; -idle %s on %d CPUs: %s\n", lay.snd, lay.rcv, pinNote(cpus), *idle, ncpu, lay.why)
 	threads0, _ := benchkit.ThreadTimes()
 	start := time.Now()
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, RaiseGOMAXPROCS: true,
-		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }})
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true,
+		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }}})
 	if err != nil {
 		stopRun()
 		<-runDone

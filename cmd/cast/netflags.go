@@ -180,9 +180,10 @@ func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerCon
 	if err != nil {
 		return cast.ProducerConfig{}, err
 	}
-	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Sender: protocol.DefaultSenderConfig(), Keys: nf.keys}
+	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Keys: nf.keys}
+	pc.Advanced.Batch, pc.Advanced.Sender = nf.batch, protocol.DefaultSenderConfig()
 	pc.Idle.Strategy = s
-	pc.RaiseGOMAXPROCS = true // as nf.loop
+	pc.Advanced.RaiseGOMAXPROCS = true // as nf.loop
 	return pc, nil
 }
 

@@ -215,12 +215,13 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		return res, err
 	}
 	res.path = features(p)
-	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), Batch: nf.batch, Receiver: rf.config(), NoCatchUp: true, Keys: nf.keys}
+	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), NoCatchUp: true, Keys: nf.keys,
+		Advanced: cast.ConsumerAdvanced{Batch: nf.batch, Receiver: rf.config(), RaiseGOMAXPROCS: true}}
 	cc.Idle.Strategy = idle
 	if nf.mc.Enabled() {
 		// NAKs and Status go to the control group; the data comes from a
 		// sender the Consumer learns from its first frame.
-		cc.From, cc.Receiver.Sender = netip.AddrPort{}, peer
+		cc.From, cc.Advanced.Receiver.Sender = netip.AddrPort{}, peer
 	}
 	rf.catchUp(&cc)
 	out := &lockedWriter{w: w}

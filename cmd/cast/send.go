@@ -63,7 +63,7 @@ func startSending(pc cast.ProducerConfig, o sendOpts) (*sending, error) {
 	s := &sending{done: make(chan struct{}), stopWatch: make(chan struct{})}
 	o.lastSeq = &s.lastSeq
 	prod := producer(o, &s.sent, s.done)
-	pc.OnPoll = func(l *cast.Loop, now int64) {
+	pc.Advanced.OnPoll = func(l *cast.Loop, now int64) {
 		if s.startNs.Load() == 0 {
 			s.startNs.Store(time.Now().UnixNano())
 		}
@@ -265,7 +265,7 @@ func runSend(args []string) error {
 	if err != nil {
 		return err
 	}
-	sc := &pc.Sender
+	sc := &pc.Advanced.Sender
 	sc.Coalesce, sc.ColdRate, sc.RingSlots = nf.coalesce, *coldRate, *ring
 	if group {
 		err = mf.senderConfig(sc)
@@ -283,18 +283,19 @@ func runSend(args []string) error {
 			return usagef("-replay serves catch-up from the WAL: give -wal DIR")
 		}
 		pc.ReplayAddr = *replayAt
-		pc.ReplayServer = replay.DefaultServerConfig()
-		if _, err := sf.config(&pc.ReplayServer); err != nil {
+		sc := replay.DefaultServerConfig()
+		if _, err := sf.config(&sc); err != nil {
 			pc.Path.Close()
 			return err
 		}
-		pc.TLS, pc.Plaintext = pc.ReplayServer.TLS, pc.ReplayServer.Plaintext
-		pc.ReplayServer.TLS, pc.ReplayServer.Plaintext = nil, false
+		pc.TLS, pc.Plaintext = sc.TLS, sc.Plaintext
+		pc.Advanced.ReplayServer = cast.ReplayServerTuning{AnyClient: sc.AnyClient, HandshakeTimeout: sc.HandshakeTimeout,
+			WriteTimeout: sc.WriteTimeout, BufferBytes: sc.BufferBytes, ReadBufferBytes: sc.ReadBufferBytes,
+			KeepaliveInterval: sc.KeepaliveInterval, MaxConns: sc.MaxConns, OnDisconnect: sc.OnDisconnect}
 	}
 	if *walDir != "" {
 		pc.Dir, pc.Stream = *walDir, uint32(*stream)
-		pc.WAL = wal.DefaultConfig("")
-		pc.WAL.Repair, pc.WAL.VerifySealed, pc.WAL.SegmentSize = *walRepair, *walVerify, *walSegment
+		pc.Advanced.WAL.Repair, pc.Advanced.WAL.VerifySealed, pc.Advanced.WAL.SegmentSize = *walRepair, *walVerify, *walSegment
 	}
 	sr, err := startSending(pc, o)
 	if err != nil {

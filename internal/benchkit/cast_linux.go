@@ -350,8 +350,8 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	// repairs only) that counts what it delivers.
 	var delivered atomic.Int64
 	var outcome atomic.Value
-	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys, RaiseGOMAXPROCS: true,
-		Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16},
+	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
+		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16}},
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome.Kind.String())
@@ -380,7 +380,8 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	if c.Keys != nil {
 		sc.MaxFrame = protocol.DefaultMaxFrame + wire.TrailerSize // the cores' datagrams as without keys
 	}
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Batch: c.Batch, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys, RaiseGOMAXPROCS: true,
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys, Advanced: cast.ProducerAdvanced{
+		Batch: c.Batch, RaiseGOMAXPROCS: true,
 		Sender: sc,
 		OnPoll: func(l *cast.Loop, now int64) {
 			if stop.Load() {
@@ -399,7 +400,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 				}
 				produced.Add(1)
 			}
-		}})
+		}}})
 	if err != nil {
 		stopConsumer()
 		return Row{}, err

@@ -473,8 +473,9 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	tap := rv.tap
 	rv.mu.Unlock()
 	cc := cast.ConsumerConfig{
-		Path: tap, Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), Replay: []string{r.srvLn.Addr().String()}, Plaintext: true, StartTip: tip, RaiseGOMAXPROCS: true,
-		Idle: affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
+		Path: tap, Replay: []string{r.srvLn.Addr().String()}, Plaintext: true,
+		Idle:     affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
+		Advanced: cast.ConsumerAdvanced{Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), StartTip: tip, RaiseGOMAXPROCS: true},
 	}
 	cons, err := cast.NewConsumer(cc)
 	if err != nil {
