@@ -18,7 +18,7 @@ type failingLog struct {
 
 func (f *failingLog) Err() error { return f.err }
 
-// A log that fails (issue 16 item 8): the loop reports it once, at once,
+// A log that fails: the loop reports it once, at once,
 // withholds heartbeats while it lasts, reports the recovery, and its
 // iterations allocate nothing meanwhile.
 func TestLoopReportsAFailingLog(t *testing.T) {

@@ -91,7 +91,7 @@ func publishN(t testing.TB, p *Producer, n int) {
 }
 
 // closeCycles is how many times the Close tests publish and close:
-// 1,000 (the count), fewer under -race (TestLarge* and
+// 1,000, fewer under -race (TestLarge* and
 // stress-test run them at full count without it) and with -short.
 func closeCycles() int {
 	switch {
