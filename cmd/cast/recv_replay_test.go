@@ -1,3 +1,5 @@
+//go:build !windows
+
 package main
 
 // `cast recv -replay`: TCP catch-up from `cast send -wal -replay` (the
