@@ -517,12 +517,14 @@ func (r *run) wait(ctx context.Context) error {
 	defer tick.Stop()
 	var last uint64
 	lastMove := time.Now()
+	var doneAt time.Time
 	for {
-		done, total := true, uint64(0)
+		done, ended, total := true, true, uint64(0)
 		for _, rv := range r.rcv {
 			d := rv.delivered.Load()
 			total += d
 			done = done && d >= rv.total
+			ended = ended && (rv.ended.Load() || rv.i == r.cfg.Kill)
 			rv.mu.Lock()
 			o, killed := rv.outcome, rv.killed
 			rv.mu.Unlock()
@@ -530,7 +532,13 @@ func (r *run) wait(ctx context.Context) error {
 				return fmt.Errorf("fanout: receiver %d stopped after %d of %d records: %s", rv.i, d, r.cfg.Records, o)
 			}
 		}
-		if done {
+		// Every record delivered is not yet the end: the end marker may
+		// still be on its way or in repair (it is lost like any datagram),
+		// and Result.Ended reports it. Wait for it as long as a stall.
+		if done && doneAt.IsZero() {
+			doneAt = time.Now()
+		}
+		if done && (ended || time.Since(doneAt) > stall) {
 			return nil
 		}
 		if len(r.senders) > 0 {
