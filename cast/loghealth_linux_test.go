@@ -25,7 +25,7 @@ func TestLoopReportsAFailingLog(t *testing.T) {
 	pa, _ := openPair(t, "udp", false)
 	log := &failingLog{}
 	sc := protocol.DefaultSenderConfig()
-	sc.HeartbeatInterval = int64(time.Millisecond)
+	sc.HeartbeatInterval = time.Millisecond
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		t.Fatal(err)

@@ -525,7 +525,7 @@ func TestLoopConsumerRoomAfterPops(t *testing.T) {
 	// A sender releases a receiver that held it back without progress
 	// for ReceiverTimeout; past the stall budget here, so only a window
 	// that reopens lets the run finish.
-	snd, err := protocol.NewSender(protocol.SenderConfig{ReceiverTimeout: int64(2 * stallBudget)}, nil)
+	snd, err := protocol.NewSender(protocol.SenderConfig{ReceiverTimeout: 2 * stallBudget}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	if o.maxRetries == 0 {
 		// As tolerateStalls below: the sender does not drop a receiver
 		// starved by a loaded machine from flow control meanwhile.
-		sc.ReceiverTimeout = int64(stallBudget)
+		sc.ReceiverTimeout = stallBudget
 	}
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
@@ -162,7 +162,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	// re-NAK delay follows the RTT.
 	rc := protocol.DefaultReceiverConfig()
 	if o.debounce > 0 {
-		rc.NakDebounce = int64(o.debounce)
+		rc.NakDebounce = o.debounce
 	}
 	if o.reorder > 0 {
 		rc.ReorderSlots = o.reorder
@@ -348,9 +348,9 @@ const stallBudget = 10 * time.Second * raceSlowdown
 // tolerateStalls widens rc's retry and silence budgets to stallBudget.
 func tolerateStalls(rc *protocol.ReceiverConfig) {
 	if rc.NakDebounce > 0 {
-		rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/rc.NakDebounce))
+		rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/int64(rc.NakDebounce)))
 	}
-	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/rc.HeartbeatInterval))
+	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/int64(rc.HeartbeatInterval)))
 }
 
 func (r rigResult) complete(t *testing.T, n int) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"time"
 
 	"github.com/walcast/walcast/wire"
 )
@@ -16,14 +17,14 @@ var ErrConfig = errors.New("protocol: invalid configuration")
 // Defaults: the reference implementation's, except where walcast
 // departs from it for a measured reason (noted per constant).
 const (
-	DefaultMaxFrame          = 1472        // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
-	DefaultSendRingSlots     = 4096        // records kept hot for retransmission
-	DefaultReorderSlots      = 2048        // records the receiver buffers ahead of a gap
-	DefaultHeartbeatInterval = 100_000_000 // ns (100 ms)
-	DefaultRetxDedupWindow   = 1_000_000   // ns (1 ms)
-	DefaultNakDebounce       = 50_000_000  // ns (50 ms)
-	DefaultMaxNakRetries     = 24          // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
-	DefaultSilenceIntervals  = 10          // heartbeat intervals without data or heartbeat
+	DefaultMaxFrame          = 1472 // bytes, header included: one IPv4 UDP datagram on a 1500-byte MTU
+	DefaultSendRingSlots     = 4096 // records kept hot for retransmission
+	DefaultReorderSlots      = 2048 // records the receiver buffers ahead of a gap
+	DefaultHeartbeatInterval = 100 * time.Millisecond
+	DefaultRetxDedupWindow   = time.Millisecond
+	DefaultNakDebounce       = 50 * time.Millisecond
+	DefaultMaxNakRetries     = 24 // spec: 8; raised so 30 % loss both ways repairs (docs/protocol.md)
+	DefaultSilenceIntervals  = 10 // heartbeat intervals without data or heartbeat
 	DefaultMaxNakRunsPerPump = 64
 	DefaultMaxColdInFlight   = 4
 	DefaultMaxColdQueued     = 60
@@ -32,13 +33,13 @@ const (
 	DefaultColdBurst         = 4096   // records: one NAK clamped to the default ring
 
 	// Flow control, RTT and probes (walcast extensions, docs/protocol.md).
-	DefaultReceiverTimeout  = 1_000_000_000 // ns: a receiver silent this long is dropped from flow control
+	DefaultReceiverTimeout  = time.Second // a receiver silent this long is dropped from flow control
 	DefaultMaxReceivers     = 8
-	DefaultProbeFloor       = 50_000     // ns: shortest tail-loss probe timeout
-	DefaultRTTProbeInterval = 10_000_000 // ns: an RTT probe at least this often while data flows
-	DefaultStatusInterval   = 1_000_000  // ns: Status at most this often unless urgent
-	DefaultNakFloor         = 200_000    // ns: shortest adaptive re-NAK delay
-	DefaultOverrunEvidence  = 64         // datagrams beyond the window before Reconnect
+	DefaultProbeFloor       = 50 * time.Microsecond  // shortest tail-loss probe timeout
+	DefaultRTTProbeInterval = 10 * time.Millisecond  // an RTT probe at least this often while data flows
+	DefaultStatusInterval   = time.Millisecond       // Status at most this often unless urgent
+	DefaultNakFloor         = 200 * time.Microsecond // shortest adaptive re-NAK delay
+	DefaultOverrunEvidence  = 64                     // datagrams beyond the window before Reconnect
 	// MaxReceivers bounds SenderConfig.MaxReceivers.
 	MaxReceivers = 4096
 
@@ -73,12 +74,12 @@ type SenderConfig struct {
 	// RingSlots is the number of records kept in the hot send ring; a
 	// power of two. It also clamps the count of an incoming NAK.
 	RingSlots int
-	// HeartbeatInterval is the idle time in ns after which Tick sends a
+	// HeartbeatInterval is the idle time after which Tick sends a
 	// heartbeat. Data sends reset it; retransmits do not.
-	HeartbeatInterval int64
+	HeartbeatInterval time.Duration
 	// RetxDedupWindow suppresses a second retransmit of the same ring
-	// slot within this time, in ns (default 1 ms; negative: no dedup).
-	RetxDedupWindow int64
+	// slot within this time (default 1 ms; negative: no dedup).
+	RetxDedupWindow time.Duration
 	// MaxColdInFlight caps the cold reads running at once (handed out by
 	// ColdRequests and not yet finished).
 	MaxColdInFlight int
@@ -108,9 +109,9 @@ type SenderConfig struct {
 	// Sender honours them (negotiated per receiver: nothing changes on
 	// the wire until one is heard).
 	NoFlowControl bool
-	// ReceiverTimeout is how long, in ns, a receiver may stay silent
+	// ReceiverTimeout is how long a receiver may stay silent
 	// before it is dropped from flow control (event ReceiverLost).
-	ReceiverTimeout int64
+	ReceiverTimeout time.Duration
 	// MaxReceivers is the size of the flow-control table (1..4096).
 	MaxReceivers int
 	// FlowPolicy combines the windows of several receivers (a multicast
@@ -119,16 +120,16 @@ type SenderConfig struct {
 	// Tagged are the receiver ids FlowTagged waits for
 	// (ReceiverConfig.ID); the others are not waited for.
 	Tagged []uint64
-	// ProbeFloor is the shortest tail-loss probe timeout, ns; the timeout
+	// ProbeFloor is the shortest tail-loss probe timeout; the timeout
 	// is clamp(2·srtt, ProbeFloor, HeartbeatInterval).
-	ProbeFloor int64
-	// RTTProbeInterval is how often, in ns, a probe goes out while data
+	ProbeFloor time.Duration
+	// RTTProbeInterval is how often a probe goes out while data
 	// flows, so the RTT estimate follows the path.
-	RTTProbeInterval int64
+	RTTProbeInterval time.Duration
 	// ID is the sender id carried in probes; 0 draws a random one.
 	ID uint64
 	// InitialWindow bounds the records a fresh Sender sends before it has
-	// heard any Status, for at most InitialWait ns after its first Send:
+	// heard any Status, for at most InitialWait after its first Send:
 	// an unpaced producer then cannot outrun a walcast receiver's window
 	// before that receiver's first Status arrives. A receiver that never
 	// sends Status (the reference's) is recognised within a few round
@@ -141,7 +142,7 @@ type SenderConfig struct {
 	// ReceiverTimeout's default, long enough for a loaded machine to get a
 	// starting receiver running: docs/protocol.md).
 	InitialWindow int
-	InitialWait   int64
+	InitialWait   time.Duration
 }
 
 // DefaultSenderConfig returns the spec defaults. Dest and NakSource are
@@ -176,10 +177,10 @@ func (c SenderConfig) Validate() error {
 		return fmt.Errorf("%w: RingSlots %d is not a power of two ≥ 2", ErrConfig, c.RingSlots)
 	}
 	if c.HeartbeatInterval <= 0 {
-		return fmt.Errorf("%w: HeartbeatInterval %d ns must be > 0", ErrConfig, c.HeartbeatInterval)
+		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
 	}
 	if c.RetxDedupWindow < 0 {
-		return fmt.Errorf("%w: RetxDedupWindow %d ns must be ≥ 0", ErrConfig, c.RetxDedupWindow)
+		return fmt.Errorf("%w: RetxDedupWindow %v must be ≥ 0", ErrConfig, c.RetxDedupWindow)
 	}
 	if c.MaxColdInFlight < 1 {
 		return fmt.Errorf("%w: MaxColdInFlight %d must be ≥ 1", ErrConfig, c.MaxColdInFlight)
@@ -197,7 +198,7 @@ func (c SenderConfig) Validate() error {
 		return fmt.Errorf("%w: ColdBurst %d records must be in 1..%d", ErrConfig, c.ColdBurst, maxColdRate)
 	}
 	if c.ReceiverTimeout <= 0 {
-		return fmt.Errorf("%w: ReceiverTimeout %d ns must be > 0", ErrConfig, c.ReceiverTimeout)
+		return fmt.Errorf("%w: ReceiverTimeout %v must be > 0", ErrConfig, c.ReceiverTimeout)
 	}
 	if c.MaxReceivers < 1 || c.MaxReceivers > MaxReceivers {
 		return fmt.Errorf("%w: MaxReceivers %d must be in 1..%d", ErrConfig, c.MaxReceivers, MaxReceivers)
@@ -206,10 +207,10 @@ func (c SenderConfig) Validate() error {
 		return err
 	}
 	if c.InitialWait < 0 {
-		return fmt.Errorf("%w: InitialWait %d ns must be ≥ 0", ErrConfig, c.InitialWait)
+		return fmt.Errorf("%w: InitialWait %v must be ≥ 0", ErrConfig, c.InitialWait)
 	}
 	if c.ProbeFloor <= 0 || c.RTTProbeInterval <= 0 {
-		return fmt.Errorf("%w: ProbeFloor %d ns and RTTProbeInterval %d ns must be > 0", ErrConfig, c.ProbeFloor, c.RTTProbeInterval)
+		return fmt.Errorf("%w: ProbeFloor %v and RTTProbeInterval %v must be > 0", ErrConfig, c.ProbeFloor, c.RTTProbeInterval)
 	}
 	return nil
 }
@@ -230,17 +231,17 @@ type ReceiverConfig struct {
 	// of the next expected seq raises Reconnect at once (a distance
 	// check, not the reference's lazy slot-collision rule).
 	ReorderSlots int
-	// NakDebounce is the minimum time in ns between two NAKs of the same
+	// NakDebounce is the minimum time between two NAKs of the same
 	// missing run (default 50 ms; negative: re-NAK on every pump).
-	NakDebounce int64
+	NakDebounce time.Duration
 	// MaxNakRetries is the retry budget of a missing run: the NAK that
 	// makes a run's count exceed it raises Faulted. With 8, the ninth NAK
 	// of a run faults (default 24; negative: no retry, the first re-NAK
 	// faults).
 	MaxNakRetries int
-	// HeartbeatInterval is the sender's heartbeat interval in ns; silence
+	// HeartbeatInterval is the sender's heartbeat interval; silence
 	// is measured in it.
-	HeartbeatInterval int64
+	HeartbeatInterval time.Duration
 	// SilenceIntervals × HeartbeatInterval without data or heartbeat is
 	// silence: Faulted when a gap is open, else a PeerSilent event.
 	SilenceIntervals int
@@ -267,9 +268,9 @@ type ReceiverConfig struct {
 	// ID is the receiver id carried in Status; 0 draws a random one.
 	ID uint64
 	// StatusInterval is the shortest time between two Status frames that
-	// are not urgent, ns.
-	StatusInterval int64
-	// NakFloor is the shortest adaptive re-NAK delay, ns (< 0: none). While the
+	// are not urgent.
+	StatusInterval time.Duration
+	// NakFloor is the shortest adaptive re-NAK delay (< 0: none). While the
 	// sender speaks probes the first re-NAK of a run waits
 	// clamp(srtt + 4·rttvar, NakFloor, NakDebounce), each later one twice
 	// the previous, up to NakDebounce. It is also the pinned re-NAK delay
@@ -277,7 +278,7 @@ type ReceiverConfig struct {
 	// to the highest edge it advertised is known to exist, is NAKed again
 	// after NakFloor (doubling per retry) if that is sooner (docs/protocol.md,
 	// "RTT-adaptive repair"; < 0 turns that off too).
-	NakFloor int64
+	NakFloor time.Duration
 	// NakBackoff bounds the randomised delay before a NAK in a multicast
 	// group, in percent of the smoothed RTT (0: DefaultNakBackoff, 8 RTTs;
 	// negative: no back-off). It applies only while other receivers are
@@ -317,13 +318,13 @@ func (c ReceiverConfig) Validate() error {
 		return fmt.Errorf("%w: ReorderSlots %d is not a power of two ≥ 2", ErrConfig, c.ReorderSlots)
 	}
 	if c.NakDebounce < 0 {
-		return fmt.Errorf("%w: NakDebounce %d ns must be ≥ 0", ErrConfig, c.NakDebounce)
+		return fmt.Errorf("%w: NakDebounce %v must be ≥ 0", ErrConfig, c.NakDebounce)
 	}
 	if c.MaxNakRetries < 0 || c.MaxNakRetries > 65534 {
 		return fmt.Errorf("%w: MaxNakRetries %d must be in 0..65534", ErrConfig, c.MaxNakRetries)
 	}
 	if c.HeartbeatInterval <= 0 {
-		return fmt.Errorf("%w: HeartbeatInterval %d ns must be > 0", ErrConfig, c.HeartbeatInterval)
+		return fmt.Errorf("%w: HeartbeatInterval %v must be > 0", ErrConfig, c.HeartbeatInterval)
 	}
 	if c.SilenceIntervals < 1 {
 		return fmt.Errorf("%w: SilenceIntervals %d must be ≥ 1", ErrConfig, c.SilenceIntervals)
@@ -338,7 +339,7 @@ func (c ReceiverConfig) Validate() error {
 		return fmt.Errorf("%w: Start %d is not a seq", ErrConfig, c.Start)
 	}
 	if c.StatusInterval <= 0 || c.NakFloor < 0 {
-		return fmt.Errorf("%w: StatusInterval %d ns must be > 0 and NakFloor %d ns ≥ 0", ErrConfig, c.StatusInterval, c.NakFloor)
+		return fmt.Errorf("%w: StatusInterval %v must be > 0 and NakFloor %v ≥ 0", ErrConfig, c.StatusInterval, c.NakFloor)
 	}
 	if c.OverrunEvidence < 1 {
 		return fmt.Errorf("%w: OverrunEvidence %d must be ≥ 1", ErrConfig, c.OverrunEvidence)

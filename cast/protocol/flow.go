@@ -259,7 +259,7 @@ func (fc *flowController) fold(sent uint64) (dedup int64) {
 	was, wasLimited := fc.limit, fc.limited
 	fc.limited, fc.limit = false, math.MaxUint64
 	fc.covered = math.MaxUint64
-	dedup = fc.cfg.RetxDedupWindow
+	dedup = int64(fc.cfg.RetxDedupWindow)
 	group := fc.groupDedup()
 	if group {
 		dedup = math.MaxInt64
@@ -289,7 +289,7 @@ func (fc *flowController) fold(sent uint64) (dedup int64) {
 		}
 	}
 	if group && dedup == math.MaxInt64 {
-		dedup = fc.cfg.RetxDedupWindow // no receiver said its re-NAK delay
+		dedup = int64(fc.cfg.RetxDedupWindow) // no receiver said its re-NAK delay
 	}
 	if !fc.limited || !wasLimited || fc.limit > was {
 		fc.blockedAt = 0 // the window moved: nobody is holding the sender
@@ -347,13 +347,13 @@ func (fc *flowController) refused(now int64) {
 func (fc *flowController) tick(now int64, next uint64) (changed bool) {
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
-		if r.used && now-r.info.LastHeard >= fc.cfg.ReceiverTimeout {
+		if r.used && now-r.info.LastHeard >= int64(fc.cfg.ReceiverTimeout) {
 			fc.event(ReceiverLost, now, r, 0)
 			fc.drop(r)
 			changed = true
 		}
 	}
-	if fc.blockedAt != 0 && now-fc.blockedAt >= fc.cfg.ReceiverTimeout {
+	if fc.blockedAt != 0 && now-fc.blockedAt >= int64(fc.cfg.ReceiverTimeout) {
 		// Held back for ReceiverTimeout by receivers that delivered
 		// nothing meanwhile: the producer is not their hostage. A
 		// receiver still repairing a gap (it knows of seqs past what it
@@ -378,11 +378,11 @@ func (fc *flowController) tick(now int64, next uint64) (changed bool) {
 func (fc *flowController) deadline(d int64) int64 {
 	for i := range fc.rcv {
 		if r := &fc.rcv[i]; r.used {
-			d = min(d, r.info.LastHeard+fc.cfg.ReceiverTimeout)
+			d = min(d, r.info.LastHeard+int64(fc.cfg.ReceiverTimeout))
 		}
 	}
 	if fc.blockedAt != 0 {
-		d = min(d, fc.blockedAt+fc.cfg.ReceiverTimeout)
+		d = min(d, fc.blockedAt+int64(fc.cfg.ReceiverTimeout))
 	}
 	return d
 }

@@ -46,9 +46,9 @@ func TestFlowPolicies(t *testing.T) {
 			for i, x := range st[1:] {
 				x.Serial = 2
 				from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 1, byte(i + 2)}), 2000)
-				s.Handle(statusFrame(x), from, sc.ReceiverTimeout/2, out)
+				s.Handle(statusFrame(x), from, int64(sc.ReceiverTimeout)/2, out)
 			}
-			s.Tick(sc.ReceiverTimeout+2, out)
+			s.Tick(int64(sc.ReceiverTimeout)+2, out)
 			lost := false
 			for e, ok := s.NextEvent(); ok; e, ok = s.NextEvent() {
 				lost = lost || (e.Kind == ReceiverLost && e.Receiver.ID == 11)

@@ -47,10 +47,10 @@ type initialWindow struct {
 // statusGrace is how long after a NAK the initial window waits for a
 // Status that travels with it (ns): two of a walcast receiver's default
 // Status intervals, so that one lost Status does not count as none.
-const statusGrace = 2 * DefaultStatusInterval
+const statusGrace = int64(2 * DefaultStatusInterval)
 
 func newInitialWindow(cfg *SenderConfig, hasLog bool, stats *SenderStats) initialWindow {
-	w := initialWindow{wait: cfg.InitialWait, stats: stats}
+	w := initialWindow{wait: int64(cfg.InitialWait), stats: stats}
 	if cfg.InitialWindow > 0 && !cfg.NoFlowControl {
 		w.size = uint64(cfg.InitialWindow)
 		if !hasLog {

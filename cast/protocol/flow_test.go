@@ -146,7 +146,7 @@ func TestFlowScenarios(t *testing.T) {
 					h.step()
 					h.p.Clock.Advance(ms)
 				}
-				if released < DefaultReceiverTimeout || released > DefaultReceiverTimeout+int64(10*ms) {
+				if released < int64(DefaultReceiverTimeout) || released > int64(DefaultReceiverTimeout)+int64(10*ms) {
 					t.Fatalf("released after %v, want ReceiverTimeout", time.Duration(released))
 				}
 				if k := h.eventKinds(); !slices.Equal(k, []SenderEventKind{ReceiverJoined, ReceiverStalled}) {
@@ -308,7 +308,7 @@ func TestFlowScenarios(t *testing.T) {
 				if took > 2*time.Millisecond {
 					t.Fatalf("twice-lost record delivered after %v", took)
 				}
-				if d := h.r.NakDelay(); d < DefaultNakFloor || d > int64(time.Millisecond) {
+				if d := h.r.NakDelay(); d < int64(DefaultNakFloor) || d > int64(time.Millisecond) {
 					t.Fatalf("re-NAK delay %v", time.Duration(d))
 				}
 				t.Logf("record lost twice delivered %v after it was sent; re-NAK delay %v", took, time.Duration(h.r.NakDelay()))

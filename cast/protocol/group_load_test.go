@@ -28,7 +28,7 @@ func TestGroupBacklogHoldsNaks(t *testing.T) {
 	r.SetBacklog(true, now)
 	r.Handle(dataFrame(4), now, out, nop) // 2, 3 missing
 	late := now + 10*r.backoffLimit() + 10*r.renakDelay(1)
-	if late-now >= r.cfg.NakDebounce {
+	if late-now >= int64(r.cfg.NakDebounce) {
 		t.Fatalf("test needs its late tick within NakDebounce: %d ≥ %d", late-now, r.cfg.NakDebounce)
 	}
 	r.Tick(late, out)
@@ -42,7 +42,7 @@ func TestGroupBacklogHoldsNaks(t *testing.T) {
 	r.Handle(dataFrame(2), late, out, nop)
 	r.SetBacklog(false, late)
 	r.Handle(dataFrame(3), late, out, nop)
-	r.Tick(late+r.cfg.NakDebounce, out)
+	r.Tick(late+int64(r.cfg.NakDebounce), out)
 	if n := naks(out); len(n) != 0 || r.ExpectedSeq() != 5 {
 		t.Fatalf("NAKs %+v, expected %d: the repairs were in the backlog", n, r.ExpectedSeq())
 	}
@@ -51,12 +51,12 @@ func TestGroupBacklogHoldsNaks(t *testing.T) {
 	r2, out2 := inGroup(t, 1)
 	r2.SetBacklog(true, now)
 	r2.Handle(dataFrame(4), now, out2, nop)
-	r2.Tick(now+r2.cfg.NakDebounce-1, out2)
+	r2.Tick(now+int64(r2.cfg.NakDebounce)-1, out2)
 	if n := naks(out2); len(n) != 0 {
 		t.Fatalf("NAKed within NakDebounce of backlog: %+v", n)
 	}
-	r2.SetBacklog(true, now+r2.cfg.NakDebounce)
-	r2.Tick(now+r2.cfg.NakDebounce, out2)
+	r2.SetBacklog(true, now+int64(r2.cfg.NakDebounce))
+	r2.Tick(now+int64(r2.cfg.NakDebounce), out2)
 	if n := naks(out2); len(n) != 1 || n[0] != (wire.Nak{From: 2, Count: 2}) {
 		t.Fatalf("after NakDebounce of backlog: %+v", n)
 	}
@@ -144,7 +144,7 @@ func TestGroupReNakFollowsRepairLatency(t *testing.T) {
 	if float64(last)/10 > 1.5 || per[0] > 10 {
 		t.Errorf("group receiver: NAKs per gap %v (want the first ≤ 10, the last 10 ≤ 1.5 on average)", per)
 	}
-	if d := g.renakDelay(1); d <= g.cfg.NakDebounce {
+	if d := g.renakDelay(1); d <= int64(g.cfg.NakDebounce) {
 		t.Errorf("group re-NAK delay %d ns did not grow past NakDebounce %d", d, g.cfg.NakDebounce)
 	}
 
@@ -152,11 +152,11 @@ func TestGroupReNakFollowsRepairLatency(t *testing.T) {
 	uper := slowRepairs(t, u, 10, lat, false)
 	t.Logf("unicast: NAKs per gap %v", uper)
 	for _, k := range uper {
-		if int64(k) < lat/u.cfg.NakDebounce-1 {
+		if int64(k) < lat/int64(u.cfg.NakDebounce)-1 {
 			t.Fatalf("unicast receiver: NAKs per gap %v, want one per NakDebounce (%d)", uper, lat/u.cfg.NakDebounce)
 		}
 	}
-	if u.Stats().GroupRTTSamples != 0 || u.renakDelay(1) > u.cfg.NakDebounce {
+	if u.Stats().GroupRTTSamples != 0 || u.renakDelay(1) > int64(u.cfg.NakDebounce) {
 		t.Errorf("unicast receiver took group samples (%d) or its re-NAK delay %d passed NakDebounce", u.Stats().GroupRTTSamples, u.renakDelay(1))
 	}
 }

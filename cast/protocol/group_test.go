@@ -84,7 +84,7 @@ func newGroupHarness(t testing.TB, o groupOpt) *groupHarness {
 			rc.Sender = mem.FanoutSender
 		}
 		if o.debounce != 0 {
-			rc.NakDebounce = o.debounce
+			rc.NakDebounce = time.Duration(o.debounce)
 		}
 		r, err := NewReceiver(rc)
 		if err != nil {

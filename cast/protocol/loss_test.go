@@ -44,7 +44,7 @@ func lossRunWith(t testing.TB, ref bool, records int, loss float64, retries int,
 	o := defaultOpt()
 	o.r.NoStatus = ref
 	o.r.MaxNakRetries = retries
-	o.r.NakDebounce = int64(debounce)
+	o.r.NakDebounce = debounce
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0) // expect seq 1 even if it is lost
 	h.impairData(mem.Impairment{Seed: seed, DropProb: loss, Latency: latency})

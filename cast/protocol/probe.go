@@ -48,9 +48,9 @@ func newProber(cfg *SenderConfig, stats *SenderStats) prober {
 	return prober{
 		lastData:  never,
 		lastProbe: never,
-		floor:     cfg.ProbeFloor,
-		interval:  cfg.RTTProbeInterval,
-		hbEvery:   cfg.HeartbeatInterval,
+		floor:     int64(cfg.ProbeFloor),
+		interval:  int64(cfg.RTTProbeInterval),
+		hbEvery:   int64(cfg.HeartbeatInterval),
 		stats:     stats,
 	}
 }

@@ -64,10 +64,10 @@ func propertyRun(t *testing.T, seed uint64) {
 	o := defaultOpt()
 	o.r.ReorderSlots = 1 << (4 + rng.IntN(8))
 	o.r.MaxNakRetries = zeroOff(rng.IntN(30))
-	o.r.NakDebounce = zeroOff(int64(time.Duration(rng.IntN(60)) * ms))
+	o.r.NakDebounce = zeroOff(time.Duration(rng.IntN(60)) * ms)
 	o.s.Coalesce = rng.IntN(3) == 0
 	o.s.RingSlots = 1 << (4 + rng.IntN(9))
-	o.s.RetxDedupWindow = zeroOff(int64(time.Duration(rng.IntN(3)) * ms))
+	o.s.RetxDedupWindow = zeroOff(time.Duration(rng.IntN(3)) * ms)
 	h := newHarness(t, o)
 	h.r.ResetAfterReplay(0)
 	if rng.IntN(2) == 0 { // a consumer behind a bounded queue, sometimes slow
@@ -139,7 +139,7 @@ func TestLargePropertyRandomScripts(t *testing.T) {
 
 // zeroOff maps a drawn 0 to -1: in the configs zero means the default and
 // a negative value the setting zero used to be.
-func zeroOff[T int | int64](v T) T {
+func zeroOff[T int | int64 | time.Duration](v T) T {
 	if v == 0 {
 		return -1
 	}

@@ -90,7 +90,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		ring:    newReorderRing(cfg.ReorderSlots, cfg.MaxFrame),
 		silence: int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals),
 		id:      cfg.ID,
-		overrun: overrunDetector{span: cfg.NakDebounce, need: cfg.OverrunEvidence},
+		overrun: overrunDetector{span: int64(cfg.NakDebounce), need: cfg.OverrunEvidence},
 	}
 	r.st.room = UnlimitedRoom
 	for r.id == 0 {

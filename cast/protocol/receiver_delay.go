@@ -33,9 +33,9 @@ func newDelayPolicy(cfg ReceiverConfig, id uint64) delayPolicy {
 	debounce := int64(cfg.NakDebounce)
 	silence := int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals)
 	return delayPolicy{
-		timer:   rttTimer{floor: cfg.NakFloor, debounce: debounce, groupCap: max(debounce, silence/4)},
+		timer:   rttTimer{floor: int64(cfg.NakFloor), debounce: debounce, groupCap: max(debounce, silence/4)},
 		order:   orderRule{min: math.MaxUint64},
-		pinned:  pinnedRule{floor: cfg.NakFloor},
+		pinned:  pinnedRule{floor: int64(cfg.NakFloor)},
 		backoff: groupBackoff{id: id, pct: int64(max(cfg.NakBackoff, 0)), limit: debounce, shared: sharedOne / 2},
 		backlog: backlogHold{limit: debounce},
 	}

@@ -70,7 +70,7 @@ type groupState struct {
 
 func (g *groupState) init(cfg ReceiverConfig) {
 	g.on = cfg.Sender.Addr().IsMulticast()
-	g.peers.ttl = cfg.HeartbeatInterval * int64(cfg.SilenceIntervals)
+	g.peers.ttl = int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals)
 }
 
 // GroupSize is the receiver's estimate of its group: itself plus the

@@ -107,10 +107,10 @@ func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
 		(w > st.window && (st.window == 0 || w-st.window >= r.window/4))
 	if !urgent {
 		since := now - st.lastAt
-		if since < r.cfg.StatusInterval {
+		if since < int64(r.cfg.StatusInterval) {
 			return
 		}
-		if since < r.cfg.HeartbeatInterval && !r.statusNews() {
+		if since < int64(r.cfg.HeartbeatInterval) && !r.statusNews() {
 			return
 		}
 	}
@@ -183,9 +183,9 @@ func (r *Receiver) Deadline() int64 {
 			return math.MinInt64
 		}
 		if r.statusNews() {
-			d = min(d, st.lastAt+r.cfg.StatusInterval)
+			d = min(d, st.lastAt+int64(r.cfg.StatusInterval))
 		} else {
-			d = min(d, st.lastAt+r.cfg.HeartbeatInterval)
+			d = min(d, st.lastAt+int64(r.cfg.HeartbeatInterval))
 		}
 	}
 	return d

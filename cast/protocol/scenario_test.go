@@ -92,7 +92,7 @@ func TestScenarios(t *testing.T) {
 			}
 		}},
 		{name: "gap re-requested by the clock with no traffic",
-			setup: func(o *harnessOpt) { o.s.HeartbeatInterval = int64(time.Hour) },
+			setup: func(o *harnessOpt) { o.s.HeartbeatInterval = time.Hour },
 			run: func(t *testing.T, h *harness) {
 				h.send(1) // the first Tick's heartbeat goes out now, then none for an hour
 				h.step()

@@ -88,7 +88,7 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		ring:     &s.ring,
 		em:       &s.em,
 		cold:     newColdQueue(cfg, log != nil, &s.stats),
-		dedup:    cfg.RetxDedupWindow,
+		dedup:    int64(cfg.RetxDedupWindow),
 		deferred: make([]retxRange, 0, maxDeferred),
 		stats:    &s.stats,
 	}
@@ -269,7 +269,7 @@ func (s *Sender) Tick(now int64, out *batch.Vec) {
 	if !s.fc.negotiated {
 		s.fc.initial.settle(now)
 	}
-	hb := s.cfg.HeartbeatInterval
+	hb := int64(s.cfg.HeartbeatInterval)
 	if !s.timerInit {
 		s.timerInit = true
 		s.lastSend = now - hb
@@ -409,7 +409,7 @@ func (s *Sender) Deadline() int64 {
 	if s.retx.pending() || !s.timerInit || s.probe.owed {
 		return math.MinInt64
 	}
-	d := s.lastSend + s.cfg.HeartbeatInterval
+	d := s.lastSend + int64(s.cfg.HeartbeatInterval)
 	if s.fc.active == 0 {
 		return s.fc.initial.deadline(d, s.fc.negotiated)
 	}

@@ -79,7 +79,7 @@ func TestSenderNakService(t *testing.T) {
 	})
 	t.Run("five NAKs within the dedup window give one retransmit", func(t *testing.T) {
 		cfg := senderCfg()
-		cfg.RetxDedupWindow = int64(50 * time.Millisecond)
+		cfg.RetxDedupWindow = 50 * time.Millisecond
 		s, out := newTestSender(t, cfg, nil)
 		sendN(t, s, out, 3)
 		for i := 0; i < 5; i++ {
@@ -389,7 +389,7 @@ func retransmittedTo(t testing.TB, out *batch.Vec) []uint64 { return retransmitt
 
 func TestSenderHeartbeat(t *testing.T) {
 	cfg := senderCfg()
-	cfg.HeartbeatInterval = int64(5 * time.Millisecond)
+	cfg.HeartbeatInterval = 5 * time.Millisecond
 	s, out := newTestSender(t, cfg, nil)
 	hb := func() (uint64, bool) {
 		defer out.Reset()

@@ -32,7 +32,7 @@ func TestSenderEnd(t *testing.T) {
 	if _, err := s.Send(100, pay, 3, out); !errors.Is(err, ErrEnded) {
 		t.Fatalf("Send after End: %v", err)
 	}
-	hb := sc.HeartbeatInterval
+	hb := int64(sc.HeartbeatInterval)
 	s.Tick(2+hb, out)
 	if out.Len() != 1 || frameType(out, 0) != wire.TypeHeartbeat {
 		t.Fatalf("idle ended stream without negotiation: %d frames", out.Len())

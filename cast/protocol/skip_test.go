@@ -192,7 +192,7 @@ func TestHeartbeatsWithheldWhileTheLogFails(t *testing.T) {
 	s, out := newTestSender(t, cfg, l)
 	sendN(t, s, out, 3)
 	l.err = errors.New("wal: flush failed: no space left on device")
-	hb := cfg.HeartbeatInterval
+	hb := int64(cfg.HeartbeatInterval)
 	for now := int64(0); now < 20*hb; now += hb / 4 {
 		s.Tick(now, out)
 	}

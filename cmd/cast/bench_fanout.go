@@ -67,7 +67,7 @@ func runBenchFanout(args []string) error {
 		k := base
 		// The protocol's 1 s receiver timeout, which the row measures (the
 		// others use fanout's 10 s, which a loaded machine's stalls need).
-		k.Kill, k.KillAt, k.Down, k.ReceiverTimeout = 1, *n/3, 2*time.Second, time.Duration(protocol.DefaultReceiverTimeout)
+		k.Kill, k.KillAt, k.Down, k.ReceiverTimeout = 1, *n/3, 2*time.Second, protocol.DefaultReceiverTimeout
 		// A window of at most 0.2 s of records, so that min reaches the
 		// killed receiver's edge well before its 1 s timeout.
 		k.ReorderSlots = 4096

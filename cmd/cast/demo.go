@@ -39,7 +39,7 @@ func runDemo(args []string) error {
 	quiet := fs.Bool("q", false, "no progress line")
 	keyFile := fs.String("key-file", "", "authenticate every datagram of the stream with the keys in FILE (docs/auth.md)")
 	reorder := fs.Int("reorder", protocol.DefaultReorderSlots, "receiver reorder window, records (power of two); flow control keeps the sender within it")
-	debounce := fs.Duration("debounce", time.Duration(protocol.DefaultNakDebounce), "longest time between two NAKs of the same gap (the re-NAK delay follows the RTT below it)")
+	debounce := fs.Duration("debounce", protocol.DefaultNakDebounce, "longest time between two NAKs of the same gap (the re-NAK delay follows the RTT below it)")
 	limit := fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -136,7 +136,7 @@ func runDemo(args []string) error {
 	frame := *size + wire.HeaderSize
 	// Defaults throughout: the receiver's Status keeps the sender within
 	// its reorder window, and the re-NAK delay follows the RTT.
-	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: int64(*debounce)}
+	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: *debounce}
 	if *debounce == 0 {
 		rc.NakDebounce = -1 // every pump (a zero field would mean the default)
 	}

@@ -36,7 +36,7 @@ type rcvWatch struct {
 }
 
 func newFlowWatch(p *cast.Producer) *flowWatch {
-	return &flowWatch{p: p, rcv: map[uint64]*rcvWatch{}, timeout: time.Duration(protocol.DefaultReceiverTimeout)}
+	return &flowWatch{p: p, rcv: map[uint64]*rcvWatch{}, timeout: protocol.DefaultReceiverTimeout}
 }
 
 // get returns receiver info's entry, made on first sight. A new ID from

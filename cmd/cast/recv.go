@@ -438,10 +438,10 @@ type recvFlags struct {
 func (rf *recvFlags) add(fs *flag.FlagSet) {
 	d := protocol.DefaultReceiverConfig()
 	fs.IntVar(&rf.reorder, "reorder", d.ReorderSlots, "reorder window in records (power of two); the receiver's Status keeps a walcast sender within it")
-	fs.DurationVar(&rf.debounce, "debounce", time.Duration(d.NakDebounce), "longest time between two NAKs of the same gap (against a walcast sender the delay follows the RTT below it)")
+	fs.DurationVar(&rf.debounce, "debounce", d.NakDebounce, "longest time between two NAKs of the same gap (against a walcast sender the delay follows the RTT below it)")
 	fs.IntVar(&rf.maxFrame, "maxframe", d.MaxFrame, "largest frame in bytes (≥ the sender's); sets the reorder slot size")
 	fs.IntVar(&rf.retries, "retries", d.MaxNakRetries, "NAKs of one gap before the receiver gives up (faulted)")
-	fs.DurationVar(&rf.silence, "silence", time.Duration(d.HeartbeatInterval)*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
+	fs.DurationVar(&rf.silence, "silence", d.HeartbeatInterval*time.Duration(d.SilenceIntervals), "give up (faulted) on a sender silent this long while a gap is open; a multiple of the sender's 100 ms heartbeat interval")
 	fs.Uint64Var(&rf.id, "id", 0, "receiver id carried in Status (0: random); a sender's -flow tagged -tagged list names it")
 	fs.BoolVar(&rf.noStatus, "nostatus", false, "send no Status frames: NAKs only, the reference receiver's bytes (no flow control, fixed re-NAK timers)")
 }
@@ -456,7 +456,7 @@ func (rf *recvFlags) check() error {
 	if err := checkRange("retries", rf.retries, 1, 65534); err != nil {
 		return err
 	}
-	hb := time.Duration(protocol.DefaultHeartbeatInterval)
+	hb := protocol.DefaultHeartbeatInterval
 	if err := checkRange("silence", rf.silence, hb, time.Hour); err != nil {
 		return err
 	}
@@ -465,7 +465,7 @@ func (rf *recvFlags) check() error {
 
 func (rf *recvFlags) config() protocol.ReceiverConfig {
 	c := protocol.DefaultReceiverConfig()
-	c.ReorderSlots, c.NakDebounce, c.MaxFrame, c.ID = rf.reorder, int64(rf.debounce), rf.maxFrame, rf.id
+	c.ReorderSlots, c.NakDebounce, c.MaxFrame, c.ID = rf.reorder, rf.debounce, rf.maxFrame, rf.id
 	c.Start, c.StartNow = rf.start, rf.startNow
 	c.NoStatus = rf.noStatus
 	if rf.debounce == 0 {
@@ -475,7 +475,7 @@ func (rf *recvFlags) config() protocol.ReceiverConfig {
 		c.MaxNakRetries = rf.retries
 	}
 	if rf.silence > 0 {
-		c.SilenceIntervals = int((rf.silence + time.Duration(c.HeartbeatInterval) - 1) / time.Duration(c.HeartbeatInterval))
+		c.SilenceIntervals = int((rf.silence + c.HeartbeatInterval - 1) / c.HeartbeatInterval)
 	}
 	return c
 }

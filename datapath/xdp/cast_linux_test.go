@@ -46,7 +46,7 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	const maxFrame = 256
 	sc := protocol.DefaultSenderConfig()
 	sc.MaxFrame = maxFrame
-	sc.ReceiverTimeout = int64(stallBudget) // see the receiver's budgets below
+	sc.ReceiverTimeout = stallBudget // see the receiver's budgets below
 	snd, err := protocol.NewSender(sc, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -59,8 +59,8 @@ func castRun(t *testing.T, n int, loss float64, rate float64, rxFrames int) {
 	// silence at load 10), which a dead sender cannot be told from. The
 	// protocol's own budgets (24 NAKs, 1 s of silence) are tested exactly
 	// on the virtual clock; here a repair may take up to stallBudget.
-	rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/rc.NakDebounce))
-	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/rc.HeartbeatInterval))
+	rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/int64(rc.NakDebounce)))
+	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/int64(rc.HeartbeatInterval)))
 	rcv, err := protocol.NewReceiver(rc)
 	if err != nil {
 		t.Fatal(err)

@@ -152,7 +152,7 @@ func TestFlowTailProbe(t *testing.T) {
 				payload = make([]byte, 128)
 			)
 			produced := 0
-			far := int64(time.Hour)
+			far := time.Hour
 			r := startFlow(t, flowOpts{kind: kind,
 				sender:    func(c *protocol.SenderConfig) { c.HeartbeatInterval, c.RTTProbeInterval = far, far },
 				startLoss: true, // and no loss until the warm-up below is delivered
@@ -261,7 +261,7 @@ func TestFlowReceiverGone(t *testing.T) {
 			var produced atomic.Int64
 			var refused atomic.Int64
 			r := startFlow(t, flowOpts{kind: kind,
-				sender: func(c *protocol.SenderConfig) { c.ReceiverTimeout = int64(timeout) },
+				sender: func(c *protocol.SenderConfig) { c.ReceiverTimeout = timeout },
 				onPoll: func(l *cast.Loop, now int64) {
 					for range 64 {
 						binary.LittleEndian.PutUint64(payload[8:], uint64(produced.Load()))

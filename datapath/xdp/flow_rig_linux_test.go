@@ -120,7 +120,7 @@ func startFlow(t *testing.T, o flowOpts) *flowRun {
 	// The sender does not release a receiver that a loaded machine
 	// starved for less than the stall budget (the release itself is
 	// TestFlowReceiverGone's subject, and exact on the virtual clock).
-	sc.ReceiverTimeout = int64(stallBudget)
+	sc.ReceiverTimeout = stallBudget
 	if o.sender != nil {
 		o.sender(&sc)
 	}
@@ -131,8 +131,8 @@ func startFlow(t *testing.T, o flowOpts) *flowRun {
 	rc := protocol.DefaultReceiverConfig()
 	// As in castRun: the protocol's own budgets are tested on the virtual
 	// clock; here a repair may take up to stallBudget.
-	rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/rc.NakDebounce))
-	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/rc.HeartbeatInterval))
+	rc.MaxNakRetries = max(rc.MaxNakRetries, int(int64(stallBudget)/int64(rc.NakDebounce)))
+	rc.SilenceIntervals = max(rc.SilenceIntervals, int(int64(stallBudget)/int64(rc.HeartbeatInterval)))
 	if o.receiver != nil {
 		o.receiver(&rc)
 	}

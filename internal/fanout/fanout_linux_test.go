@@ -75,7 +75,7 @@ func TestFanoutKillRestart(t *testing.T) {
 			c := DefaultConfig()
 			c.Receivers, c.Records, c.Rate = 3, 60_000, 20_000
 			c.WAL, c.Kill, c.KillAt, c.Down, c.Policy = true, 1, 10_000, 2*time.Second, pol
-			c.ReceiverTimeout = time.Duration(protocol.DefaultReceiverTimeout) // dropped within Down
+			c.ReceiverTimeout = protocol.DefaultReceiverTimeout // dropped within Down
 			if pol == protocol.FlowMin {
 				// A 4096-record window is 0.2 s at 20 000 rec/s: the sender
 				// reaches the dead receiver's edge long before the 1 s

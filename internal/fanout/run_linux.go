@@ -269,9 +269,9 @@ func (r *run) setup() error {
 func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverConfig {
 	rc := protocol.DefaultReceiverConfig()
 	rc.Sender, rc.ID = nakTo, id
-	rc.NakDebounce = int64(5 * time.Millisecond)
+	rc.NakDebounce = 5 * time.Millisecond
 	if r.cfg.NakDebounce > 0 {
-		rc.NakDebounce = int64(r.cfg.NakDebounce)
+		rc.NakDebounce = r.cfg.NakDebounce
 	}
 	rc.ReorderSlots = 32768
 	if r.cfg.ReorderSlots > 0 {
@@ -285,7 +285,7 @@ func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverC
 	if r.cfg.Silence > 0 {
 		silence = r.cfg.Silence
 	}
-	rc.SilenceIntervals = int(max(silence/time.Duration(rc.HeartbeatInterval), 1))
+	rc.SilenceIntervals = int(max(silence/rc.HeartbeatInterval, 1))
 	return rc
 }
 
@@ -349,9 +349,9 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	sc.AcceptAnyNakSource = r.cfg.Mode == Multicast
 	sc.MaxReceivers = max(sc.MaxReceivers, r.cfg.Receivers)
 	sc.FlowPolicy, sc.Tagged = r.cfg.Policy, r.cfg.Tagged
-	sc.ReceiverTimeout = int64(10 * time.Second)
+	sc.ReceiverTimeout = 10 * time.Second
 	if r.cfg.ReceiverTimeout > 0 {
-		sc.ReceiverTimeout = int64(r.cfg.ReceiverTimeout)
+		sc.ReceiverTimeout = r.cfg.ReceiverTimeout
 	}
 	snd, err := protocol.NewSender(sc, log)
 	if err != nil {

@@ -59,8 +59,8 @@ func receiverConfig(bc Config) protocol.ReceiverConfig {
 	rc.ReorderSlots = senderConfig().RingSlots
 	if bc.Tolerate {
 		stall := int64(bc.stall())
-		rc.MaxNakRetries = max(rc.MaxNakRetries, int(stall/rc.NakDebounce))
-		rc.SilenceIntervals = max(rc.SilenceIntervals, int(stall/rc.HeartbeatInterval))
+		rc.MaxNakRetries = max(rc.MaxNakRetries, int(stall/int64(rc.NakDebounce)))
+		rc.SilenceIntervals = max(rc.SilenceIntervals, int(stall/int64(rc.HeartbeatInterval)))
 	}
 	return rc
 }
