@@ -202,8 +202,8 @@ const (
 	Backoff
 	// Park blocks on Go's netpoller until the socket is readable (the
 	// loop calls the datapath's RecvWait instead of Idle): for hosts with
-	// no spare core. Measured on this VM: pinned spinning raw UDP p50 ≈
-	// 10-12 µs, p99 ≈ 70 µs; parked goroutines p50 ≈ 18 µs, p99 ≈ 30 µs.
+	// no spare core. It trades some round-trip latency for the CPU
+	// (docs/datapath.md gives both modes' figures).
 	Park
 )
 

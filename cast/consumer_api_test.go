@@ -256,8 +256,8 @@ func recvCfg(slots int) (c protocol.ReceiverConfig) {
 
 // TestConsumerStopDuringCatchUp: deliver returning ErrStop during the
 // catch-up before going live ends Run there: nil error, the tip file at
-// the stopping record, no Live event and no NAK (it used to start the
-// loop anyway, with a receiver that NAKed the whole stream).
+// the stopping record, no Live event and no NAK (a loop started anyway
+// would NAK the whole stream).
 func TestConsumerStopDuringCatchUp(t *testing.T) {
 	dir := t.TempDir()
 	c, err := NewConsumer(ConsumerConfig{Local: loopback, NoCatchUp: true})

@@ -96,11 +96,9 @@ func (o *outageRig) finish(t *testing.T) ConsumerStats {
 // the test fixes it: the link returns with the first record after the
 // gap (lightAfter), and the consumer reads the records sent after the
 // outage in full batches (holdInput), so OverrunEvidence of them arrive
-// back to back. (The test used to light the link and then send: about
-// once in 10–15 runs on a loaded machine a heartbeat got in first and
-// the consumer repaired the gap over UDP instead — the path of
-// TestConsumerOutageHeardFirst — and the test timed out waiting for an
-// escalation.)
+// back to back. (Were the link lit before the send, a heartbeat could
+// get in first on a loaded machine and the consumer would repair the gap
+// over UDP instead — the path of TestConsumerOutageHeardFirst.)
 func TestConsumerOutage(t *testing.T) {
 	o := newOutageRig(t)
 	r, c := o.r, o.c

@@ -34,8 +34,8 @@ func TestLoopScenarios(t *testing.T) {
 		{name: "loss+dup+coalesce", o: rigOpts{n: 10000, recvDrop: 1, dup: 2, coalesce: true, rate: 20000}, wantNaks: true, wantDups: true},
 		// Unpaced: the producer sends bursts of 64 per poll, so by the time a
 		// NAK arrives the 16-slot ring has moved on and the repair must come
-		// from the WAL. (Paced at 5 000 rec/s, a quiet machine answered every
-		// NAK from the ring before 16 more records were sent.)
+		// from the WAL. (Paced, the ring can answer every NAK before 16
+		// more records are sent.)
 		{name: "cold-from-wal", o: rigOpts{n: 5000, recvDrop: 2, withWAL: true, ringSlots: 16, debounce: 50 * time.Millisecond}, wantNaks: true},
 		{name: "park", o: rigOpts{n: 5000, recvDrop: 2, idle: affinity.Park, rate: 20000}, wantNaks: true},
 	}

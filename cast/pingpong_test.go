@@ -156,8 +156,9 @@ func (pp *vPingPong) run(stall time.Duration) {
 // waited for an idle iteration that never came, so the peer's window
 // closed on stale news: the benchmark stalled, its echo dropping the
 // refused reply); and loops descheduled at random. Also with NoFlowControl
-// on both Senders (the reference's behaviour: it used to keep the initial
-// window, held for InitialWait at record 2049 since no Status can end it).
+// on both Senders (the reference's behaviour: no initial window either,
+// which no Status could end and so would hold for InitialWait at record
+// 2049).
 func TestLoopPingPongBeyondWindow(t *testing.T) {
 	type sched struct {
 		name  string

@@ -54,7 +54,7 @@ func countData(t testing.TB, end *mem.End) int {
 
 // TestProducerCloseDrains publishes a random number of records and
 // closes at once, 1,000 times: every record Publish accepted has been
-// sent when Close returns (the loop used to stop with the queue full).
+// sent when Close returns (the loop must not stop with records queued).
 func TestProducerCloseDrains(t *testing.T) {
 	cycles := closeCycles()
 	rng := rand.New(rand.NewPCG(1, 2))

@@ -45,8 +45,8 @@ func senderVerdicts(t *testing.T) []bool {
 // does, at once (a reserved type fails before the call returns, with an
 // error matching wire.ErrReserved), and a refused record never faults
 // them: good records published afterwards are sent and Flush succeeds.
-// A producer that took a reserved type it only refused on its loop
-// thread used to fail every later Publish and Flush.
+// A producer that took a reserved type and refused it only on its loop
+// thread would fail every later Publish and Flush.
 func TestPublishReservedTypes(t *testing.T) {
 	refused := senderVerdicts(t)
 	payload := make([]byte, 64)

@@ -74,7 +74,7 @@ func independentWAL(t *testing.T, n int) string {
 	return root
 }
 
-// TestReplayEndsAtDamage (issue 16 item 5): an independent WAL of 3 000
+// TestReplayEndsAtDamage: an independent WAL of 3 000
 // records with seq 1 500 corrupt in a sealed segment. A client asking from
 // 1 gets every record before the damage (the server flushes what it
 // counted as sent), then an explicit error naming seq 1 500 — once, not a
@@ -199,10 +199,10 @@ func rawReplay(t *testing.T, addr string, from uint64, flags uint32) ([]uint64, 
 	}
 }
 
-// TestReplayActiveDamageWithLiveWriter (issue 16 item 4): a byte flipped
-// in a durable record of the active segment while the writer keeps
-// appending after it. Before, the server sent CaughtUp at the damage and
-// keepalives forever; now the client gets every record before it and an
+// TestReplayActiveDamageWithLiveWriter: a byte flipped in a durable
+// record of the active segment while the writer keeps appending after it.
+// The server must not send CaughtUp at the damage and keepalives forever:
+// the client gets every record before it and an
 // error naming the seq, from a server in the writer's process and from one
 // following the directory.
 func TestReplayActiveDamageWithLiveWriter(t *testing.T) {
@@ -241,7 +241,7 @@ func TestReplayActiveDamageWithLiveWriter(t *testing.T) {
 	}
 }
 
-// TestOneBadStreamDoesNotStopTheOthers (issue 16 item 5): a server with two
+// TestOneBadStreamDoesNotStopTheOthers: a server with two
 // directory streams, one missing a middle segment: the good one is served
 // in full, the bad one up to the gap and then told where it breaks.
 func TestOneBadStreamDoesNotStopTheOthers(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 )
 
 // TestZeroConfigIsDefault: a zero field means its default; a negative
-// one asks for what zero used to mean.
+// one means "none" (no timeout, no cap).
 func TestZeroConfigIsDefault(t *testing.T) {
 	if got, want := (ServerConfig{}).withDefaults(), DefaultServerConfig(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("zero server config %+v, want %+v", got, want)

@@ -13,7 +13,7 @@ import (
 
 // TestServerMutualTLSByDefault: a server whose TLS config does not verify
 // client certificates is refused unless AnyClient says so explicitly, and
-// AnyClient then serves a client without a certificate (issue 16 item 10).
+// AnyClient then serves a client without a certificate.
 func TestServerMutualTLSByDefault(t *testing.T) {
 	src := newMemSource(1, 1, 64)
 	src.AppendFlush(5)
@@ -89,7 +89,7 @@ func readFrame(t *testing.T, c net.Conn) (wire.Header, []byte) {
 }
 
 // TestCaughtUpBeyondTip: a request beyond the tip gets CaughtUp with
-// live_seq = the tip, a seq that exists, not from−1 (issue 16 item 11);
+// live_seq = the tip, a seq that exists, not from−1;
 // within the stream, live_seq stays the last seq sent.
 func TestCaughtUpBeyondTip(t *testing.T) {
 	src := newMemSource(1, 1, 64)
@@ -121,8 +121,7 @@ func TestCaughtUpBeyondTip(t *testing.T) {
 
 // TestSlowReadersMemoryReturned: connections that request a large history
 // and never read hold at most their two buffers each, and every byte is
-// given back when they close (issue 16 item 10: 1 100 slow readers held
-// 996 MB, still held after they all closed).
+// given back when they close (not left to the garbage collector).
 func TestSlowReadersMemoryReturned(t *testing.T) {
 	const conns = 40
 	dir := t.TempDir()

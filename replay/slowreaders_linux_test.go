@@ -30,8 +30,7 @@ func rssBytes(tb testing.TB) int64 {
 }
 
 // BenchmarkSlowReaders measures what 1 000 slow TLS readers cost the
-// replay server's process (issue 16 item 10: 1 100 held 996 MB, still
-// held after they all closed): its RSS with them connected (each asked
+// replay server's process (docs/replay.md): its RSS with them connected (each asked
 // for a 20 MB history and reads nothing) and 5 s after they all closed,
 // without forcing a GC, over the RSS before. The readers are another
 // process. Run it under the bench lock:

@@ -17,8 +17,8 @@ import (
 // history through [wal.OpenReader] (which seeks by the seq index and then
 // reads sequentially through the page cache) and the live tail woken by
 // [wal.Writer.WaitDurable] on every flush. (A cursor over
-// wal.Writer.ReadRange — O_DIRECT runs — was measured too: it was 1.5–3×
-// slower for full catch-ups on this VM, as every read goes to the disk.)
+// wal.Writer.ReadRange — O_DIRECT runs — is slower for full catch-ups,
+// as every read goes to the disk.)
 type WriterSource struct {
 	w      *wal.Writer
 	dir    string

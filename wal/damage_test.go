@@ -52,8 +52,8 @@ func damagedLog(t *testing.T) (Config, []SegmentFile) {
 	return c, files
 }
 
-// TestDamageRefusedNamedAndRepaired: each kind of damage of issue 16
-// (items 4–7): Open refuses to extend the log with an error naming the
+// TestDamageRefusedNamedAndRepaired: each kind of damage (a torn or
+// flipped record, a missing segment, a bad index): Open refuses to extend the log with an error naming the
 // segment, offset and seq, and changes nothing on disk; Verify lists it
 // and sees past it; Repair takes it out (Skip markers for the lost seqs,
 // originals in the quarantine) and the log verifies, reads back and takes
@@ -208,7 +208,7 @@ func firstSeq(t *testing.T, path string) uint64 {
 	return first
 }
 
-// TestDirectoryTidiness (issue 16 item 7): an index left without its
+// TestDirectoryTidiness: an index left without its
 // segment (a kill during pruning) is removed by Open and reported; *.wal
 // files that are not this stream's segments are reported by Open and by
 // Verify; pruning removes the index before the segment.
@@ -251,7 +251,7 @@ func TestDirectoryTidiness(t *testing.T) {
 	}
 }
 
-// TestReaderStopsAtDamage (issue 16 item 4): a Reader following a log hands
+// TestReaderStopsAtDamage: a Reader following a log hands
 // over every record before a damaged one and then reports the damage with
 // its seq — in a sealed segment and in the active one, where a bad frame
 // the writer has indexed is damage, not a record still being written.

@@ -10,8 +10,7 @@ import (
 var ErrConfig = cfgerr.Sentinel("wal")
 
 // withDefaults returns c with every zero field set to its default
-// (DefaultConfig shows them). Retention < 0 keeps every segment (zero
-// used to mean that).
+// (DefaultConfig shows them). Retention < 0 keeps every segment.
 func (c Config) withDefaults() Config {
 	d := DefaultConfig(c.Dir)
 	c.SegmentSize = defaults.Or(c.SegmentSize, d.SegmentSize)

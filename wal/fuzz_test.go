@@ -13,7 +13,7 @@ import (
 // The fuzz targets run the scanners in memory (a bytes.Reader is the
 // segment) and recovery on tmpfs with syncs turned off: each exec costs
 // microseconds, not a directory, a file, an fdatasync and a megabyte of
-// buffers (issue 16 item 13: they ran 40–80 execs/s before).
+// buffers (docs/wal.md gives the executions per run).
 
 // seedSegment returns the bytes of a small valid active segment.
 func seedSegment(f *testing.F) []byte {

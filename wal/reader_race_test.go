@@ -51,7 +51,7 @@ func openRacing(t *testing.T, c Config, from uint64, hook func()) *Reader {
 // The writer seals the active segment and starts the next one between the
 // reader's directory listing and its open of "the active file": the file
 // opened starts after the seq the reader wants. The reader lists again and
-// reads the sealed segment first (it used to report a missing segment).
+// reads the sealed segment first instead of reporting a missing one.
 func TestReaderActiveRotatedAfterListing(t *testing.T) {
 	c := testConfig(t)
 	w := openT(t, c)

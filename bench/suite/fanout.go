@@ -30,7 +30,7 @@ type fanoutRow struct {
 	errs []error
 }
 
-// runFanout runs the fan-out workload (issue 15): one producer and N
+// runFanout runs the fan-out workload: one producer and N
 // consumers in network namespaces on one bridge, independent loss on the
 // way to each. Rows, interleaved Repeat times: casting-unicast-1 (one
 // receiver, the latency floor of the ratio), casting-multicast-N,

@@ -46,7 +46,7 @@ func Goals(r *report.Report) []report.Goal {
 		notMeasured(g1, "no casting-udp/datapath and floor-loop rtt rows from the same run")
 	}
 
-	// Acceptance of issue 14: at 144 B against the slower of the network
+	// The throughput goal: at 144 B against the slower of the network
 	// and the WAL alone; at 1443 B against the slower of the network and
 	// raw O_DIRECT writes of the same bytes.
 	g2 := "casting-mmsg + WAL ≥ 0.75× min(floor-gso-gro, wal-alone) at 144 B and ≥ 0.75× min(floor-gso-gro, floor-odirect) at 1443 B"

@@ -16,7 +16,7 @@ func init() {
 }
 
 func benchLatency(args []string) error {
-	fs := newFlagSet("bench latency", "[flags]", `One-way send→deliver latency on loopback (issue 11's acceptance set-up): the
+	fs := newFlagSet("bench latency", "[flags]", `One-way send→deliver latency on loopback (the latency goals' set-up): the
 sender and the receiver are each one casting loop on one pinned spinning
 thread (-pin), the producer runs inside the sender's loop (OnPoll) and the
 consumer inside the receiver's (OnRecord): no other threads, no rings. Both
@@ -261,7 +261,7 @@ func gapRepair(gap, burst, floor benchkit.Row) (gapCost, bool) {
 	return g, true
 }
 
-// printLatencyTargets prints issue 11's latency targets against each
+// printLatencyTargets prints the latency targets against each
 // run's rows and returns how many target × run pairs were missed.
 func printLatencyTargets(w io.Writer, order []int, byRun map[int]*latencyRun) int {
 	const ms = 1e6
@@ -313,7 +313,7 @@ func printLatencyTargets(w io.Writer, order []int, byRun map[int]*latencyRun) in
 				g.x50 <= 3 && g.x99 <= 3, true
 		}},
 	}
-	fmt.Fprintln(w, "\ntargets (issue 11), per run:")
+	fmt.Fprintln(w, "\ntargets, per run:")
 	missed := 0
 	for _, t := range targets {
 		met, n := 0, 0

@@ -1,14 +1,14 @@
 package main
 
-// The crash loop of issue 16 item 1: `cast send -wal DIR` runs as a
+// A crash loop: `cast send -wal DIR` runs as a
 // separate process and is killed with SIGKILL again and again, unpaced
 // and paced, while a cast.Consumer follows it over UDP (with 0.5 % loss)
 // and catches up over TCP replay from the same WAL directory. At the end
 // every record the consumer kept must be the log's record, byte for byte
 // (CRC), and every seq it delivered that the log does not have must be
-// named by a Skip event. Before the seq reservation, the restarted sender
-// reissued such seqs with other content and the consumer kept the old
-// content without a word.
+// named by a Skip event: a restarted sender that reissued such seqs with
+// other content would leave the consumer holding the old content without
+// a word.
 
 import (
 	"context"

@@ -93,8 +93,8 @@ func TestWriteEventFields(t *testing.T) {
 // record, ended the last, caught_up the records it brought. It returns
 // the events seen by name.
 //
-// TestCLIRecvJSONPeerSilent is the case that once printed
-// "last_delivered":0 after 50 000 records.
+// TestCLIRecvJSONPeerSilent checks peer_silent after 50 000 records: its
+// last_delivered is the tip, not the loop's 0.
 func checkJSONTruth(t *testing.T, out string) map[string]int {
 	t.Helper()
 	seen := map[string]int{}

@@ -107,7 +107,7 @@ func crossProcess(tb testing.TB, n int, recvArgs, sendArgs []string) flowRun {
 }
 
 // TestCLIFlowLoss: default flags deliver everything in order through 30 %
-// loss, with neither side needing more than its defaults (issue 11).
+// loss, with neither side needing more than its defaults.
 func TestCLIFlowLoss(t *testing.T) {
 	for _, drop := range []string{"1", "30"} {
 		t.Run("drop"+drop, func(t *testing.T) {

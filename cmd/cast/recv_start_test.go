@@ -1,7 +1,7 @@
 package main
 
-// The receiver's explicit start and how `cast recv` learns its peer
-// (issue 16 items 2 and 3), over real sockets and real processes.
+// The receiver's explicit start and how `cast recv` learns its peer,
+// over real sockets and real processes.
 
 import (
 	"context"
@@ -21,16 +21,16 @@ import (
 	"github.com/walcast/walcast/datapath/udp"
 )
 
-// TestCLIRecvStartsAtSeq1UnderLoss is the issue's reproduction: `cast recv
-// -peer … -drop 30` against `cast send -n 2000 -rate 20000` began at seq 2
-// or 4 in 7 of 20 runs, with seqs 1..k never delivered nor reported. Now
-// the receiver expects seq 1 from the outset and NAKs what it misses.
+// TestCLIRecvStartsAtSeq1UnderLoss: `cast recv -peer … -drop 30` against
+// `cast send -n 2000 -rate 20000` delivers from seq 1, never from the
+// first seq that happened to get through: the receiver expects seq 1
+// from the outset and NAKs what it misses.
 //
-// The same runs check `cast send`'s verdict (issue 13): it once said "the
-// receiver went away while it was still asking for repairs" (exit 3) in 3
-// of 3 runs of this pair, because the receiver NAKed up to its last record
-// and then exited having everything. The sender now takes the receiver's
-// own word (its Status: every record delivered) and exits 0, by itself.
+// The same runs check `cast send`'s verdict: a receiver that NAKed up to
+// its last record and then exited having everything is not one that
+// "went away while it was still asking for repairs". The sender takes the
+// receiver's own word (its Status: every record delivered) and exits 0,
+// by itself.
 func TestCLIRecvStartsAtSeq1UnderLoss(t *testing.T) {
 	runs := 20
 	if raceEnabled {

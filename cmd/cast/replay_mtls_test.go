@@ -10,7 +10,7 @@ import (
 )
 
 // TestCLIReplayMutualTLS: the `cast certs` flow makes mutual TLS the
-// default (issue 16 item 10). serve without the clients' CA refuses to
+// default. serve without the clients' CA refuses to
 // start; with the files `cast certs` wrote, serve admits only clients with
 // a certificate from that CA and tail presents the one written beside it;
 // -any-client is the explicit opt-out.

@@ -2,7 +2,7 @@
 
 package main
 
-// The CLI side of issue 16 items 4–8, each as a real process: a damaged
+// The CLI side of the WAL's damage handling, each as a real process: a damaged
 // WAL is refused by `cast send` with the place named and is left as it
 // was; `cast wal stat|verify|repair` find, show and take out the damage;
 // `cast wal verify` of an unreadable directory says so; `cast replay

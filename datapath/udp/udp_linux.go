@@ -25,7 +25,7 @@ type Path struct {
 	// single: the last Recv that drained to EAGAIN had found at most one
 	// datagram (light traffic), so the next returns right after its first
 	// datagram instead of paying one more recvfrom to learn that nothing
-	// follows (≈ 0.4 µs of a round trip on this VM). It reads until EAGAIN
+	// follows (a syscall's worth of every round trip). It reads until EAGAIN
 	// again the call after, so a burst is still drained in batches.
 	single bool
 }

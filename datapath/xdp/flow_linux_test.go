@@ -15,7 +15,7 @@ import (
 	"github.com/walcast/walcast/datapath"
 )
 
-// Flow control (docs/protocol.md, issue 11) over real sockets between two
+// Flow control (docs/protocol.md) over real sockets between two
 // network namespaces, on AF_XDP and on the kernel datapaths (udp, mmsg),
 // with loss from the same BPF impair program at each end's XDP hook: for
 // AF_XDP embedded in the end's redirect program, for the kernel paths

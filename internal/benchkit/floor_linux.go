@@ -117,8 +117,9 @@ func rawRecv(fd int, p []byte) (int, unix.Errno) {
 //
 // A blocking recvfrom is not the park floor on a VM: a thread asleep in
 // the kernel leaves its vCPU idle, and waking a halted vCPU costs the
-// host's scheduling (p50 142 µs here, 2026-12-01, against 20 µs parked on
-// the netpoller, which spins briefly before it sleeps).
+// host's scheduling, many times what a goroutine parked on the
+// netpoller, which spins briefly before it sleeps, takes (docs/bench.md,
+// "The floors").
 func RTTFloor(c RTTConfig) (Row, error) {
 	if err := c.Validate(); err != nil {
 		return Row{}, err

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// OneWayConfig configures the one-way latency runs of issue 11: two
+// OneWayConfig configures the one-way latency runs: two
 // casting loops on loopback, each a single pinned spinning thread, the
 // producer running inside the sender's loop (OnPoll) and the consumer
 // inside the receiver's (OnRecord), no rings between threads. Both sides

@@ -1,7 +1,6 @@
 // Package defaults holds the two rules by which every walcast config
 // struct maps its zero fields to defaults: Or (zero means the default)
-// and Off (zero means the default, a negative value means "none", the
-// setting zero used to stand for). It is a leaf: it imports nothing.
+// and Off (zero means the default, a negative value means "none"). It is a leaf: it imports nothing.
 package defaults
 
 // Number is a field type the rules apply to.

@@ -1,7 +1,7 @@
 // Package fanout runs one casting sender and N receivers, each in its own
 // network namespace on one Linux bridge (internal/netns LAN), with
 // independent loss injected in the kernel on the way to every receiver
-// (the tc-BPF impair program on its bridge port's egress), and measures what the acceptance of issue 15 asks:
+// (the tc-BPF impair program on its bridge port's egress), and measures what the fan-out goals ask:
 // every record delivered once and in order at every receiver, datagrams
 // on the wire per record, NAK frames per lost-record event, repair
 // datagrams per lost seq, one-way latency per receiver, and a receiver
