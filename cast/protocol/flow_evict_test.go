@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wire"
@@ -102,5 +103,74 @@ func TestFlowForgedFloodNoLockout(t *testing.T) {
 	// The real receivers still steer flow control: their window holds.
 	if e, l := s.Limit(); !l || e > 110+100 {
 		t.Fatalf("limit %d %v", e, l)
+	}
+}
+
+// A real receiver whose round trip spans many sender ticks still proves
+// itself while forged Status frames from new ids and addresses arrive
+// every tick, each of which makes a probe due: the sender keeps every
+// probe younger than a heartbeat interval, so the real receiver's echo
+// of the probe it was sent on joining is recognised, and the flood that
+// follows cannot evict it.
+func TestFlowForgedFloodSlowEcho(t *testing.T) {
+	cfg := senderCfg()
+	cfg.AcceptAnyNakSource = true
+	cfg.MaxReceivers = 4
+	s, out := newTestSender(t, cfg, newFakeLog(1))
+	sendN(t, s, out, 10)
+	now := int64(1_000_000)
+	serial := map[uint64]uint32{}
+	status := func(id uint64, from netip.AddrPort, echo uint64) {
+		serial[id]++
+		b := make([]byte, wire.ControlFrameSize)
+		wire.PutStatusFrame(b, wire.Status{Delivered: 10, Highest: 10, ReceiverID: id, Window: 100,
+			Serial: serial[id], Flags: wire.StatusSynced, EchoTS: echo})
+		s.Handle(b, from, now, out)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	probes := 0
+	// tick runs one sender tick of 100 µs with one forged join in it.
+	tick := func() {
+		from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 66, byte(rng.IntN(256)), byte(rng.IntN(256))}), uint16(rng.IntN(65536)))
+		status(1000+rng.Uint64N(1<<40), from, uint64(now-rng.Int64N(now)))
+		now += 100_000
+		s.Tick(now, out)
+		probes += len(probeTSs(out))
+	}
+	real := netipPort(1)
+	status(1, real, 0)
+	now += 100_000
+	s.Tick(now, out)
+	ts := probeTSs(out)
+	if len(ts) != 1 {
+		t.Fatalf("%d probes after the real receiver joined, want 1", len(ts))
+	}
+	for range 40 { // the echo is 40 ticks on its way
+		tick()
+	}
+	if probes < 17 {
+		t.Fatalf("the flood made only %d probes due: the test does not push the join probe out of a 16-entry memory", probes)
+	}
+	status(1, real, ts[0])
+	for range 2000 {
+		tick()
+		// The real receiver's regular Status, without a new echo.
+		if rng.IntN(50) == 0 {
+			status(1, real, 0)
+		}
+	}
+	rs := make([]ReceiverInfo, 8)
+	found := false
+	for _, r := range rs[:s.Receivers(rs)] {
+		found = found || r.ID == 1
+	}
+	if !found {
+		t.Fatal("the real receiver was evicted by the flood: its slow echo did not prove it")
+	}
+	// The flood cannot make the sender probe faster than its memory
+	// allows: at most probeRing per heartbeat interval, plus the idle heartbeats.
+	span := time.Duration(2040 * 100_000)
+	if limit := int(span/cfg.HeartbeatInterval+1) * (probeRing + 1); probes > limit {
+		t.Fatalf("%d probes in %v, want at most %d", probes, span, limit)
 	}
 }

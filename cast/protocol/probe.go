@@ -1,5 +1,7 @@
 package protocol
 
+import "math"
+
 // prober decides when a heartbeat goes out in the probe form on its own
 // (not on the idle timer) while receivers are negotiated, and keeps the
 // sender's RTT estimate over every receiver's echoes: a probe at once
@@ -23,12 +25,23 @@ type prober struct {
 	floor, interval, hbEvery int64 // ProbeFloor, RTTProbeInterval, HeartbeatInterval
 	stats                    *SenderStats
 
-	// sent are the timestamps of the last probes sent (a ring): an echo
-	// of one of them proves that a receiver reads this sender's probes,
-	// which a blind forger cannot (see flowController.slotFor).
-	sent  [16]int64
+	// sent are the timestamps of the last probes sent (a ring, oldest at
+	// sentI): an echo of one of them proves that a receiver reads this
+	// sender's probes, which a blind forger cannot (see
+	// flowController.slotFor). A probe younger than the heartbeat
+	// interval is never overwritten: while the ring holds only such
+	// probes, heartbeats go out in the plain form and due probes wait
+	// (room). Forged joins, NAKs and Status frames can each make a probe
+	// due, so without this bound a flood would push a real receiver's
+	// probe out of the ring before its echo came back, and it could
+	// never prove itself.
+	sent  [probeRing]int64
 	sentI int
 }
+
+// probeRing is how many probe timestamps the sender remembers: at most
+// probeRing probes per heartbeat interval go out in the probe form.
+const probeRing = 64
 
 // probeKind says why a probe is due.
 type probeKind uint8
@@ -45,7 +58,7 @@ const (
 const ptoUnknown = 10_000_000
 
 func newProber(cfg *SenderConfig, stats *SenderStats) prober {
-	return prober{
+	p := prober{
 		lastData:  never,
 		lastProbe: never,
 		floor:     int64(cfg.ProbeFloor),
@@ -53,7 +66,18 @@ func newProber(cfg *SenderConfig, stats *SenderStats) prober {
 		hbEvery:   int64(cfg.HeartbeatInterval),
 		stats:     stats,
 	}
+	for i := range p.sent {
+		p.sent[i] = never
+	}
+	return p
 }
+
+// roomAt is the earliest time a heartbeat may go out in the probe form:
+// when the oldest remembered probe is a heartbeat interval old.
+func (p *prober) roomAt() int64 { return p.sent[p.sentI] + p.hbEvery }
+
+// room reports whether a heartbeat at now may go out in the probe form.
+func (p *prober) room(now int64) bool { return now >= p.roomAt() }
 
 // RTT returns the sender's estimate over every receiver's echoes.
 func (s *Sender) RTT() RTT { return s.probe.rtt }
@@ -88,6 +112,8 @@ func (p *prober) heard(n statusNews) {
 // receiver has not reported the highest seq sent.
 func (p *prober) due(now int64, uncovered bool) probeKind {
 	switch {
+	case !p.room(now):
+		return noProbe
 	case p.owed:
 		return owedProbe
 	case uncovered && now-p.lastData >= p.pto() && now >= p.probeAt:
@@ -133,13 +159,18 @@ func (p *prober) sentDue(k probeKind, now int64) {
 	}
 }
 
-// deadline lowers d to the next tail or RTT probe.
+// deadline lowers d to the next owed, tail or RTT probe, none before
+// there is room for it.
 func (p *prober) deadline(d int64, uncovered bool) int64 {
+	next := d
+	if p.owed {
+		next = math.MinInt64
+	}
 	if uncovered {
-		d = min(d, max(p.lastData+p.pto(), p.probeAt))
+		next = min(next, max(p.lastData+p.pto(), p.probeAt))
 	}
 	if p.lastData > p.lastProbe {
-		d = min(d, p.lastProbe+p.interval)
+		next = min(next, p.lastProbe+p.interval)
 	}
-	return d
+	return min(d, max(next, p.roomAt()))
 }

@@ -303,7 +303,7 @@ func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 		return false
 	}
 	var n int
-	if s.fc.active > 0 {
+	if s.fc.active > 0 && s.probe.room(now) {
 		n = wire.PutProbeFrame(buf, wire.Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
 			SRTT: sat32(s.probe.rtt.SRTT()), RTTVar: sat32(s.probe.rtt.RTTVar())})
 		s.probe.sentProbe(now)
@@ -406,7 +406,7 @@ func sameAddr(a, b netip.AddrPort) bool {
 // (math.MinInt64) when retransmits wait for batch room. The loop may tick
 // earlier; ticking later only delays those.
 func (s *Sender) Deadline() int64 {
-	if s.retx.pending() || !s.timerInit || s.probe.owed {
+	if s.retx.pending() || !s.timerInit {
 		return math.MinInt64
 	}
 	d := s.lastSend + int64(s.cfg.HeartbeatInterval)
