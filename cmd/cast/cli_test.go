@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/counters/counterstest"
 	"github.com/walcast/walcast/internal/childproc"
 )
 
@@ -24,7 +25,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stderr))
 	}
-	os.Exit(m.Run())
+	// The children inherit WALCAST_COUNTERS: a directory of this run's own.
+	os.Exit(counterstest.Main(m))
 }
 
 // hangBudget is how long any child may take before the test calls it

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/counters/counterstest"
 	"github.com/walcast/walcast/internal/childproc"
 )
 
@@ -16,7 +17,7 @@ func TestMain(m *testing.M) {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(counterstest.Main(m))
 }
 
 // Ctrl-C ends the suite after the running workload: the report of what
