@@ -233,15 +233,15 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 // read from the same source, with that source: the producer. Until then
 // nothing is delivered, and nothing from elsewhere is kept.
 func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, error) {
-	var open func([]byte) (int, error) // with keys: only an authenticated datagram names the producer
+	var open func([]byte, netip.AddrPort) (int, error) // with keys: only an authenticated datagram names the producer
 	if c.cfg.Keys != nil {
 		op, err := wire.NewOpener(c.cfg.Keys.all()...)
 		if err != nil {
 			return nil, netip.AddrPort{}, err
 		}
 		var warned [4]uint64 // key ids reported by EventKeyUnknown
-		open = func(d []byte) (int, error) {
-			n, err := op.Open(d)
+		open = func(d []byte, from netip.AddrPort) (int, error) {
+			n, err := op.Open(d, from)
 			if errors.Is(err, wire.ErrAuthKeyID) {
 				if id := d[len(d)-wire.TrailerSize+16]; warned[id/64]&(1<<(id%64)) == 0 {
 					warned[id/64] |= 1 << (id % 64)

@@ -3,8 +3,6 @@ package cast
 import (
 	"bufio"
 	"bytes"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/walcast/walcast/wire"
 )
@@ -116,14 +113,8 @@ func LoadKeyFile(path string) (*Keys, error) {
 	return k, nil
 }
 
-// NewEpoch returns an epoch for a [wire.Sealer]: the Unix time in
-// nanoseconds with its low 16 bits random, so that it grows across
-// restarts and two endpoints starting in the same instant still differ.
-func NewEpoch() uint64 {
-	var r [2]byte
-	_, _ = rand.Read(r[:])
-	return uint64(time.Now().UnixNano())&^0xFFFF | uint64(binary.LittleEndian.Uint16(r[:]))
-}
+// NewEpoch returns an epoch for a [wire.Sealer] (see [wire.NewEpoch]).
+func NewEpoch() uint64 { return wire.NewEpoch() }
 
 // SetKeys replaces a keyed Producer's keys while it runs (see
 // [Loop.SetKeys] and docs/auth.md for a rollover).

@@ -89,7 +89,7 @@ func (a *loopAuth) apply() {
 // open verifies and strips d's trailer; false means drop it (counted).
 func (l *Loop) open(d []byte, from netip.AddrPort) ([]byte, bool) {
 	a := l.auth
-	n, err := a.opener.Open(d)
+	n, err := a.opener.Open(d, from)
 	if err == nil {
 		return d[:n], true
 	}

@@ -1,6 +1,7 @@
 package cast
 
 import (
+	"context"
 	"encoding/binary"
 	"net/netip"
 	"slices"
@@ -175,11 +176,19 @@ func TestLoopAuthForgeries(t *testing.T) {
 	for _, d := range toR {
 		forged = append(forged, sealAs(t, wrongSecret, NewEpoch(), d))
 	}
-	// Genuine datagrams replayed, and bit flips of one (header, payload,
-	// trailer: counter, key id, tag).
-	genuine := r.sentAB[len(r.sentAB)-1]
+	// Genuine datagrams replayed, and bit flips of one in each field:
+	// frame header, payload, and the trailer's epoch, counter, key id,
+	// version and tag (first and last byte).
+	// The flipped datagram is one the sender's own Sealer tagged and the
+	// receiver never saw, so that each flip fails on its tag, not as a
+	// replay.
 	forged = append(forged, r.sentAB[:10]...)
-	for _, at := range []int{2, wire.HeaderSize + 3, len(genuine) - 30, len(genuine) - 18, len(genuine) - 1} {
+	hb := frame(128, func(b []byte) int { return wire.PutHeartbeatFrame(b, wire.Heartbeat{Highest: 50}) })
+	genuine := make([]byte, len(hb)+wire.TrailerSize)
+	copy(genuine, hb)
+	genuine = genuine[:r.snd.auth.sealer.Seal(genuine, len(hb))]
+	t0 := len(genuine) - wire.TrailerSize
+	for _, at := range []int{2, wire.HeaderSize + 3, t0 + 2, t0 + 9, t0 + 16, t0 + 17, t0 + 18, t0 + 33} {
 		m := slices.Clone(genuine)
 		m[at] ^= 0x10
 		forged = append(forged, m)
@@ -220,7 +229,9 @@ func TestLoopAuthForgeries(t *testing.T) {
 		t.Fatalf("refused %d at the receiver (want %d: %+v), %d at the sender (want %d: %+v)",
 			ra.Refused(), len(forged), ra, sa.Refused(), len(toSender), sa)
 	}
-	if ra.Replay < 10 || ra.Tag == 0 || sa.Tag == 0 {
+	// The flips: header, payload, epoch, counter and tag fail the tag
+	// (6), the key id names one it does not hold, the version is unknown.
+	if ra.Replay != 10 || ra.Tag != 6+uint64(len(toR)) || ra.KeyID != 1 || ra.Version < 1 || sa.Tag != uint64(len(toS)) {
 		t.Fatalf("refusals by reason: receiver %+v, sender %+v", ra, sa)
 	}
 
@@ -310,5 +321,61 @@ func TestLoopAuthRotation(t *testing.T) {
 	plain := newAuthRig(t, nil, nil)
 	if err := plain.snd.SetKeys(testKeys); err == nil {
 		t.Fatal("SetKeys turned authentication on for a Loop built without keys")
+	}
+}
+
+// A keyed receiver discovering its sender is not won by a recording: a
+// genuine datagram of an earlier run, or of the current run, replayed
+// from another address before the sender speaks, loses to the sender's
+// own next datagram within AuthSettle.
+func TestAwaitSenderAuthReplay(t *testing.T) {
+	p := mem.NewPair(1_000_000_000)
+	forger, err := p.Net.Listen(addrC, mem.AddrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hb := frame(128, func(b []byte) int { return wire.PutHeartbeatFrame(b, wire.Heartbeat{Highest: 5}) })
+	now := uint64(time.Now().Unix())
+	earlier, err := wire.NewSealer(testKeys.Send, (now-100)<<32|0xFFFF_FFFF)
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := wire.NewSealer(testKeys.Send, now<<32|1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seal := func(s *wire.Sealer) []byte {
+		b := make([]byte, len(hb)+wire.TrailerSize)
+		copy(b, hb)
+		return b[:s.Seal(b, len(hb))]
+	}
+	recorded := seal(earlier)
+	cur1, cur2 := seal(current), seal(current)
+	send := func(e *mem.End, ds ...[]byte) {
+		v := batch.New(len(ds), protocol.MaxDatagram)
+		for _, d := range ds {
+			v.Append(d, mem.AddrB)
+		}
+		if _, err := e.Send(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(forger, recorded, cur1) // the replays arrive first
+	send(p.A, cur1, cur2)        // cur1 again: a replay now, from the sender
+	op, err := wire.NewOpener(testKeys.all()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, from, _, err := AwaitSender(ctx, p.B, protocol.MaxDatagram, op.Open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if from != mem.AddrA {
+		t.Fatalf("sender found at %v, want %v (the replays came from %v)", from, mem.AddrA, addrC)
+	}
+	if d, f := v.Msg(0); v.Len() != 1 || f != mem.AddrA || !slices.Equal(d, cur2) {
+		t.Fatalf("batch holds %d datagrams, the first from %v", v.Len(), f)
 	}
 }

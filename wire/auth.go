@@ -3,9 +3,12 @@ package wire
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
+	"time"
 )
 
 // Datagram authentication (opt-in). A keyed endpoint appends a trailer to
@@ -17,7 +20,7 @@ import (
 //
 // Trailer layout (TrailerSize bytes, little-endian), after the last frame:
 //
-//	0   u64  epoch    the sending endpoint's epoch (see NewSealer)
+//	0   u64  epoch    the sending endpoint's epoch (see NewEpoch)
 //	8   u64  counter  the endpoint's datagram counter: 1, 2, … within an epoch
 //	16  u8   key id   which pre-shared key made the tag
 //	17  u8   version  AuthVersion
@@ -28,7 +31,7 @@ import (
 // GCM with an empty plaintext is GMAC: a MAC, not encryption (the frames
 // travel in the clear). The 16-byte nonce makes (epoch, counter) the
 // nonce, so endpoints sharing one key never reuse a nonce while their
-// epochs differ.
+// epochs differ: NewEpoch gives each endpoint 32 random bits.
 const (
 	TrailerSize  = 34
 	AuthVersion  = 1
@@ -43,10 +46,38 @@ const (
 const ReplayWindow = 4096
 
 // MaxAuthPeers bounds the sending endpoints (epochs) an [Opener] keeps
-// replay state for. Only a datagram whose tag verifies creates an entry,
-// so traffic without the key cannot fill the table; when it is full the
-// endpoint heard from least recently is evicted.
+// replay state for, and the source addresses it remembers the newest
+// epoch of. Only a datagram whose tag verifies creates an entry, so
+// traffic without the key cannot fill the tables; when one is full the
+// entry heard from least recently is evicted.
 const MaxAuthPeers = 256
+
+// NewEpoch returns an epoch for a [Sealer]: the Unix time in seconds in
+// its high 32 bits and 32 bits from crypto/rand in its low ones. The
+// random half keeps endpoints that share a key from sharing an epoch,
+// and so a nonce (two endpoints started in the same second collide with
+// probability 2⁻³²); the time half orders the runs of one endpoint, so a
+// receiver can refuse a run older than one it already heard from the
+// same address (see [Opener.Open]).
+func NewEpoch() uint64 {
+	var r [4]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails (it panics instead)
+	return uint64(uint32(time.Now().Unix()))<<32 | uint64(binary.LittleEndian.Uint32(r[:]))
+}
+
+// EpochSeconds returns the time half of an epoch (see [NewEpoch]).
+func EpochSeconds(epoch uint64) uint32 { return uint32(epoch >> 32) }
+
+// Trailer returns the epoch and counter of sealed datagram d (not
+// verified: call it after [Opener.Open] accepted d); ok is false when d
+// is too short to hold a trailer.
+func Trailer(d []byte) (epoch, counter uint64, ok bool) {
+	if len(d) < HeaderSize+TrailerSize {
+		return 0, 0, false
+	}
+	t := d[len(d)-TrailerSize:]
+	return binary.LittleEndian.Uint64(t[0:]), binary.LittleEndian.Uint64(t[8:]), true
+}
 
 // Authentication errors. Each wraps ErrAuth.
 var (
@@ -56,6 +87,7 @@ var (
 	ErrAuthKeyID   = fmt.Errorf("%w: unknown key id", ErrAuth)
 	ErrAuthTag     = fmt.Errorf("%w: tag does not verify", ErrAuth)
 	ErrAuthReplay  = fmt.Errorf("%w: replayed or too old", ErrAuth)
+	ErrAuthEpoch   = fmt.Errorf("%w: an earlier run than one already heard from its address", ErrAuthReplay)
 )
 
 // Key is one pre-shared key: a 16-byte AES-128 secret and the id that
@@ -90,8 +122,8 @@ type Sealer struct {
 // NewSealer returns a Sealer that tags with k. epoch names this sending
 // endpoint for the life of the Sealer: it must differ from every other
 // epoch used with k, by any endpoint, ever (receivers keep replay state
-// per epoch, and the nonce is epoch ‖ counter). The Unix time in
-// nanoseconds at start with random low bits serves (cast.NewEpoch).
+// per epoch, and the nonce is epoch ‖ counter), and grow across the runs
+// of one endpoint: [NewEpoch].
 func NewSealer(k Key, epoch uint64) (*Sealer, error) {
 	a, err := newAEAD(k)
 	if err != nil {
@@ -133,15 +165,21 @@ func (s *Sealer) Seal(buf []byte, n int) int {
 }
 
 // peerWindow is the replay state of one sending endpoint (one epoch):
-// the highest counter accepted and a bitmap of the ReplayWindow counters
-// at and below top (bit c%64 of word (c/64) mod len is counter c).
+// the highest counter accepted and a bitmap of the counters at and below
+// it, bit c%64 of word (c/64) mod windowWords standing for counter c
+// (RFC 6479). The bitmap is one word longer than the window: the words
+// of the ReplayWindow counters top−ReplayWindow+1 … top are then all
+// distinct, so clearing the word a new top enters never clears a counter
+// still inside the window.
 // Invariant: every counter ≤ top−ReplayWindow counts as seen.
 type peerWindow struct {
 	epoch uint64
 	top   uint64
-	bits  [ReplayWindow / 64]uint64
+	bits  [windowWords]uint64
 	used  uint64 // Opener.clock at the last accepted datagram (LRU)
 }
+
+const windowWords = ReplayWindow/64 + 1
 
 // check reports whether counter c is new for this endpoint; it changes
 // nothing.
@@ -152,7 +190,7 @@ func (w *peerWindow) check(c uint64) error {
 	case c > w.top:
 		return nil
 	}
-	if w.bits[(c/64)%uint64(len(w.bits))]&(1<<(c%64)) != 0 {
+	if w.bits[(c/64)%windowWords]&(1<<(c%64)) != 0 {
 		return ErrAuthReplay
 	}
 	return nil
@@ -161,37 +199,49 @@ func (w *peerWindow) check(c uint64) error {
 // accept records counter c (after check said yes).
 func (w *peerWindow) accept(c uint64) {
 	if c > w.top {
-		// Clear the words the window slides past (all of them when it
-		// jumps by a window or more).
-		if from, to := w.top/64+1, c/64; to >= from+uint64(len(w.bits)) {
-			w.bits = [ReplayWindow / 64]uint64{}
+		// Clear the words the new top enters (all of them when it jumps
+		// by the whole bitmap or more).
+		if from, to := w.top/64+1, c/64; to >= from+windowWords {
+			w.bits = [windowWords]uint64{}
 		} else {
 			for i := from; i <= to; i++ {
-				w.bits[i%uint64(len(w.bits))] = 0
+				w.bits[i%windowWords] = 0
 			}
 		}
 		w.top = c
 	}
-	w.bits[(c/64)%uint64(len(w.bits))] |= 1 << (c % 64)
+	w.bits[(c/64)%windowWords] |= 1 << (c % 64)
 }
 
-// Opener verifies and strips trailers for one receiving endpoint and
-// keeps replay state per sending endpoint (epoch), wherever its datagrams
-// come from: a datagram replayed from another address is still a replay.
+// sourceEpoch is the newest epoch accepted from one source address.
+type sourceEpoch struct {
+	addr  netip.AddrPort
+	epoch uint64
+	used  uint64 // Opener.clock at the last accepted datagram (LRU)
+}
+
+// Opener verifies and strips trailers for one receiving endpoint. It
+// keeps replay state per sending endpoint (epoch), wherever its
+// datagrams come from, so a datagram replayed from another address is
+// still a replay; and the newest epoch per source address, so a datagram
+// of an earlier run of the endpoint at that address is refused even once
+// that run's replay state is gone.
 // Not safe for concurrent use: one loop thread owns it.
 type Opener struct {
-	keys  []keyAEAD
-	peers []peerWindow
-	last  int // index of the endpoint found last: most datagrams come from it
-	clock uint64
-	nonce [nonceSize]byte
-	tag   [tagSize]byte // Open's (empty) plaintext is written here
+	keys    []keyAEAD
+	peers   []peerWindow
+	sources []sourceEpoch
+	last    int // index of the endpoint found last: most datagrams come from it
+	lastSrc int // likewise for sources
+	clock   uint64
+	nonce   [nonceSize]byte
+	tag     [tagSize]byte // Open's (empty) plaintext is written here
 }
 
 // NewOpener returns an Opener that accepts datagrams tagged with any of
 // keys (old and new during a rollover). Key ids must be distinct.
 func NewOpener(keys ...Key) (*Opener, error) {
-	o := &Opener{peers: make([]peerWindow, 0, MaxAuthPeers)}
+	o := &Opener{peers: make([]peerWindow, 0, MaxAuthPeers), sources: make([]sourceEpoch, 0, MaxAuthPeers)}
 	if err := o.SetKeys(keys...); err != nil {
 		return nil, err
 	}
@@ -220,11 +270,16 @@ func (o *Opener) SetKeys(keys ...Key) error {
 	return nil
 }
 
-// Open verifies the trailer of datagram d and returns the length of its
-// frames (d[:n]). On any error nothing changes: the datagram must be
-// dropped. Replay state advances only for a datagram whose tag verifies.
-// It allocates nothing.
-func (o *Opener) Open(d []byte) (n int, err error) {
+// Open verifies the trailer of datagram d, which came from the address
+// from, and returns the length of its frames (d[:n]). It refuses a
+// datagram whose tag does not verify, one it accepted before (or more
+// than ReplayWindow behind the newest of its epoch), and one whose
+// epoch is of an earlier second than the newest epoch accepted from the
+// same address (ErrAuthEpoch: a recording of that endpoint's previous
+// run). On any error nothing changes: the datagram must be dropped.
+// Replay state advances only for a datagram whose tag verifies. It
+// allocates nothing.
+func (o *Opener) Open(d []byte, from netip.AddrPort) (n int, err error) {
 	if len(d) < HeaderSize+TrailerSize {
 		return 0, ErrAuthShort
 	}
@@ -245,6 +300,10 @@ func (o *Opener) Open(d []byte) (n int, err error) {
 	}
 	epoch := binary.LittleEndian.Uint64(t[0:])
 	counter := binary.LittleEndian.Uint64(t[8:])
+	src := o.findSource(from)
+	if src != nil && EpochSeconds(epoch) < EpochSeconds(src.epoch) {
+		return 0, ErrAuthEpoch
+	}
 	w := o.find(epoch)
 	if w != nil {
 		if err := w.check(counter); err != nil {
@@ -257,12 +316,19 @@ func (o *Opener) Open(d []byte) (n int, err error) {
 	if _, err := key.aead.Open(o.tag[:0], o.nonce[:], t[authHeadSize:], d[:n+authHeadSize]); err != nil {
 		return 0, ErrAuthTag
 	}
+	o.clock++
 	if w == nil {
 		w = o.insert(epoch)
 	}
-	o.clock++
 	w.used = o.clock
 	w.accept(counter)
+	if src == nil {
+		src = o.insertSource(from)
+	}
+	src.used = o.clock
+	if EpochSeconds(epoch) > EpochSeconds(src.epoch) || src.epoch == 0 {
+		src.epoch = epoch
+	}
 	return n, nil
 }
 
@@ -286,16 +352,46 @@ func (o *Opener) find(epoch uint64) *peerWindow {
 // insert returns a fresh window for epoch: a new entry while the table
 // has room, else the entry heard from least recently.
 func (o *Opener) insert(epoch uint64) *peerWindow {
-	if len(o.peers) < cap(o.peers) {
-		o.peers = append(o.peers, peerWindow{epoch: epoch})
-		return &o.peers[len(o.peers)-1]
+	i := slot(&o.peers, func(w *peerWindow) uint64 { return w.used })
+	o.peers[i] = peerWindow{epoch: epoch}
+	return &o.peers[i]
+}
+
+func (o *Opener) findSource(addr netip.AddrPort) *sourceEpoch {
+	if o.lastSrc < len(o.sources) && o.sources[o.lastSrc].addr == addr {
+		return &o.sources[o.lastSrc]
+	}
+	for i := range o.sources {
+		if o.sources[i].addr == addr {
+			o.lastSrc = i
+			return &o.sources[i]
+		}
+	}
+	return nil
+}
+
+// insertSource returns a fresh entry for addr, like insert.
+func (o *Opener) insertSource(addr netip.AddrPort) *sourceEpoch {
+	i := slot(&o.sources, func(s *sourceEpoch) uint64 { return s.used })
+	o.sources[i] = sourceEpoch{addr: addr}
+	o.lastSrc = i
+	return &o.sources[i]
+}
+
+// slot returns the index of a new entry of a bounded table: appended
+// while it has room, else the entry heard from least recently.
+func slot[T any](tab *[]T, used func(*T) uint64) int {
+	t := *tab
+	if len(t) < cap(t) {
+		var zero T
+		*tab = append(t, zero)
+		return len(t)
 	}
 	old := 0
-	for i := range o.peers {
-		if o.peers[i].used < o.peers[old].used {
+	for i := range t {
+		if used(&t[i]) < used(&t[old]) {
 			old = i
 		}
 	}
-	o.peers[old] = peerWindow{epoch: epoch}
-	return &o.peers[old]
+	return old
 }

@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net/netip"
 	"testing"
+	"time"
 )
 
 var (
+	srcA     = netip.MustParseAddrPort("192.0.2.1:5000")
+	srcB     = netip.MustParseAddrPort("192.0.2.2:5000")
 	authKey1 = Key{ID: 1, Secret: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
 	authKey2 = Key{ID: 2, Secret: [16]byte{0: 0xAA, 15: 0x55}}
 )
@@ -61,7 +67,7 @@ func TestAuthRoundTrip(t *testing.T) {
 	for _, size := range []int{8, 64, 128, 1427} {
 		f := authFrame(uint64(size), size)
 		d := sealed(t, s, f)
-		n, err := o.Open(d)
+		n, err := o.Open(d, srcA)
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
@@ -81,13 +87,13 @@ func TestAuthBitFlips(t *testing.T) {
 			o := mustOpener(t, authKey1)
 			m := bytes.Clone(d)
 			m[i] ^= 1 << bit
-			if _, err := o.Open(m); !errors.Is(err, ErrAuth) {
+			if _, err := o.Open(m, srcA); !errors.Is(err, ErrAuth) {
 				t.Fatalf("flip byte %d bit %d: err %v, want ErrAuth", i, bit, err)
 			}
 			if o.Peers() != 0 {
 				t.Fatalf("flip byte %d bit %d: a refused datagram created replay state", i, bit)
 			}
-			if _, err := o.Open(d); err != nil {
+			if _, err := o.Open(d, srcA); err != nil {
 				t.Fatalf("flip byte %d bit %d: the genuine datagram after it: %v", i, bit, err)
 			}
 		}
@@ -105,26 +111,26 @@ func TestAuthReplay(t *testing.T) {
 		if i == 3 || i == 9 {
 			continue
 		}
-		if _, err := o.Open(d); err != nil {
+		if _, err := o.Open(d, srcA); err != nil {
 			t.Fatalf("#%d: %v", i, err)
 		}
 	}
-	if _, err := o.Open(ds[5]); !errors.Is(err, ErrAuthReplay) {
+	if _, err := o.Open(ds[5], srcA); !errors.Is(err, ErrAuthReplay) {
 		t.Fatalf("replay of #5: %v, want ErrAuthReplay", err)
 	}
-	if _, err := o.Open(ds[9]); err != nil {
+	if _, err := o.Open(ds[9], srcA); err != nil {
 		t.Fatalf("late #9 within the window: %v", err)
 	}
-	if _, err := o.Open(ds[9]); !errors.Is(err, ErrAuthReplay) {
+	if _, err := o.Open(ds[9], srcA); !errors.Is(err, ErrAuthReplay) {
 		t.Fatalf("second late #9: %v, want ErrAuthReplay", err)
 	}
 	for i, d := range ds[20:] {
-		if _, err := o.Open(d); err != nil {
+		if _, err := o.Open(d, srcA); err != nil {
 			t.Fatalf("#%d: %v", 20+i, err)
 		}
 	}
 	// #3 is now more than a window behind the newest.
-	if _, err := o.Open(ds[3]); !errors.Is(err, ErrAuthReplay) {
+	if _, err := o.Open(ds[3], srcA); !errors.Is(err, ErrAuthReplay) {
 		t.Fatalf("#3 a window late: %v, want ErrAuthReplay", err)
 	}
 }
@@ -139,18 +145,18 @@ func TestAuthEndpoints(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		for _, s := range []*Sealer{a, b} {
 			d := sealed(t, s, authFrame(uint64(i), 16))
-			if _, err := o.Open(d); err != nil {
+			if _, err := o.Open(d, srcA); err != nil {
 				t.Fatalf("endpoint %d datagram %d: %v", s.Epoch(), i, err)
 			}
 			seen = append(seen, d)
 		}
 	}
 	restarted := mustSealer(t, authKey1, 30)
-	if _, err := o.Open(sealed(t, restarted, authFrame(1, 16))); err != nil {
+	if _, err := o.Open(sealed(t, restarted, authFrame(1, 16)), srcA); err != nil {
 		t.Fatalf("restarted endpoint: %v", err)
 	}
 	for i, d := range seen {
-		if _, err := o.Open(d); !errors.Is(err, ErrAuthReplay) {
+		if _, err := o.Open(d, srcA); !errors.Is(err, ErrAuthReplay) {
 			t.Fatalf("replay %d: %v, want ErrAuthReplay", i, err)
 		}
 	}
@@ -169,19 +175,19 @@ func TestAuthKeys(t *testing.T) {
 	}
 	d2 := sealed(t, s, authFrame(2, 16))
 	for _, d := range [][]byte{d1, d2} {
-		if _, err := both.Open(d); err != nil {
+		if _, err := both.Open(d, srcA); err != nil {
 			t.Fatalf("rollover opener: %v", err)
 		}
 	}
-	if _, err := only2.Open(d1); !errors.Is(err, ErrAuthKeyID) {
+	if _, err := only2.Open(d1, srcA); !errors.Is(err, ErrAuthKeyID) {
 		t.Fatalf("retired key: %v, want ErrAuthKeyID", err)
 	}
-	if _, err := only2.Open(d2); err != nil {
+	if _, err := only2.Open(d2, srcA); err != nil {
 		t.Fatalf("new key: %v", err)
 	}
 	// The right id with the wrong secret.
 	forged := mustSealer(t, Key{ID: 2}, 99)
-	if _, err := only2.Open(sealed(t, forged, authFrame(3, 16))); !errors.Is(err, ErrAuthTag) {
+	if _, err := only2.Open(sealed(t, forged, authFrame(3, 16)), srcA); !errors.Is(err, ErrAuthTag) {
 		t.Fatalf("wrong secret: %v, want ErrAuthTag", err)
 	}
 	if _, err := NewOpener(authKey1, Key{ID: 1}); err == nil {
@@ -195,7 +201,7 @@ func TestAuthKeys(t *testing.T) {
 func TestAuthShortAndUnsealed(t *testing.T) {
 	o := mustOpener(t, authKey1)
 	for _, d := range [][]byte{nil, make([]byte, TrailerSize), authFrame(1, 64), authFrame(2, 1427)} {
-		if _, err := o.Open(d); !errors.Is(err, ErrAuth) {
+		if _, err := o.Open(d, srcA); !errors.Is(err, ErrAuth) {
 			t.Fatalf("unsealed %d bytes: %v", len(d), err)
 		}
 	}
@@ -210,7 +216,7 @@ func TestAuthPeerTableBounded(t *testing.T) {
 	o := mustOpener(t, authKey1)
 	for i := 0; i < 3*MaxAuthPeers; i++ {
 		forged := mustSealer(t, Key{ID: 1}, uint64(1000+i))
-		if _, err := o.Open(sealed(t, forged, authFrame(1, 16))); err == nil {
+		if _, err := o.Open(sealed(t, forged, authFrame(1, 16)), srcA); err == nil {
 			t.Fatal("forged datagram accepted")
 		}
 	}
@@ -219,16 +225,16 @@ func TestAuthPeerTableBounded(t *testing.T) {
 	}
 	keep := mustSealer(t, authKey1, 1)
 	first := sealed(t, keep, authFrame(1, 16))
-	if _, err := o.Open(first); err != nil {
+	if _, err := o.Open(first, srcA); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < MaxAuthPeers+10; i++ {
 		s := mustSealer(t, authKey1, uint64(2+i))
-		if _, err := o.Open(sealed(t, s, authFrame(1, 16))); err != nil {
+		if _, err := o.Open(sealed(t, s, authFrame(1, 16)), srcA); err != nil {
 			t.Fatal(err)
 		}
 		if i%16 == 0 { // keep stays recent
-			if _, err := o.Open(sealed(t, keep, authFrame(1, 16))); err != nil {
+			if _, err := o.Open(sealed(t, keep, authFrame(1, 16)), srcA); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -236,7 +242,7 @@ func TestAuthPeerTableBounded(t *testing.T) {
 	if o.Peers() != MaxAuthPeers {
 		t.Fatalf("%d entries, want %d", o.Peers(), MaxAuthPeers)
 	}
-	if _, err := o.Open(first); !errors.Is(err, ErrAuthReplay) {
+	if _, err := o.Open(first, srcA); !errors.Is(err, ErrAuthReplay) {
 		t.Fatalf("a recent endpoint lost its replay state: %v", err)
 	}
 }
@@ -248,7 +254,7 @@ func TestAuthAllocs(t *testing.T) {
 	allocs := testing.AllocsPerRun(1000, func() {
 		copy(buf, f)
 		n := s.Seal(buf, len(f))
-		if _, err := o.Open(buf[:n]); err != nil {
+		if _, err := o.Open(buf[:n], srcA); err != nil {
 			panic(err)
 		}
 	})
@@ -287,7 +293,7 @@ func BenchmarkAuth(b *testing.B) {
 					i = 0
 					b.StartTimer()
 				}
-				if _, err := o.Open(ds[i]); err != nil {
+				if _, err := o.Open(ds[i], srcA); err != nil {
 					b.Fatal(err)
 				}
 				i++
@@ -296,8 +302,170 @@ func BenchmarkAuth(b *testing.B) {
 	}
 }
 
-// FuzzAuthOpen: no input makes Open panic, and none but the datagrams
-// the sealer made verifies.
+// sealAt seals frame as the datagram with counter c of s.
+func sealAt(t testing.TB, s *Sealer, c uint64, frame []byte) []byte {
+	s.counter = c - 1
+	return sealed(t, s, frame)
+}
+
+// windowModel is what the replay window must do, kept the obvious way:
+// every counter accepted, and the highest.
+type windowModel struct {
+	seen map[uint64]bool
+	top  uint64
+}
+
+func (m *windowModel) accepts(c uint64) bool {
+	return c != 0 && !m.seen[c] && c+ReplayWindow > m.top
+}
+
+func (m *windowModel) accept(c uint64) {
+	m.seen[c] = true
+	m.top = max(m.top, c)
+}
+
+// The window refuses a replay of the oldest counters it still covers
+// after the newest counter entered a new 64-bit word: deliver 1…4106,
+// then 11…63 (within the window) must all be refused, 10 (one past its
+// end) too, and a counter held back at the window's far edge is accepted
+// once.
+func TestAuthReplayWordBoundary(t *testing.T) {
+	s, o := mustSealer(t, authKey1, 5), mustOpener(t, authKey1)
+	f := authFrame(1, 16)
+	const top = ReplayWindow + 10 // 4106
+	for c := uint64(1); c <= top; c++ {
+		if c == 11 || c == 12 {
+			continue // held back: at the window's far edge
+		}
+		if _, err := o.Open(sealAt(t, s, c, f), srcA); err != nil {
+			t.Fatalf("counter %d: %v", c, err)
+		}
+	}
+	for c := uint64(13); c <= 63; c++ {
+		if _, err := o.Open(sealAt(t, s, c, f), srcA); !errors.Is(err, ErrAuthReplay) {
+			t.Fatalf("replay of counter %d (window %d…%d): %v, want ErrAuthReplay", c, top-ReplayWindow+1, top, err)
+		}
+	}
+	if _, err := o.Open(sealAt(t, s, 10, f), srcA); !errors.Is(err, ErrAuthReplay) {
+		t.Fatalf("counter 10, one behind the window: %v, want ErrAuthReplay", err)
+	}
+	for _, c := range []uint64{11, 12} {
+		if _, err := o.Open(sealAt(t, s, c, f), srcA); err != nil {
+			t.Fatalf("held-back counter %d inside the window: %v", c, err)
+		}
+		if _, err := o.Open(sealAt(t, s, c, f), srcA); !errors.Is(err, ErrAuthReplay) {
+			t.Fatalf("second counter %d: %v, want ErrAuthReplay", c, err)
+		}
+	}
+	// One more step: 11 leaves the window, 12 is its far edge.
+	if _, err := o.Open(sealAt(t, s, top+1, f), srcA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Open(sealAt(t, s, 12, f), srcA); !errors.Is(err, ErrAuthReplay) {
+		t.Fatalf("counter 12 at the far edge, seen: %v", err)
+	}
+}
+
+// The window against its model over random walks: jumps forward of any
+// size (within a word, across words, past the whole bitmap), late and
+// replayed counters around every edge.
+func TestAuthReplayModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for run := range 20 {
+		w := peerWindow{}
+		m := windowModel{seen: map[uint64]bool{}}
+		for range 20_000 {
+			var c uint64
+			switch k := rng.IntN(10); {
+			case k < 4:
+				c = m.top + 1 + rng.Uint64N(70)
+			case k == 4:
+				c = m.top + 1 + rng.Uint64N(3*ReplayWindow)
+			default:
+				back := rng.Uint64N(ReplayWindow + 130)
+				if back > m.top {
+					back = m.top
+				}
+				c = m.top - back
+			}
+			got := w.check(c) == nil
+			if want := m.accepts(c); got != want {
+				t.Fatalf("run %d: counter %d with top %d: accepted %v, want %v", run, c, m.top, got, want)
+			}
+			if got {
+				w.accept(c)
+				m.accept(c)
+			}
+		}
+	}
+}
+
+// Runs of one endpoint are ordered by their epoch's time half: once a
+// source was heard in one run, a datagram of an earlier run from that
+// address is refused, even one never seen; a later run replaces it; two
+// runs started in the same second are both accepted.
+func TestAuthEpochOrder(t *testing.T) {
+	o := mustOpener(t, authKey1)
+	f := authFrame(1, 16)
+	old := mustSealer(t, authKey1, 100<<32|0xFFFF_FFFF)
+	cur := mustSealer(t, authKey1, 101<<32|7)
+	oldD := [][]byte{sealed(t, old, f), sealed(t, old, f), sealed(t, old, f)}
+	if _, err := o.Open(oldD[0], srcA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Open(sealed(t, cur, f), srcA); err != nil {
+		t.Fatalf("a later run: %v", err)
+	}
+	if _, err := o.Open(oldD[1], srcA); !errors.Is(err, ErrAuthEpoch) || !errors.Is(err, ErrAuthReplay) {
+		t.Fatalf("an earlier run's unseen datagram from the same address: %v, want ErrAuthEpoch", err)
+	}
+	if _, err := o.Open(oldD[0], srcB); !errors.Is(err, ErrAuthReplay) {
+		t.Fatalf("an earlier run's seen datagram from another address: %v, want ErrAuthReplay", err)
+	}
+	same := mustSealer(t, authKey1, 101<<32|3) // a restart within the second
+	if _, err := o.Open(sealed(t, same, f), srcA); err != nil {
+		t.Fatalf("a run of the same second: %v", err)
+	}
+	if _, err := o.Open(sealed(t, cur, f), srcA); err != nil {
+		t.Fatalf("the first run of that second goes on: %v", err)
+	}
+	next := mustSealer(t, authKey1, 102<<32)
+	if _, err := o.Open(sealed(t, next, f), srcA); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Open(sealed(t, cur, f), srcA); !errors.Is(err, ErrAuthEpoch) {
+		t.Fatalf("after a later run: %v, want ErrAuthEpoch", err)
+	}
+}
+
+func TestNewEpoch(t *testing.T) {
+	seen := map[uint64]bool{}
+	for range 1000 {
+		e := NewEpoch()
+		if seen[e] {
+			t.Fatalf("epoch %#x twice", e)
+		}
+		seen[e] = true
+		if d := int64(EpochSeconds(e)) - int64(uint32(time.Now().Unix())); d < -2 || d > 0 {
+			t.Fatalf("epoch %#x: time half %d, now %d", e, EpochSeconds(e), time.Now().Unix())
+		}
+	}
+	// The random half is not the clock's: its low bits vary within one
+	// second.
+	lows := map[uint32]bool{}
+	for e := range seen {
+		lows[uint32(e)&0xFF] = true
+	}
+	if len(lows) < 200 {
+		t.Fatalf("%d distinct low bytes in 1000 epochs", len(lows))
+	}
+}
+
+// FuzzAuthOpen: no input makes Open panic, none but the datagrams the
+// sealer made verifies, and a persistent Opener fed a sequence the input
+// describes (datagrams of two runs of an endpoint at any counter, from
+// two addresses, some altered) accepts exactly what the window's model
+// accepts.
 func FuzzAuthOpen(f *testing.F) {
 	s := mustSealer(f, authKey1, 42)
 	genuine := map[string]bool{}
@@ -308,14 +476,54 @@ func FuzzAuthOpen(f *testing.F) {
 	}
 	f.Add([]byte{})
 	f.Add(make([]byte, HeaderSize+TrailerSize))
+	f.Add([]byte{0, 0, 1, 0, 0x10, 0, 0, 0x10, 0x40, 1, 0x3F, 0, 2, 0, 0, 3, 5, 0})
+	frame := authFrame(9, 8)
 	f.Fuzz(func(t *testing.T, d []byte) {
 		o := mustOpener(t, authKey1, authKey2)
-		n, err := o.Open(d)
+		n, err := o.Open(d, srcA)
 		if err == nil && !genuine[string(d)] {
 			t.Fatalf("a datagram the sealer never made verified (%d bytes, frames %d)", len(d), n)
 		}
 		if err != nil && !errors.Is(err, ErrAuth) {
 			t.Fatalf("error %v does not wrap ErrAuth", err)
+		}
+
+		// The same bytes as a script, 3 bytes an op: kind, u16 argument.
+		o = mustOpener(t, authKey1)
+		runs := []*Sealer{mustSealer(t, authKey1, 10<<32|1), mustSealer(t, authKey1, 11<<32|2)}
+		models := []windowModel{{seen: map[uint64]bool{}}, {seen: map[uint64]bool{}}}
+		newest := map[netip.AddrPort]int{srcA: -1, srcB: -1} // the newest run accepted from each
+		for ; len(d) >= 3; d = d[3:] {
+			arg := uint64(binary.LittleEndian.Uint16(d[1:]))
+			r := int(d[0]>>4) & 1
+			m := &models[r]
+			var c uint64
+			switch d[0] & 3 {
+			case 0:
+				c = m.top + arg // forward, or a replay of the top
+			case 1:
+				c = m.top - min(arg, m.top) // late or replayed
+			default:
+				c = arg
+			}
+			from := srcA
+			if d[0]&4 != 0 {
+				from = srcB
+			}
+			dg := sealAt(t, runs[r], c, frame)
+			flip := d[0]&8 != 0
+			if flip {
+				dg[int(arg)%len(dg)] ^= 1 << (d[0] >> 5)
+			}
+			_, err := o.Open(dg, from)
+			want := !flip && m.accepts(c) && newest[from] <= r
+			if (err == nil) != want {
+				t.Fatalf("run %d counter %d from %v (top %d, flip %v, newest run there %d): err %v, want accepted %v", r, c, from, m.top, flip, newest[from], err, want)
+			}
+			if err == nil {
+				m.accept(c)
+				newest[from] = max(newest[from], r)
+			}
 		}
 	})
 }
@@ -342,7 +550,7 @@ func TestAuthGolden(t *testing.T) {
 	if got := fmt.Sprintf("%x", b[:n]); got != golden {
 		t.Fatalf("sealed datagram\n got %s\nwant %s", got, golden)
 	}
-	if _, err := mustOpener(t, k).Open(b[:n]); err != nil {
+	if _, err := mustOpener(t, k).Open(b[:n], srcA); err != nil {
 		t.Fatal(err)
 	}
 }
