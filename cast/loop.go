@@ -129,7 +129,11 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		ringSlot = l.out.SlotSize() - wire.HeaderSize
 	}
 	if cfg.SendRing > 0 {
-		l.sendRing = NewRing(cfg.SendRing, ringSlot)
+		sendSlot := ringSlot
+		if cfg.RingSlot == 0 {
+			sendSlot = l.maxRecord() - wire.HeaderSize
+		}
+		l.sendRing = NewRing(cfg.SendRing, sendSlot)
 		l.pub.wake = make(chan struct{}, 1)
 		l.pub.sentSeq.Store(l.snd.NextSeq() - 1)
 	}

@@ -1,9 +1,11 @@
 package cast
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/wire"
 )
 
 // coldService is the loop's side of the cold reads: the buffers the I/O
@@ -79,6 +81,11 @@ func (l *Loop) serveCold() bool {
 
 // finishCold hands the pending read's frames to the Sender, flushing when
 // the batch fills; false means the path is backed up (try again later).
+// A frame the Sender cannot take into a batch that is not full is larger
+// than this loop's datagrams (a log written with a larger MaxFrame, or
+// without keys when this loop adds a trailer): it is skipped and counted
+// (LoopStats.ColdTooLarge, EventColdTooLarge), and the receiver asking
+// for it learns of its loss as of any record the log no longer has.
 func (l *Loop) finishCold() bool {
 	for {
 		rest := l.snd.ColdDone(l.cold.pend.req, l.cold.pendRest, l.now, l.out)
@@ -86,12 +93,31 @@ func (l *Loop) finishCold() bool {
 			l.releaseCold()
 			return true
 		}
+		if len(rest) == len(l.cold.pendRest) && !l.out.Full() {
+			l.cold.pendRest = l.skipCold(rest)
+			continue
+		}
 		progress := len(rest) < len(l.cold.pendRest)
 		l.cold.pendRest = rest
 		if err := l.flush(); err != nil || (!progress && l.out.Full()) {
 			return false
 		}
 	}
+}
+
+// skipCold drops the first frame of rest, which fits no datagram of this
+// loop, and returns the frames after it.
+func (l *Loop) skipCold(rest []byte) []byte {
+	_, p, n, err := wire.DecodeFrame(rest)
+	if err != nil {
+		return nil // the Sender would have dropped a bad frame: not ours
+	}
+	l.ls.ColdTooLarge++
+	if l.ls.ColdTooLarge == 1 {
+		l.emit(Event{Kind: EventColdTooLarge, At: l.now, Seq: wire.Seq(p),
+			Err: fmt.Errorf("cast: the log's record %d is a %d-byte frame; this loop's datagrams hold at most %d (with keys, %d of them go to the trailer): it cannot be retransmitted", wire.Seq(p), n, l.out.SlotSize(), wire.TrailerSize)})
+	}
+	return rest[n:]
 }
 
 func (l *Loop) releaseCold() {

@@ -254,19 +254,28 @@ func toSender(d []byte) bool {
 
 // checkRecord refuses, before it is queued, a record the Sender would
 // drop: a reserved type (wire.Reserved, the Sender's own rule), a
-// payload shorter than its 8-byte seq, or a frame larger than the loop's
-// datagram slot. The errors are the Sender's own (preallocated: Publish
-// stays allocation-free).
+// payload shorter than its 8-byte seq, or a frame larger than the
+// Sender's MaxFrame or than the room the loop's datagrams leave for
+// frames (Slot, less the trailer with keys). The errors are the Sender's
+// own (preallocated: Publish stays allocation-free).
 func (l *Loop) checkRecord(typ uint16, payload []byte) error {
 	switch {
 	case wire.Reserved(typ):
 		return wire.ErrReserved
 	case len(payload) < 8:
 		return protocol.ErrPayloadShort
-	case wire.HeaderSize+len(payload) > l.cfg.Slot:
+	case wire.HeaderSize+len(payload) > l.maxRecord():
 		return protocol.ErrFrameTooLarge
 	}
 	return nil
+}
+
+// maxRecord is the largest data frame the loop sends, header included.
+func (l *Loop) maxRecord() int {
+	if l.snd != nil {
+		return min(l.out.SlotSize(), l.snd.MaxFrame())
+	}
+	return l.out.SlotSize()
 }
 
 // noteSendErr keeps the last error for which the Sender refused (and the

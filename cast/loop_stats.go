@@ -8,19 +8,23 @@ import (
 
 // LoopStats are the loop's own counters.
 type LoopStats struct {
-	Iterations  uint64 // loop iterations
-	IdlePolls   uint64 // iterations that found nothing to do
-	Datagrams   uint64 // datagrams received
-	Delivered   uint64 // records delivered in order
-	Flushes     uint64 // Path.Send calls
-	Backlogged  uint64 // datagrams the path could not take at once (EAGAIN), sent later
-	RingStalls  uint64 // times delivery waited for the application to drain RecvRing
-	ColdReads   uint64 // cold reads served by the I/O goroutine
-	ColdErrors  uint64 // cold reads that failed
-	Published   uint64 // records taken from SendRing and sent
-	PublishErrs uint64 // records from SendRing the Sender refused (dropped; see SendErr)
-	IOYields    uint64 // idle iterations that gave the core to the WAL's I/O (see LoopConfig.Cold)
-	Foreign     uint64 // datagrams dropped for coming from another address than Source
+	Iterations uint64 // loop iterations
+	IdlePolls  uint64 // iterations that found nothing to do
+	Datagrams  uint64 // datagrams received
+	Delivered  uint64 // records delivered in order
+	Flushes    uint64 // Path.Send calls
+	Backlogged uint64 // datagrams the path could not take at once (EAGAIN), sent later
+	RingStalls uint64 // times delivery waited for the application to drain RecvRing
+	ColdReads  uint64 // cold reads served by the I/O goroutine
+	ColdErrors uint64 // cold reads that failed
+	// ColdTooLarge counts records read from the log for a retransmit
+	// that were larger than the loop's datagrams and were skipped (see
+	// EventColdTooLarge).
+	ColdTooLarge uint64
+	Published    uint64 // records taken from SendRing and sent
+	PublishErrs  uint64 // records from SendRing the Sender refused (dropped; see SendErr)
+	IOYields     uint64 // idle iterations that gave the core to the WAL's I/O (see LoopConfig.Cold)
+	Foreign      uint64 // datagrams dropped for coming from another address than Source
 	// EarlyTicks counts core ticks run at a core's Deadline, before the
 	// next TickInterval.
 	EarlyTicks uint64

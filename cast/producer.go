@@ -215,21 +215,28 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	if p.w != nil {
 		log, cold = p.w, p.w
 	}
-	if p.snd, err = protocol.NewSender(sc, log); err != nil {
-		path.Close()
-		return nil, err
-	}
 	mf := sc.MaxFrame
 	if mf == 0 {
 		mf = protocol.DefaultMaxFrame
 	}
-	p.maxPayload = min(mf-wire.HeaderSize, wire.MaxPayload)
+	slot := mf
 	if cfg.Keys != nil {
-		p.maxPayload -= wire.TrailerSize
+		// MaxFrame stays the largest datagram sent: new records leave
+		// room for the trailer. The loop's buffers hold MaxFrame bytes of
+		// frames besides it, so that a record a run without keys wrote to
+		// the log at the full MaxFrame can still be retransmitted (in a
+		// datagram the trailer makes larger than MaxFrame).
+		sc.MaxFrame = mf - wire.TrailerSize
+		slot = min(mf+wire.TrailerSize, protocol.MaxDatagram)
 	}
+	if p.snd, err = protocol.NewSender(sc, log); err != nil {
+		path.Close()
+		return nil, err
+	}
+	p.maxPayload = min(p.snd.MaxFrame()-wire.HeaderSize, wire.MaxPayload)
 	lc := LoopConfig{
 		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
-		SendRing: cfg.Advanced.PublishSlots, RingSlot: p.maxPayload, Slot: mf, Batch: cfg.Advanced.Batch,
+		SendRing: cfg.Advanced.PublishSlots, RingSlot: p.maxPayload, Slot: slot, Batch: cfg.Advanced.Batch,
 		RaiseGOMAXPROCS: cfg.Advanced.RaiseGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
 		Counters: cfg.Advanced.Counters.forStream(cfg.Stream),
 	}

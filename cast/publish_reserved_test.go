@@ -3,6 +3,7 @@ package cast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -147,4 +148,103 @@ func TestPublishReservedTypes(t *testing.T) {
 			t.Fatalf("%d of 3 good records reached the network", got)
 		}
 	})
+}
+
+// TestPublishSizes: Loop.Publish and Producer.Publish refuse at once, with
+// the Sender's own error, every record the loop thread would refuse for
+// its size, and accept every other one, which is then sent: around each
+// limit (the loop's Slot, the Sender's MaxFrame, the trailer with keys),
+// keys on and off. A record Publish took and the loop thread refused
+// would be lost with nothing but SendErr to say so.
+func TestPublishSizes(t *testing.T) {
+	sizes := func(limits ...int) []int {
+		var s []int
+		for _, l := range limits {
+			if l > 8 {
+				s = append(s, l-1, l, l+1)
+			}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		slot  int   // 0: the default
+		keys  *Keys // nil: off
+		limit int   // the largest payload sent
+	}{
+		{name: "slot 4096, default sender", slot: 4096, limit: protocol.DefaultMaxFrame - wire.HeaderSize},
+		{name: "slot 4096, default sender, keys", slot: 4096, keys: testKeys, limit: protocol.DefaultMaxFrame - wire.HeaderSize},
+		{name: "default slot, keys", keys: testKeys, limit: protocol.DefaultMaxFrame - wire.TrailerSize - wire.HeaderSize},
+		{name: "slot 1200", slot: 1200, limit: 1200 - wire.HeaderSize},
+		{name: "slot 1200, keys", slot: 1200, keys: testKeys, limit: 1200 - wire.TrailerSize - wire.HeaderSize},
+	} {
+		t.Run("Loop/"+tc.name, func(t *testing.T) {
+			pair := mem.NewPair(1)
+			snd, err := protocol.NewSender(protocol.SenderConfig{NoFlowControl: true, RingSlots: 64}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := NewLoop(LoopConfig{Path: pair.A, Sender: snd, SendRing: 8, Slot: tc.slot, Keys: tc.keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if err := l.Start(); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			sent := uint64(0)
+			for _, n := range sizes(tc.limit, tc.limit+wire.TrailerSize, protocol.DefaultMaxFrame-wire.HeaderSize, tc.slot-wire.HeaderSize) {
+				err := l.Publish(100, make([]byte, n))
+				if want := n <= tc.limit; (err == nil) != want || (err != nil && !errors.Is(err, protocol.ErrFrameTooLarge)) {
+					t.Fatalf("Publish of %d bytes (limit %d) = %v", n, tc.limit, err)
+				}
+				if err != nil {
+					continue
+				}
+				sent++
+				for got, _ := l.Sent(); got < sent; got, _ = l.Sent() {
+					if err := l.WaitProgress(ctx); err != nil {
+						t.Fatalf("record of %d bytes not taken: %v", n, err)
+					}
+				}
+				if err := l.SendErr(); err != nil {
+					t.Fatalf("Publish took %d bytes, the loop refused them: %v", n, err)
+				}
+			}
+		})
+	}
+	for _, keys := range []*Keys{nil, testKeys} {
+		limit := protocol.DefaultMaxFrame - wire.HeaderSize
+		if keys != nil {
+			limit -= wire.TrailerSize
+		}
+		t.Run(fmt.Sprintf("Producer/keys=%v", keys != nil), func(t *testing.T) {
+			pair := mem.NewPair(1)
+			p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, Keys: keys,
+				Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{NoFlowControl: true, RingSlots: 64}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			for _, n := range sizes(limit, limit+wire.TrailerSize) {
+				err := p.Publish(ctx, 100, make([]byte, n))
+				if want := n <= limit; (err == nil) != want || (err != nil && !errors.Is(err, ErrRecord)) {
+					t.Fatalf("Publish of %d bytes (limit %d) = %v", n, limit, err)
+				}
+				if err := p.TryPublish(100, make([]byte, n)); (err == nil) != (n <= limit) && err != ErrRingFull {
+					t.Fatalf("TryPublish of %d bytes (limit %d) = %v", n, limit, err)
+				}
+			}
+			if err := p.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s := p.Stats(); s.Loop.PublishErrs != 0 || p.Err() != nil {
+				t.Fatalf("the loop refused published records: %+v, %v", s.Loop, p.Err())
+			}
+		})
+	}
 }

@@ -121,6 +121,10 @@ func (s *Sender) ID() uint64 { return s.id }
 // NextSeq is the seq the next Send assigns.
 func (s *Sender) NextSeq() uint64 { return s.next }
 
+// MaxFrame is the largest frame Send takes, header included
+// (SenderConfig.MaxFrame).
+func (s *Sender) MaxFrame() int { return s.cfg.MaxFrame }
+
 // SetNextSeq moves the seq counter of a WAL-less sender (a publisher that
 // resumes a stream). It has no effect with a WAL.
 func (s *Sender) SetNextSeq(n uint64) {
