@@ -129,4 +129,3 @@ func retransmitted(t *testing.T, end *mem.End, op *wire.Opener, seq uint64) int 
 	}
 	return 0
 }
-
