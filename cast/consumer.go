@@ -41,6 +41,7 @@ type Consumer struct {
 	ran  atomic.Bool
 
 	loopP atomic.Pointer[Loop] // for Stats from other goroutines
+	keys  atomic.Pointer[Keys] // the latest SetKeys (nil: cfg.Keys)
 	clP   atomic.Pointer[replay.Client]
 
 	ctx     context.Context
@@ -190,13 +191,16 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
 	c.loop, err = NewLoop(LoopConfig{
 		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, RaiseGOMAXPROCS: c.cfg.Advanced.RaiseGOMAXPROCS, Batch: c.cfg.Advanced.Batch,
-		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.cfg.Keys,
+		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.currentKeys(),
 		Counters: c.cfg.Advanced.Counters.forStream(c.cfg.Stream),
 	})
 	if err != nil {
 		return err
 	}
 	c.loopP.Store(c.loop)
+	if k := c.keys.Load(); k != nil && c.cfg.Keys != nil {
+		_ = c.loop.SetKeys(k) // SetKeys may have run between NewLoop and the Store
+	}
 	c.sampleCounters()
 	if firstFrom == c.sender {
 		for _, d := range first {
@@ -235,12 +239,16 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, error) {
 	var open func([]byte, netip.AddrPort) (int, error) // with keys: only an authenticated datagram names the producer
 	if c.cfg.Keys != nil {
-		op, err := wire.NewOpener(c.cfg.Keys.all()...)
+		applied := c.currentKeys()
+		op, err := wire.NewOpener(applied.all()...)
 		if err != nil {
 			return nil, netip.AddrPort{}, err
 		}
 		var warned [4]uint64 // key ids reported by EventKeyUnknown
 		open = func(d []byte, from netip.AddrPort) (int, error) {
+			if k := c.currentKeys(); k != applied && op.SetKeys(k.all()...) == nil {
+				applied = k // SetKeys while the consumer waits for its producer
+			}
 			n, err := op.Open(d, from)
 			if errors.Is(err, wire.ErrAuthKeyID) {
 				if id := d[len(d)-wire.TrailerSize+16]; warned[id/64]&(1<<(id%64)) == 0 {

@@ -120,12 +120,28 @@ func NewEpoch() uint64 { return wire.NewEpoch() }
 // [Loop.SetKeys] and docs/auth.md for a rollover).
 func (p *Producer) SetKeys(k *Keys) error { return p.loop.SetKeys(k) }
 
-// SetKeys replaces a keyed Consumer's keys while Run runs (see
-// [Loop.SetKeys]); before its loop starts it fails with ErrConfig.
+// SetKeys replaces a keyed Consumer's keys at any time (see
+// [Loop.SetKeys]): before Run, while it waits for its producer or
+// catches up, the keys are kept and taken by what authenticates next.
+// It fails on a Consumer built without keys.
 func (c *Consumer) SetKeys(k *Keys) error {
-	l := c.loopP.Load()
-	if l == nil {
-		return fmt.Errorf("%w: SetKeys before the Consumer's loop runs", ErrConfig)
+	if c.cfg.Keys == nil {
+		return fmt.Errorf("%w: SetKeys on a Consumer without keys", ErrConfig)
 	}
-	return l.SetKeys(k)
+	if err := k.validate(); err != nil {
+		return err
+	}
+	c.keys.Store(k)
+	if l := c.loopP.Load(); l != nil {
+		return l.SetKeys(k)
+	}
+	return nil
+}
+
+// currentKeys are the keys the Consumer authenticates with now.
+func (c *Consumer) currentKeys() *Keys {
+	if k := c.keys.Load(); k != nil {
+		return k
+	}
+	return c.cfg.Keys
 }

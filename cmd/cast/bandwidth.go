@@ -43,6 +43,7 @@ func runBandwidth(args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -77,6 +78,7 @@ func runBandwidth(args []string) error {
 		return err
 	}
 	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
+	defer nf.kw.attach(prod.SetKeys)()
 	select {
 	case <-done:
 	case <-ctx.Done():

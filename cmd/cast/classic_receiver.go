@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
+	"github.com/walcast/walcast/wire"
 )
 
 func init() {
@@ -47,6 +48,7 @@ func runClassicReceiver(args []string) error {
 	if err := checkRange("senders", *senders, 0, 1<<30); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -71,7 +73,7 @@ func runClassicReceiver(args []string) error {
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 
-	src := &oneSource{inner: sock, stash: batch.New(64, 65535)}
+	src := &oneSource{inner: sock, stash: batch.New(64, 65535), auth: nf.kw.opener()}
 	src.waiter, _ = sock.(cast.Waiter)
 	var total, dropped int64
 	served := 0
@@ -122,7 +124,9 @@ type session struct {
 // max messages (when limited) or ctx ends.
 func serveSender(ctx context.Context, nf *netFlags, rf *recvFlags, src *oneSource, limit int64, limited bool) (session, error) {
 	var s session
-	first, from, _, err := cast.AwaitSender(ctx, src, protocol.MaxDatagram, nil)
+	// A fresh Opener each session: the stash holds datagrams src.auth
+	// already accepted.
+	first, from, _, err := cast.AwaitSender(ctx, src, protocol.MaxDatagram, nf.kw.opener().open())
 	if err != nil {
 		if ctx.Err() != nil {
 			return s, nil
@@ -131,6 +135,10 @@ func serveSender(ctx context.Context, nf *netFlags, rf *recvFlags, src *oneSourc
 	}
 	s.peer = from
 	src.peer = from
+	if src.auth != nil {
+		d, _ := first.Msg(0)
+		src.epoch, _, _ = wire.Trailer(d)
+	}
 	var p datapath.Path = src
 	var lossy *drop.Path
 	if nf.drop > 0 {
@@ -169,6 +177,8 @@ func serveSender(ctx context.Context, nf *netFlags, rf *recvFlags, src *oneSourc
 	if err := l.Start(); err != nil {
 		return s, err
 	}
+	detach := nf.kw.attach(l.SetKeys)
+	defer detach()
 	s.end = "went quiet"
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -216,7 +226,11 @@ wait:
 // passes the datagrams of the session's sender, and keeps those of any
 // other source (a sender that starts while the session runs) for the
 // next session, which learns its peer from them; the previous session's
-// sender, if it still sends, is ignored.
+// sender, if it still sends, is ignored. With keys only an authenticated
+// sender frame of another endpoint, of a run not older than the
+// session's sender's (epoch, see docs/auth.md), counts as another
+// sender: unsealed or forged datagrams, and recordings of the session's
+// sender or of an earlier run replayed from elsewhere, are dropped.
 type oneSource struct {
 	inner  datapath.Path
 	waiter cast.Waiter
@@ -224,6 +238,24 @@ type oneSource struct {
 	prev   netip.AddrPort // the previous session's sender
 	stash  *batch.Vec     // another source's datagrams, for the next session
 	other  atomic.Bool    // stash holds something: the session should end
+	auth   *keyedOpener   // nil without keys
+	epoch  uint64         // the session's sender's epoch (with keys)
+}
+
+// another reports whether d, from a, announces another sender.
+func (o *oneSource) another(d []byte, a netip.AddrPort) bool {
+	if a == o.prev {
+		return false
+	}
+	if o.auth == nil {
+		return true
+	}
+	n, err := o.auth.Open(d, a)
+	if err != nil || !cast.SenderFrame(d[:n]) {
+		return false
+	}
+	e, _, _ := wire.Trailer(d)
+	return e != o.epoch && wire.EpochSeconds(e) >= wire.EpochSeconds(o.epoch)
 }
 
 // Recv hands out the stash first (before a session: cast.AwaitSender reads
@@ -265,7 +297,7 @@ func (o *oneSource) filter(v *batch.Vec, n int) int {
 	for i := 0; i < n; i++ {
 		d, a := v.Msg(i)
 		if a != o.peer {
-			if a != o.prev && !o.stash.Full() {
+			if !o.stash.Full() && o.another(d, a) {
 				o.stash.Append(d, a)
 				o.other.Store(true)
 			}

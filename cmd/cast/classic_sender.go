@@ -75,6 +75,7 @@ func runClassicSender(args []string) error {
 	if err := checkRange("timeout", *timeout, time.Millisecond, 24*time.Hour); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -158,6 +159,7 @@ func runClassicSender(args []string) error {
 		p.Close()
 		return err
 	}
+	defer nf.kw.attach(l.SetKeys)()
 	rch := newReach(p, nil)
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()

@@ -33,6 +33,7 @@ func runEcho(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func receiveEcho(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer n
 	var first *batch.Vec
 	if !peer.IsValid() {
 		fmt.Fprintf(os.Stderr, "listening on %s, waiting for a sender\n", p.LocalAddr())
-		if first, peer, _, err = cast.AwaitSender(ctx, p, protocol.MaxDatagram, nil); err != nil {
+		if first, peer, _, err = cast.AwaitSender(ctx, p, protocol.MaxDatagram, nf.kw.opener().open()); err != nil {
 			p.Close()
 			if ctx.Err() != nil {
 				return res, nil
@@ -128,6 +129,7 @@ func receiveEcho(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer n
 		p.Close()
 		return res, err
 	}
+	defer nf.kw.attach(l.SetKeys)()
 	if first != nil {
 		for i := 0; i < first.Len(); i++ {
 			if d, src := first.Msg(i); src == peer {

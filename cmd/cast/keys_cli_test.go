@@ -3,10 +3,14 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/walcast/walcast/wire"
 )
 
 func writeKeyFile(t *testing.T, mode os.FileMode, lines ...string) string {
@@ -56,4 +60,55 @@ func TestCLIKeyFileRefused(t *testing.T) {
 	if out := r.Stdout.String(); strings.Contains(out, `"seq":`) || !strings.Contains(out, "key id 3") {
 		t.Fatalf("recv with another key:\n%s", out)
 	}
+}
+
+// SIGHUP reloads -key-file in every keyed command, also before the
+// command has found its sender: a receiver and an echo, each told of
+// key 4 by a reload while they wait, serve a sender that tags with key 4
+// only. A forged unsealed heartbeat that reaches the echo first does not
+// make it take the forger for its sender.
+func TestCLIKeyReload(t *testing.T) {
+	const k3, k4 = "3 00112233445566778899aabbccddeeff", "4 ffeeddccbbaa99887766554433221100"
+	reload := func(c *child, file string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(k4+"\n"+k3+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.signal(syscall.SIGHUP)
+		c.waitOutput(`keys reloaded from`, hangBudget)
+	}
+	send4 := writeKeyFile(t, 0o600, k4)
+
+	t.Run("recv", func(t *testing.T) {
+		rk := writeKeyFile(t, 0o600, k3)
+		r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", "2000", "-key-file", rk)
+		addr := r.listenAddr()
+		reload(r, rk)
+		runCast(t, "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", "2000", "-rate", "20000", "-linger", "1s", "-key-file", send4).
+			expect(0, "stdout", `^naks \d+, retransmits`)
+		r.wait(hangBudget)
+		r.expect(0, "stdout", `^outcome: live$`)
+		if !strings.Contains(r.Stdout.String(), "received 2000 records (seq 1..2000, in order: true)") {
+			t.Fatalf("recv:\n%s", r.Stdout.String())
+		}
+	})
+
+	t.Run("echo", func(t *testing.T) {
+		ek := writeKeyFile(t, 0o600, k3)
+		e := startCast(t, "", "echo", "-listen", "127.0.0.1:0", "-n", "40", "-key-file", ek)
+		addr := e.listenAddr()
+		forger, err := net.Dial("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer forger.Close()
+		hb := make([]byte, wire.ControlFrameSize)
+		if _, err := forger.Write(hb[:wire.PutHeartbeatFrame(hb, wire.Heartbeat{Highest: 1})]); err != nil {
+			t.Fatal(err)
+		}
+		reload(e, ek)
+		runCast(t, "sender", "-addr", addr, "-n", "40", "-q", "-key-file", send4).expect(0, "stdout", `^throughput = `)
+		e.wait(hangBudget)
+		e.expect(0, "stdout", `^echoed 40 records \(0 could not be sent\)$`)
+	})
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/walcast/walcast/affinity"
@@ -31,6 +28,7 @@ type netFlags struct {
 	mc       datapath.Multicast // group options (multicast.go); the socket is then never connected
 	keyFile  string
 	keys     *cast.Keys // loaded from keyFile by check; nil: unauthenticated
+	kw       *keyWatch  // SIGHUP reloads keyFile (nil without it); the command calls done
 }
 
 func (nf *netFlags) add(fs *flag.FlagSet, defPath string, withDrop bool) {
@@ -66,40 +64,13 @@ func (nf *netFlags) check() error {
 			return usagef("-key-file: %v", err)
 		}
 		nf.keys = k
+		nf.kw = watchKeys(nf.keyFile, k)
 	}
 	return checkPct("drop", nf.drop)
 }
 
-// reloadKeys reloads -key-file into set on every SIGHUP until stop is
-// called (a key rollover without a restart, docs/auth.md); a file that
-// fails to load is reported on stderr and the keys in use stay.
-func (nf *netFlags) reloadKeys(set func(*cast.Keys) error) (stop func()) {
-	if nf.keys == nil {
-		return func() {}
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	done := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-done:
-				return
-			case <-hup:
-				k, err := cast.LoadKeyFile(nf.keyFile)
-				if err == nil {
-					err = set(k)
-				}
-				if err != nil {
-					fmt.Fprintf(os.Stderr, "cast: SIGHUP: keys not reloaded: %v\n", err)
-				} else {
-					fmt.Fprintf(os.Stderr, "cast: SIGHUP: keys reloaded from %s (sending with key id %d)\n", nf.keyFile, k.Send.ID)
-				}
-			}
-		}
-	}()
-	return func() { signal.Stop(hup); close(done) }
-}
+// done releases what check set up (the SIGHUP handler).
+func (nf *netFlags) done() { nf.kw.stop() }
 
 // open opens the datapath bound to local and, when peer is valid,
 // connected to it; with -drop it loses received datagrams.

@@ -44,6 +44,7 @@ func runRecv(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -326,7 +327,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		p.Close()
 		return res, err
 	}
-	defer nf.reloadKeys(c.SetKeys)()
+	defer nf.kw.attach(c.SetKeys)()
 	switch {
 	case nf.mc.Enabled():
 		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)

@@ -228,6 +228,7 @@ func runSend(args []string) error {
 	if err := o.check(); err != nil {
 		return err
 	}
+	defer nf.done()
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -307,7 +308,7 @@ func runSend(args []string) error {
 		}
 		return err
 	}
-	defer nf.reloadKeys(sr.p.SetKeys)()
+	defer nf.kw.attach(sr.p.SetKeys)()
 	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
 	if *walDir != "" {
 		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
