@@ -100,7 +100,7 @@ func (c *Consumer) Stats() ConsumerStats {
 		Skips: c.skips.Load(), LostSeqs: c.lost.Load(),
 	}
 	if l := c.loopNow(); l != nil {
-		s.Receiver, s.Loop = l.ReceiverStats(), l.Stats()
+		s.Receiver, s.Loop, s.Auth = l.ReceiverStats(), l.Stats(), l.AuthStats()
 	}
 	if cl := c.client(); cl != nil {
 		s.Replay = cl.Stats()

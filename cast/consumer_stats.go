@@ -28,4 +28,5 @@ type ConsumerStats struct {
 	Receiver      protocol.ReceiverStats // at most a tick old while Run runs
 	Loop          LoopStats
 	Replay        replay.ClientStats
+	Auth          AuthStats // datagrams refused by authentication (with Keys; see docs/auth.md)
 }

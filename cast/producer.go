@@ -265,13 +265,14 @@ type ProducerStats struct {
 	Durable uint64 // highest seq durable in the WAL (0 without one)
 	Sender  protocol.SenderStats
 	Loop    LoopStats
+	Auth    AuthStats          // datagrams refused by authentication (with Keys; see docs/auth.md)
 	WAL     wal.Stats          // zero without a WAL
 	Replay  replay.ServerStats // zero without Replay
 }
 
 // Stats returns the counters.
 func (p *Producer) Stats() ProducerStats {
-	s := ProducerStats{Published: p.accepted.Load(), Sender: p.loop.SenderStats(), Loop: p.loop.Stats()}
+	s := ProducerStats{Published: p.accepted.Load(), Sender: p.loop.SenderStats(), Loop: p.loop.Stats(), Auth: p.loop.AuthStats()}
 	s.Sent, s.LastSeq = p.loop.Sent()
 	if p.w != nil {
 		s.Durable, s.WAL = p.w.Durable(), p.w.Stats()
