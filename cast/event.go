@@ -102,11 +102,6 @@ const (
 	// id it does not hold (Event.Err names it; Event.Sender is the
 	// source): a mismatched key file. Reported once per key id.
 	EventKeyUnknown
-	// EventUnauthenticated: a keyed Loop refused datagrams from
-	// Event.Sender that carry no trailer of any key (a peer without keys,
-	// or traffic that is not walcast's); Event.Err says so. Reported once
-	// per source, for the first 16 sources.
-	EventUnauthenticated
 	// EventColdTooLarge: a record the log returned for a retransmit
 	// (Event.Seq) is larger than the loop's datagrams and was skipped: a
 	// log written with a larger MaxFrame, or without keys by a producer
@@ -122,8 +117,7 @@ var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect
 	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
 	EventReceiverStalled: "receiver_stalled", EventEnded: "ended",
 	EventSenderFound: "sender_found", EventCatchingUp: "catching_up", EventCaughtUp: "caught_up", EventLive: "live",
-	EventEscalated: "escalated", EventKeyUnknown: "key_unknown", EventUnauthenticated: "unauthenticated",
-	EventColdTooLarge: "cold_too_large"}
+	EventEscalated: "escalated", EventKeyUnknown: "key_unknown", EventColdTooLarge: "cold_too_large"}
 
 // String is the kind's name, as `cast recv -json` prints it in its
 // "event" field: it does not change.

@@ -14,6 +14,7 @@ func TestEventNames(t *testing.T) {
 		EventReceiverRecovered: "receiver_recovered", EventReceiverStalled: "receiver_stalled", EventEnded: "ended",
 		EventSenderFound: "sender_found", EventCatchingUp: "catching_up", EventCaughtUp: "caught_up",
 		EventLive: "live", EventEscalated: "escalated", EventKeyUnknown: "key_unknown",
+		EventColdTooLarge: "cold_too_large",
 	}
 	seen := map[string]EventKind{}
 	for k := EventKind(1); k < EventKind(len(eventNames)); k++ {
