@@ -20,7 +20,7 @@ import (
 )
 
 func TestWriteEventFields(t *testing.T) {
-	for _, tc := range []struct {
+	cases := []struct {
 		e    cast.Event
 		want map[string]any // the whole object
 	}{
@@ -50,7 +50,23 @@ func TestWriteEventFields(t *testing.T) {
 			map[string]any{"event": "caught_up", "from": 1, "to": 94, "records": 94}},
 		{cast.Event{Kind: cast.EventError, Err: errors.New(`cast: consumer: recv: "x"`)},
 			map[string]any{"event": "error", "error": `cast: consumer: recv: "x"`}},
-	} {
+		{cast.Event{Kind: cast.EventKeyUnknown, Err: fmt.Errorf("%w: a datagram is tagged with key id %d, which this consumer does not hold", cast.ErrKeyFile, 7)},
+			map[string]any{"event": "key_unknown", "error": cast.ErrKeyFile.Error() + ": a datagram is tagged with key id 7, which this consumer does not hold"}},
+	}
+	tested := map[cast.EventKind]bool{}
+	for _, tc := range cases {
+		tested[tc.e.Kind] = true
+	}
+	// Every kind -json prints is in the table above: a new event line
+	// cannot go untested.
+	for k := cast.EventKind(1); !strings.HasPrefix(k.String(), "EventKind("); k++ {
+		var b bytes.Buffer
+		writeEvent(&b, cast.Event{Kind: k, Err: errors.New("x"), Outcome: protocol.Outcome{Kind: protocol.Faulted}})
+		if b.Len() != 0 && !tested[k] {
+			t.Errorf("%v prints %q but has no case in TestWriteEventFields", k, b.String())
+		}
+	}
+	for _, tc := range cases {
 		var b bytes.Buffer
 		writeEvent(&b, tc.e)
 		var got map[string]any
