@@ -102,12 +102,15 @@ func (w *initialWindow) nak(now int64) {
 	}
 }
 
-// probes reports whether seq, about to be sent, should be the probe: the
-// window's last record, while nothing has told the window yet whether the
-// receiver speaks Status, and not the stream's first record (a receiver
-// that has heard no record yet cannot NAK one).
-func (w *initialWindow) probes(seq uint64) bool {
-	return w.size >= 2 && w.until != 0 && seq == w.edge && !w.released && w.nakAt == 0
+// probes reports whether seq, about to be sent at now, should be the
+// probe: the window's last record, while the window still holds (before
+// until) and nothing has told it yet whether the receiver speaks Status,
+// and not the stream's first record (a receiver that has heard no record
+// yet cannot NAK one). Once InitialWait has passed the window holds
+// nothing back, so there is nothing to learn and the record goes out as
+// it is.
+func (w *initialWindow) probes(seq uint64, now int64) bool {
+	return w.size >= 2 && w.until != 0 && now < w.until && seq == w.edge && !w.released && w.nakAt == 0
 }
 
 // sendProbe sends, in place of seq's first transmission (its frame is in

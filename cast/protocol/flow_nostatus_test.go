@@ -113,3 +113,47 @@ func TestInitialWindowLearnsNoStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestInitialWindowExpiredNoProbe: a producer slow enough that the
+// window's last record is sent after InitialWait has passed sends it as
+// it is, not as a probe heartbeat that withholds it until the next record
+// or a NAK: the window holds nothing back any more, so there is nothing
+// to learn. Towards a receiver with Status off, seq InitialWindow, the
+// producer's last for now, is delivered one link latency after its Send,
+// like the one before it.
+func TestInitialWindowExpiredNoProbe(t *testing.T) {
+	const window = DefaultReorderSlots
+	o := defaultOpt()
+	o.r.NoStatus = true
+	o.s.InitialWait = 100 * ms
+	h := newHarness(t, o)
+	h.trackTimes = true
+	h.impairData(mem.Impairment{Latency: 200 * us})
+	h.impairNaks(mem.Impairment{Latency: 200 * us})
+	sentAt := make([]int64, window+1)
+	for seq := uint64(1); seq <= window; seq++ {
+		got, err := h.s.Send(100, h.payload, h.now(), h.sOut)
+		if err != nil || got != seq {
+			t.Fatalf("Send %d: seq %d, %v", seq, got, err)
+		}
+		sentAt[seq] = h.now()
+		h.flushSender()
+		for range 4 { // 100 µs a record: seq window goes out at ~205 ms
+			h.step()
+			h.p.Clock.Advance(25 * us)
+		}
+	}
+	h.run(10*ms, 25*us)
+	h.expectDelivered(1, window)
+	st := h.s.Stats()
+	if st.InitialProbes != 0 {
+		t.Errorf("InitialProbes %d after InitialWait, want 0", st.InitialProbes)
+	}
+	for _, seq := range []uint64{window - 1, window} {
+		d := time.Duration(h.deliveredAt[seq-1] - sentAt[seq])
+		t.Logf("seq %d: delivered %v after its Send", seq, d)
+		if d > 300*us {
+			t.Errorf("seq %d delivered %v after its Send, want one link latency (200 µs, stepped every 25 µs)", seq, d)
+		}
+	}
+}

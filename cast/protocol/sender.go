@@ -248,7 +248,7 @@ func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 	if s.fc.initial.withheld != 0 && out.Cap()-out.Len() >= 2 {
 		s.sendWithheld(now, out)
 	}
-	if !s.fc.negotiated && s.fc.initial.probes(seq) && s.sendProbe(seq, now, out) {
+	if !s.fc.negotiated && s.fc.initial.probes(seq, now) && s.sendProbe(seq, now, out) {
 		return
 	}
 	s.em.emit(frame, seq, out)
