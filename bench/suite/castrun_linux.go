@@ -18,6 +18,7 @@ import (
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/internal/benchkit"
+	"github.com/walcast/walcast/internal/pace"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wire"
 )
@@ -131,27 +132,25 @@ func (o castStream) run() (castOutcome, error) {
 	payload := make([]byte, max(o.Payload, 24))
 	var produced atomic.Int64
 	var sending atomic.Bool
-	var startNS int64
 	base := time.Now()
+	// A token bucket, not a schedule: after a stall (a closed window, WAL
+	// backpressure, a descheduled loop) the producer resumes at the rate
+	// instead of racing to catch up.
+	bucket := pace.New(o.Rate)
 	pc.Advanced.OnPoll = func(l *cast.Loop, now int64) {
 		if !sending.Load() {
 			return
-		}
-		if startNS == 0 {
-			startNS = now
 		}
 		if o.OneWay {
 			binary.LittleEndian.PutUint64(payload[16:], uint64(time.Since(base)))
 		}
 		n := produced.Load()
-		for k := 0; k < 64; k++ {
-			if o.Rate > 0 && float64(n) > float64(now-startNS)/1e9*o.Rate {
-				break
-			}
+		for k := 0; k < 64 && bucket.Ready(now); k++ {
 			binary.LittleEndian.PutUint64(payload[8:], uint64(n))
 			if _, err := l.Send(1, payload); err != nil {
 				break // batch full or WAL backpressure: next iteration
 			}
+			bucket.Spend()
 			n++
 		}
 		produced.Store(n)

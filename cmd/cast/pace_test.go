@@ -7,49 +7,6 @@ import (
 	"time"
 )
 
-// TestBucket: a full bucket lets burst events go at once, then one per
-// 1/rate; after any pause it holds at most burst, never the pause's worth.
-func TestBucket(t *testing.T) {
-	const rate = 10000.0 // 1 event per 100 µs; burst 2 ms = 20
-	b := newBucket(rate)
-	now := int64(1)
-	n := 0
-	for b.ready(now) {
-		b.spend()
-		n++
-	}
-	if n != 20 {
-		t.Fatalf("a full bucket let %d go at once, want 20 (2 ms at %v/s)", n, rate)
-	}
-	if d := b.wait(now); d <= 0 || d > 100*time.Microsecond+1 {
-		t.Fatalf("empty bucket: wait %v, want ≤ 100 µs", d)
-	}
-	now += int64(100 * time.Microsecond)
-	if !b.ready(now) {
-		t.Fatal("no token 1/rate later")
-	}
-	b.spend()
-	if b.ready(now) {
-		t.Fatal("two tokens 1/rate later")
-	}
-	now += int64(10 * time.Second) // a long pause
-	n = 0
-	for b.ready(now) {
-		b.spend()
-		n++
-	}
-	if n != 20 {
-		t.Fatalf("after a 10 s pause %d went at once, want the burst of 20", n)
-	}
-	// A clock that goes back (never, from the loop) adds nothing.
-	if b.ready(now - 1) {
-		t.Fatal("a token from a clock going back")
-	}
-	if b := newBucket(10); b.burst != 1 {
-		t.Fatalf("burst at 10/s: %v, want 1 (never less than one event)", b.burst)
-	}
-}
-
 // fakeLoop is the loop as a paced producer sees it: Send refuses while
 // shut (a closed window, a WAL that holds records back) and records the
 // clock of every record it takes.

@@ -18,6 +18,7 @@ import (
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/drop"
+	"github.com/walcast/walcast/internal/pace"
 	"github.com/walcast/walcast/wire"
 )
 
@@ -231,10 +232,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var start, lastAt time.Time
-	var pace *bucket
-	if rf.consumeRate > 0 {
-		pace = newBucket(rf.consumeRate)
-	}
+	bucket := pace.New(rf.consumeRate) // nil: unpaced
 	var buf []byte
 	deliver := func(r cast.Record) error {
 		if r.Type == wire.TypeSkip {
@@ -245,13 +243,13 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 			res.last = int64(r.Seq)
 			return nil
 		}
-		if pace != nil {
+		if bucket != nil {
 			// A slow consumer: the receiver's window closes behind it and
 			// the sender waits.
-			for d := pace.wait(time.Now().UnixNano()); d > 0; d = pace.wait(time.Now().UnixNano()) {
+			for d := bucket.Wait(time.Now().UnixNano()); d > 0; d = bucket.Wait(time.Now().UnixNano()) {
 				time.Sleep(d)
 			}
-			pace.spend()
+			bucket.Spend()
 		}
 		if res.delivered == 0 {
 			start = time.Now()

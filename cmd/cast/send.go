@@ -14,6 +14,7 @@ import (
 
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/internal/pace"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 	"github.com/walcast/walcast/wire"
@@ -134,17 +135,13 @@ type paced struct {
 	sent     *atomic.Int64
 	done     chan struct{}
 	payload  []byte
-	pace     *bucket // nil: unpaced
+	bucket   *pace.Bucket // nil: unpaced
 	produced int
 	fin      bool
 }
 
 func newPaced(o sendOpts, sent *atomic.Int64, done chan struct{}) *paced {
-	pr := &paced{o: o, sent: sent, done: done, payload: make([]byte, o.payload)}
-	if o.rate > 0 {
-		pr.pace = newBucket(o.rate)
-	}
-	return pr
+	return &paced{o: o, sent: sent, done: done, payload: make([]byte, o.payload), bucket: pace.New(o.rate)}
 }
 
 // poll sends what the bucket allows at now (at most 256 records a call).
@@ -156,7 +153,7 @@ func (pr *paced) poll(l streamSender, now int64) {
 		return
 	}
 	for k := 0; k < 256 && pr.produced < pr.o.n; k++ {
-		if pr.pace != nil && !pr.pace.ready(now) {
+		if !pr.bucket.Ready(now) {
 			break
 		}
 		if len(pr.payload) >= 16 {
@@ -166,9 +163,7 @@ func (pr *paced) poll(l streamSender, now int64) {
 		if err != nil {
 			break // next iteration
 		}
-		if pr.pace != nil {
-			pr.pace.spend()
-		}
+		pr.bucket.Spend()
 		if pr.o.lastSeq != nil {
 			pr.o.lastSeq.Store(seq)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/internal/latency"
 	"github.com/walcast/walcast/internal/netns"
+	"github.com/walcast/walcast/internal/pace"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 	"github.com/walcast/walcast/wire"
@@ -148,7 +149,6 @@ type sender struct {
 	w        *wal.Writer
 	sent     int
 	produced atomic.Int64 // sent, readable from other goroutines
-	start    int64
 	ended    bool         // Loop.End called
 	lostAt   atomic.Int64 // clock when the first ReceiverLost event came (0: none)
 	err      atomic.Value // error that stopped production
@@ -362,7 +362,10 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 	lc.RaiseGOMAXPROCS = true
 	lc.Idle.Strategy = affinity.Park
 	payload := make([]byte, r.cfg.Payload)
-	rate := int64(r.cfg.Rate)
+	// A token bucket, not a schedule: after a stall (a closed window, a
+	// descheduled loop) the sender resumes at the rate instead of racing
+	// to catch up, which would time the burst, not the protocol.
+	bucket := pace.New(float64(r.cfg.Rate))
 	total := r.cfg.Records
 	lc.OnEvent = func(e cast.Event) {
 		if e.Kind == cast.EventReceiverLost {
@@ -378,14 +381,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 			return
 		}
 		now := r.clk.Now()
-		if s.start == 0 {
-			s.start = now
-		}
-		due := total
-		if rate > 0 {
-			due = int(min(int64(total), (now-s.start)*rate/1e9+1))
-		}
-		for s.sent < due {
+		for s.sent < total && bucket.Ready(now) {
 			binary.LittleEndian.PutUint64(payload[8:], uint64(r.clk.Now()))
 			_, err := l.Send(dataType, payload)
 			if err != nil {
@@ -395,6 +391,7 @@ func (r *run) newSender(p datapath.Path, dest netip.AddrPort, walSub string) (*s
 				s.err.Store(err)
 				return
 			}
+			bucket.Spend()
 			s.sent++
 			s.produced.Store(int64(s.sent))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/internal/benchkit"
 	"github.com/walcast/walcast/internal/netns"
+	"github.com/walcast/walcast/internal/pace"
 	"github.com/walcast/walcast/wire"
 )
 
@@ -112,17 +113,17 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 		pa.Close()
 		return failed(row, err)
 	}
-	rate := float64(c.LossRate) / 1e9
+	// A token bucket, not a schedule: after a stall the sender resumes at
+	// the rate instead of racing to catch up.
+	bucket := pace.New(float64(c.LossRate))
 	scfg.OnPoll = func(l *cast.Loop, _ int64) {
 		noteTID(&tidA)
-		t0 := go0.Load()
 		n := sent.Load()
-		if t0 == 0 || n >= total {
+		if go0.Load() == 0 || n >= total {
 			return
 		}
 		now := time.Now().UnixNano()
-		due := min(total, int64(float64(now-t0)*rate)+1)
-		for k := 0; k < s.Batch && n < due; k++ {
+		for k := 0; k < s.Batch && n < total && bucket.Ready(now); k++ {
 			putIndex(payload, uint64(n))
 			putStamp(payload, now)
 			if _, err := l.Send(1, payload); err != nil {
@@ -132,6 +133,7 @@ func loss(c Config, s Spec, ll *lanLoss, sys *bpf.SyscallCounter) Row {
 				}
 				break
 			}
+			bucket.Spend()
 			n++
 		}
 		sent.Store(n)

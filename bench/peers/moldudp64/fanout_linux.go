@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/internal/fanout"
 	"github.com/walcast/walcast/internal/latency"
 	"github.com/walcast/walcast/internal/netns"
+	"github.com/walcast/walcast/internal/pace"
 	"golang.org/x/sys/unix"
 )
 
@@ -229,21 +230,19 @@ func (p *publisherF) write(b []byte, to *net.UDPAddr) error {
 	}
 }
 
-// publish sends Records messages at Rate (paced in 1 ms steps), then
-// heartbeats every HeartbeatInterval until ctx ends, so subscribers see a
-// lost tail.
+// publish sends Records messages at Rate (paced in 1 ms steps by the
+// same token bucket as walcast's fan-out senders: after a stall it
+// resumes at the rate, never racing to catch up), then heartbeats every
+// HeartbeatInterval until ctx ends, so subscribers see a lost tail.
 func (p *publisherF) publish(ctx context.Context, clk fanout.Clock) error {
 	msg := make([]byte, p.c.Payload)
 	out := make([]byte, 0, HeaderLen+2+p.c.Payload)
-	start := clk.Now()
+	bucket := pace.New(float64(p.c.Rate))
 	sent := 0
 	lastSend := time.Now()
 	for ctx.Err() == nil {
-		due := p.c.Records
-		if p.c.Rate > 0 {
-			due = int(min(int64(p.c.Records), (clk.Now()-start)*int64(p.c.Rate)/1e9+1))
-		}
-		for sent < due {
+		for sent < p.c.Records && bucket.Ready(clk.Now()) {
+			bucket.Spend()
 			seq := uint64(sent + 1)
 			binary.LittleEndian.PutUint64(msg, seq)
 			binary.LittleEndian.PutUint64(msg[8:], uint64(clk.Now()))
