@@ -34,7 +34,9 @@ type fanoutRow struct {
 // consumers in network namespaces on one bridge, independent loss on the
 // way to each. Rows, interleaved Repeat times: casting-unicast-1 (one
 // receiver, the latency floor of the ratio), casting-multicast-N,
-// casting-unicast-N (N senders), moldudp64-multicast-N (repairs to the
+// casting-unicast-N (N senders: the control casting-multicast-N's note
+// compares it with, run by run, against fanout.ControlTarget),
+// moldudp64-multicast-N (repairs to the
 // requester, as the MoldUDP64 specification describes) and
 // moldudp64-multicast-group-N (its request server answering to the
 // group). Each row keeps the run with the median worst-receiver p99 and
@@ -80,8 +82,15 @@ func runFanout(o Options, r *report.Report) {
 		}
 	}
 	var floor *harness.Result
-	for _, row := range rows {
+	for i, row := range rows {
 		res := fanoutResult(row)
+		if i == 1 && res.Skipped == "" {
+			// The fair control: rows[2], the same receivers fed by one
+			// unicast sender each, interleaved with this row.
+			u := rows[2]
+			v := fanout.Compare(row.res, u.res, row.errs, u.errs)
+			res.Note += fmt.Sprintf("; worst receiver ÷ %s's, same run, p50/p99/p99.9: %s; %s", u.name, v, v.Target())
+		}
 		if row.name == "casting-unicast-1" && res.Skipped == "" {
 			floor = &res
 		}

@@ -25,7 +25,7 @@ type fanRow struct {
 }
 
 func runBenchFanout(args []string) error {
-	fs := newFlagSet("bench fanout", "[flags]", "One producer, N consumers, each in its own network namespace on one bridge,\nwith independent loss injected in the kernel on the way to each (tc-BPF on the\nbridge ports). Rows, interleaved -runs times: unicast-1 (one receiver: the\nlatency floor), multicast-N (one stream to a group, NAK suppression, repairs\nto the group) and unicast-N (N casting senders, every record sent N times).\nPrints datagrams per record, NAK frames per lost-record event, repair\ndatagrams per lost seq and one-way latency per receiver, with the spread over\nthe runs and the load average. Needs root. Run it under the bench lock.")
+	fs := newFlagSet("bench fanout", "[flags]", "One producer, N consumers, each in its own network namespace on one bridge,\nwith independent loss injected in the kernel on the way to each (tc-BPF on the\nbridge ports). Rows, interleaved -runs times: unicast-1 (one receiver: the\nlatency floor), multicast-N (one stream to a group, NAK suppression, repairs\nto the group) and unicast-N (N casting senders, every record sent N times:\nthe control multicast-N is judged against). Prints datagrams per record, NAK\nframes per lost-record event, repair datagrams per lost seq and one-way latency\nper receiver, with the spread over the runs and the load average; then the\nworst receiver's p50, p99 and p99.9 of multicast-N over unicast-1's and over\nunicast-N's in the same run, per run and as the median of the runs with their\nspread (target: p99 ≤ 1.2× unicast-N). Needs root. Run it under the bench lock.")
 	n := fs.Int("n", 1_000_000, "records per run")
 	recv := fs.Int("receivers", 8, "receivers N (1..15)")
 	loss := fs.Float64("loss", 1, "percent of the datagrams forwarded to each receiver dropped, independently")
@@ -152,7 +152,17 @@ func printFanout(w io.Writer, rows []*fanRow) {
 			spread(r.res, r.errs, func(x fanout.Result) float64 { return x.Load[1][0] }, "%.1f"))
 	}
 	if len(rows) >= 2 {
-		fmt.Fprintf(w, "\nworst receiver p99 of %s ÷ p99 of unicast-1, same run: %s\n", rows[1].name, p99Ratios(rows[1], rows[0]))
+		m := rows[1]
+		fmt.Fprintf(w, "\nworst receiver of %s ÷ unicast-1 (the latency floor), same run, p50/p99/p99.9: %s\n", m.name,
+			fanout.Compare(m.res, rows[0].res, m.errs, rows[0].errs))
+		// The fair control: the same N receivers, each fed by its own
+		// unicast sender, under the same load.
+		if len(rows) >= 3 && rows[2].cfg.Mode == fanout.Unicast {
+			u := rows[2]
+			v := fanout.Compare(m.res, u.res, m.errs, u.errs)
+			fmt.Fprintf(w, "worst receiver of %s ÷ worst receiver of %s (the control: %d unicast senders to the same receivers), same run, p50/p99/p99.9: %s\n%s\n",
+				m.name, u.name, u.cfg.Receivers, v, v.Target())
+		}
 	}
 	for _, r := range rows {
 		if r.cfg.Kill < 0 {
@@ -176,23 +186,6 @@ func medianP50(r fanout.Result) float64 {
 	}
 	slices.Sort(v)
 	return v[len(v)/2]
-}
-
-func p99Ratios(m, u *fanRow) string {
-	s := ""
-	for i := range m.res {
-		if i >= len(u.res) || m.errs[i] != nil || u.errs[i] != nil || u.res[i].WorstP99() == 0 {
-			continue
-		}
-		if s != "" {
-			s += ", "
-		}
-		s += fmt.Sprintf("%.2f×", float64(m.res[i].WorstP99())/float64(u.res[i].WorstP99()))
-	}
-	if s == "" {
-		return "–"
-	}
-	return s
 }
 
 // fanVerdict fails the command when a run failed or lost a record.

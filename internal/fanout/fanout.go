@@ -214,12 +214,3 @@ func (r Result) RepairsPerLost() float64 {
 	}
 	return float64(r.Repairs) / float64(r.LostEvents)
 }
-
-// WorstP99 is the highest receiver p99, ns.
-func (r Result) WorstP99() int64 {
-	var w int64
-	for _, rr := range r.Receivers {
-		w = max(w, rr.Latency.P99)
-	}
-	return w
-}
