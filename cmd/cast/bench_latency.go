@@ -49,6 +49,13 @@ p50 and p99 ≤ 3× the floor RTT, judged on the repair cost, the raw ratio
 shown alongside).
 Exit 0 when every row was measured (1 when one failed); with -check, also 1
 when a target was missed in some run.
+
+With -nostatus it measures only the start towards a receiver that sends no
+Status (the reference receiver's bytes): per run, cast send -rate -start-rate
+and cast recv -nostatus as separate processes on loopback, through a relay in
+this process that stamps each seq's first arrival; the figure is the largest
+gap between consecutive seqs before the end of the first window (seq 2049) and
+where it was, with the median and spread over -runs and the target (≤ 10 ms).
 Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench latency`)
 	c := benchkit.DefaultOneWayConfig()
 	fs.IntVar(&c.N, "n", c.N, "measured records per paced row")
@@ -68,9 +75,12 @@ Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench latency`)
 	pin := fs.String("pin", "0,1", "CPUs of the sender's and the receiver's loop, or none")
 	check := fs.Bool("check", false, "exit 1 when a target is missed in some run")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
+	noStatus := fs.Bool("nostatus", false, "measure only the start against a receiver that sends no Status (see above)")
+	startRate := fs.Int("start-rate", 20000, "-nostatus: records per second of cast send")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+
 	for _, r := range []struct {
 		name      string
 		v, lo, hi int
@@ -92,6 +102,12 @@ Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench latency`)
 	}
 	if c.Path != "udp" && c.Path != "mmsg" {
 		return usagef("-path %q: want udp or mmsg", c.Path)
+	}
+	if *noStatus {
+		if err := checkRange("start-rate", *startRate, 100, 1_000_000); err != nil {
+			return err
+		}
+		return benchStartNoStatus(os.Stdout, *runs, *startRate, *check)
 	}
 	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {

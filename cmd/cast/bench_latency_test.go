@@ -58,3 +58,25 @@ func TestCLIBenchLatency(t *testing.T) {
 		}
 	}
 }
+
+// cast bench latency -nostatus runs cast send and cast recv -nostatus as
+// processes, reports each run's largest gap before seq 2049 and where it
+// was, the spread and the target, and exits 0: no Status and no probe
+// crossed its relay, every record was delivered (the gap's size is the
+// bench's business). At 5 000 rec/s the Status-off receiver's 2048-record
+// window holds 400 ms of records: a loaded machine that does not run it
+// for a while does not push it past its window (no flow control holds the
+// sender back towards a receiver that sends no Status).
+func TestCLIBenchLatencyNoStatus(t *testing.T) {
+	b := runCast(t, "bench", "latency", "-nostatus", "-runs", "2", "-start-rate", "5000")
+	b.expect(0, "stdout", `^load at the end `)
+	out := b.Stdout.String()
+	for what, re := range map[string]string{
+		"each run's gap and where":  `(?m)^run [12]: largest gap before seq 2049: \d+\.\d{3} ms, between seq (\d+) and \d+; seq 2047 → 2049 \(the probe and the release\): \d+\.\d{3} ms; seqs 1…2049 crossed the tap in \d+\.\d{3} ms; 0 Status, 0 probes$`,
+		"the spread and the target": `(?m)^largest gap before seq 2049: median \d+\.\d{3} ms, runs \d+\.\d{3}–\d+\.\d{3} ms; target ≤ 10ms: met in \d of 2 runs$`,
+	} {
+		if n := len(regexp.MustCompile(re).FindAllString(out, -1)); n == 0 || what == "each run's gap and where" && n != 2 {
+			t.Fatalf("no %s:\n%s\n%s", what, out, b.Stderr.String())
+		}
+	}
+}
