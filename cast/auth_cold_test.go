@@ -19,7 +19,7 @@ import (
 func TestProducerKeysOverUnkeyedLog(t *testing.T) {
 	const n, size = 1000, protocol.DefaultMaxFrame - wire.HeaderSize // 1456-byte payloads
 	dir := t.TempDir()
-	nfc := ProducerAdvanced{Sender: protocol.SenderConfig{NoFlowControl: true}}
+	nfc := ProducerAdvanced{Sender: SenderTuning{NoFlowControl: true}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pair := mem.NewPair(1)

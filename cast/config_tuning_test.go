@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wal"
 )
@@ -40,6 +41,8 @@ func TestTuningMirrors(t *testing.T) {
 			t.Errorf("%s has %d fields, %s %d exported (%d owned)", name, tuning.NumField(), target, countExported(target), len(owned))
 		}
 	}
+	check("SenderTuning", reflect.TypeOf(SenderTuning{}), reflect.TypeOf(protocol.SenderConfig{}), "Dest", "NakSource", "AcceptAnyNakSource")
+	check("ReceiverTuning", reflect.TypeOf(ReceiverTuning{}), reflect.TypeOf(protocol.ReceiverConfig{}), "Sender", "Start", "StartNow")
 	check("WALTuning", reflect.TypeOf(WALTuning{}), reflect.TypeOf(wal.Config{}), "Dir", "Stream")
 	check("ReplayServerTuning", reflect.TypeOf(ReplayServerTuning{}), reflect.TypeOf(replay.ServerConfig{}), "TLS", "Plaintext")
 	check("ReplayClientTuning", reflect.TypeOf(ReplayClientTuning{}), reflect.TypeOf(replay.ClientConfig{}),
@@ -62,6 +65,13 @@ func TestTuningMirrors(t *testing.T) {
 			}
 		}
 	}
+	snd := SenderTuning{MaxFrame: 1, RingSlots: 2, HeartbeatInterval: 3, RetxDedupWindow: 4, MaxColdInFlight: 5, MaxColdQueued: 6,
+		MaxColdRecords: 7, ColdRate: 8, ColdBurst: 9, Coalesce: true, NoFlowControl: true, ReceiverTimeout: 10, MaxReceivers: 11,
+		FlowPolicy: protocol.FlowTagged, Tagged: []uint64{12}, ProbeFloor: 13, RTTProbeInterval: 14, ID: 15, InitialWindow: 16, InitialWait: 17}
+	copied("SenderTuning", reflect.ValueOf(snd), reflect.ValueOf(snd.Config()))
+	rcv := ReceiverTuning{MaxFrame: 1, ReorderSlots: 2, NakDebounce: 3, MaxNakRetries: 4, HeartbeatInterval: 5, SilenceIntervals: 6,
+		MaxNakRunsPerPump: 7, NoStatus: true, ID: 8, StatusInterval: 9, NakFloor: 10, NakBackoff: 11, OverrunEvidence: 12}
+	copied("ReceiverTuning", reflect.ValueOf(rcv), reflect.ValueOf(rcv.Config()))
 	wt := WALTuning{SegmentSize: 1, BufferSize: 2, FlushInterval: 3, FlushRecords: 4, FlushBytes: 5, MaxFlushLag: 6,
 		BlockOnBackpressure: true, Retention: 7, SeqReserve: 8, VerifySealed: true, Repair: true, DisableDirectIO: true}
 	wc := wt.config("d", 9)

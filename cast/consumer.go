@@ -64,7 +64,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	c := &Consumer{cfg: cfg, rcfg: cfg.Advanced.Receiver, tip: cfg.Advanced.StartTip}
+	c := &Consumer{cfg: cfg, rcfg: cfg.Advanced.Receiver.Config(), tip: cfg.Advanced.StartTip}
 	c.tipNow.Store(cfg.Advanced.StartTip)
 	if cfg.TipPath != "" {
 		tip, err := replay.ReadTip(cfg.TipPath)
@@ -160,9 +160,11 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 		c.sender = firstFrom
 		c.event(Event{Kind: EventSenderFound, Sender: c.sender})
 	}
+	c.rcfg.Sender = c.cfg.Advanced.Control
 	if !c.rcfg.Sender.IsValid() {
 		c.rcfg.Sender = c.sender
 	}
+	c.rcfg.StartNow = c.cfg.Advanced.StartNow && c.tip == 0 // no tip: nothing to resume after
 	r, err := protocol.NewReceiver(c.rcfg)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 		}
 		c.clP.Store(c.cl)
 	}
-	if !c.cfg.Advanced.SkipBootstrap && !c.cfg.NoCatchUp {
+	if !c.cfg.Advanced.SkipBootstrap && !c.cfg.NoCatchUp && !c.rcfg.StartNow {
 		if err := c.bootstrap(ctx); err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/batch"
-	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/replay"
 	"github.com/walcast/walcast/wire"
@@ -233,7 +232,8 @@ func TestConsumerConfigMisuse(t *testing.T) {
 		{"catch-up without TLS", "TLS", ConsumerConfig{Path: pair.B}},
 		{"no catch-up with endpoints", "NoCatchUp", ConsumerConfig{Path: pair.B, NoCatchUp: true, Replay: []string{"x:1"}}},
 		{"tip file and start tip", "Advanced.StartTip", ConsumerConfig{Path: pair.B, Plaintext: true, TipPath: "t", Advanced: ConsumerAdvanced{StartTip: 5}}},
-		{"reorder ring not a power of two", "Advanced.Receiver", ConsumerConfig{Path: pair.B, NoCatchUp: true, Advanced: ConsumerAdvanced{Receiver: recvCfg(3000)}}},
+		{"reorder ring not a power of two", "Advanced.Receiver", ConsumerConfig{Path: pair.B, NoCatchUp: true, Advanced: ConsumerAdvanced{Receiver: ReceiverTuning{ReorderSlots: 3000}}}},
+		{"start now and a start tip", "Advanced.StartNow", ConsumerConfig{Path: pair.B, NoCatchUp: true, Advanced: ConsumerAdvanced{StartNow: true, StartTip: 5}}},
 		{"negative verify wait", "Advanced.VerifyWait", ConsumerConfig{Path: pair.B, Plaintext: true, Advanced: ConsumerAdvanced{VerifyWait: -1}}},
 		{"bad jitter", "Advanced.ReplayClient", ConsumerConfig{Path: pair.B, Plaintext: true, Advanced: ConsumerAdvanced{ReplayClient: ReplayClientTuning{Jitter: 2}}}},
 	} {
@@ -247,11 +247,6 @@ func TestConsumerConfigMisuse(t *testing.T) {
 	if !errors.Is(err, replay.ErrConfig) || strings.Contains(err.Error(), "replay: invalid") {
 		t.Errorf("nested error %v: want replay.ErrConfig matched, prefix not repeated", err)
 	}
-}
-
-func recvCfg(slots int) (c protocol.ReceiverConfig) {
-	c.ReorderSlots = slots
-	return c
 }
 
 // TestConsumerStopDuringCatchUp: deliver returning ErrStop during the

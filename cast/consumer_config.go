@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/affinity"
-	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/internal/cfgerr"
 	"github.com/walcast/walcast/replay"
@@ -73,15 +72,23 @@ type ConsumerConfig struct {
 // ConsumerAdvanced is the part of a [ConsumerConfig] most consumers leave
 // zero (every zero field means its default).
 type ConsumerAdvanced struct {
-	// StartTip, without a TipPath, is the tip to resume after (default
-	// 0: the stream's first record).
+	// StartTip, without a TipPath, is the tip to resume after: delivery
+	// starts at StartTip+1 (default 0: the stream's first record).
 	StartTip uint64
+	// StartNow, while the consumer has no tip (none in TipPath, StartTip
+	// 0), starts at the first record heard instead of seq 1: the records
+	// before it are neither caught up nor delivered, and EventLateStart
+	// says where delivery began. A consumer with a tip resumes after it.
+	StartNow bool
 	// SkipBootstrap goes live at once instead of catching up over TCP
-	// first: at tip+1 if a tip is known, else at Receiver.Start (seq 1 by
-	// default: a stream already a reorder window ahead escalates to a
-	// catch-up; Receiver.StartNow: the first record it hears, reported by
-	// EventLateStart).
+	// first: at tip+1 (seq 1 without a tip: a stream already a reorder
+	// window ahead escalates to a catch-up).
 	SkipBootstrap bool
+	// Control is where NAKs and Status go instead of the producer's
+	// address: a multicast group's control address, which every member
+	// hears (NAK suppression). Zero: the producer's (From, or the address
+	// learnt).
+	Control netip.AddrPort
 	// VerifyWait bounds the check made when the producer announces a
 	// highest seq below the tip (SenderRestarted): whether its WAL still
 	// holds the consumer's last record (default 1 s).
@@ -102,13 +109,11 @@ type ConsumerAdvanced struct {
 	// default; Counters.Stream is set from Stream).
 	Counters Counters
 	// Receiver tunes the protocol receiver (reorder window, NAK timing,
-	// Status). Its Sender, where NAKs go, defaults to the producer's
-	// address (From or the one learnt); a multicast consumer sets it to
-	// the group's control address. By default the receiver sends Status
-	// frames (flow control: the producer runs at most ReorderSlots
-	// records ahead of what it delivered; RTT; a Leave when Run ends);
-	// NoStatus sends the reference's bytes only.
-	Receiver protocol.ReceiverConfig
+	// Status). By default the receiver sends Status frames (flow control:
+	// the producer runs at most ReorderSlots records ahead of what it
+	// delivered; RTT; a Leave when Run ends); NoStatus sends the
+	// reference's bytes only.
+	Receiver ReceiverTuning
 	// ReplayClient tunes the catch-up client (timeouts, backoff, retry
 	// budget).
 	ReplayClient ReplayClientTuning
@@ -130,8 +135,10 @@ func (c ConsumerConfig) check() error {
 		return bad("TLS", "catch-up needs a TLS config with the CA to trust, or Plaintext (or NoCatchUp)")
 	case c.Advanced.VerifyWait < 0:
 		return bad("Advanced.VerifyWait", "%v is negative", c.Advanced.VerifyWait)
+	case c.Advanced.StartNow && c.Advanced.StartTip != 0:
+		return bad("Advanced.StartNow", "a start tip says where to resume; StartNow is for a consumer without one")
 	}
-	if err := c.Advanced.Receiver.Validate(); err != nil {
+	if err := c.Advanced.Receiver.Config().Validate(); err != nil {
 		return cfgerr.Nest("cast", ErrConfig, "Advanced.Receiver", err)
 	}
 	if err := c.Thread.Validate(); err != nil {

@@ -104,15 +104,15 @@ type ProducerAdvanced struct {
 	// ProducerConfig.Dir is set.
 	WAL WALTuning
 	// Sender tunes the protocol sender (hot ring, heartbeat, frame size,
-	// flow control); its Dest comes from To and must be left zero. Flow
-	// control is on by default: a consumer's Status frames bound how far
-	// the producer runs ahead of it (its reorder window), so Publish
-	// waits for a slow consumer instead of overrunning it, and a consumer
-	// silent for ReceiverTimeout (1 s) or that said it is leaving no
-	// longer holds it back. A consumer that never sends Status (the
-	// reference's) is not waited for after the first InitialWait (1 s).
-	// NoFlowControl turns it off.
-	Sender protocol.SenderConfig
+	// flow control); where it sends is To. Flow control is on by
+	// default: a consumer's Status frames bound how far the producer runs
+	// ahead of it (its reorder window), so Publish waits for a slow
+	// consumer instead of overrunning it, and a consumer silent for
+	// ReceiverTimeout (1 s) or that said it is leaving no longer holds it
+	// back. A consumer that never sends Status (the reference's) is not
+	// waited for after the first InitialWait (1 s). NoFlowControl turns
+	// it off.
+	Sender SenderTuning
 	// ReplayServer tunes the replay server, with Replay.
 	ReplayServer ReplayServerTuning
 }
@@ -122,14 +122,12 @@ func (c ProducerConfig) check() error {
 	switch {
 	case !c.To.IsValid() && c.Path == nil:
 		return bad("To", "a producer needs a destination (a consumer's Addr) or a connected Path")
-	case c.Advanced.Sender.Dest.IsValid():
-		return bad("Advanced.Sender.Dest", "the destination is ProducerConfig.To; leave Dest zero")
 	case (c.Replay || c.ReplayAddr != "") && c.Dir == "":
 		return bad("Replay", "catch-up is served from the WAL: set Dir")
 	case c.Advanced.PublishSlots < 0:
 		return bad("Advanced.PublishSlots", "%d is negative", c.Advanced.PublishSlots)
 	}
-	if err := c.Advanced.Sender.Validate(); err != nil {
+	if err := c.Advanced.Sender.Config().Validate(); err != nil {
 		return cfgerr.Nest("cast", ErrConfig, "Advanced.Sender", err)
 	}
 	if err := c.Thread.Validate(); err != nil {
@@ -203,7 +201,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 		return nil, err
 	}
 	p.path = path
-	sc := cfg.Advanced.Sender
+	sc := cfg.Advanced.Sender.Config()
 	if !connected(path) {
 		sc.Dest = cfg.To
 		if cfg.To.Addr().IsMulticast() {

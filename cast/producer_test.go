@@ -105,7 +105,7 @@ func closeCycles() int {
 
 // smallRing is a Sender with a 512-slot hot ring: a Close cycle's
 // records fit, and it is quicker to make than the default 4096 slots.
-var smallRing = protocol.SenderConfig{RingSlots: 512}
+var smallRing = SenderTuning{RingSlots: 512}
 
 // TestProducerCloseDrainsWAL: the same with a WAL over a real socket, a
 // smaller number of times: every accepted record was sent and is durable.
@@ -217,11 +217,10 @@ func TestProducerConfigMisuse(t *testing.T) {
 		cfg         ProducerConfig
 	}{
 		{"no destination", "To", ProducerConfig{}},
-		{"sender dest", "Advanced.Sender.Dest", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{Dest: mem.AddrB}}}},
 		{"replay without a WAL", "Replay", ProducerConfig{To: mem.AddrB, Replay: true, Plaintext: true}},
 		{"replay without TLS", "Advanced.ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true}},
 		{"replay TLS and plaintext", "Advanced.ReplayServer", ProducerConfig{To: mem.AddrB, Dir: dir, Replay: true, TLS: srvTLS, Plaintext: true}},
-		{"ring not a power of two", "Advanced.Sender", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{RingSlots: 1000}}}},
+		{"ring not a power of two", "Advanced.Sender", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{Sender: SenderTuning{RingSlots: 1000}}}},
 		{"bad segment size", "Advanced.WAL", ProducerConfig{To: mem.AddrB, Dir: dir, Advanced: ProducerAdvanced{WAL: WALTuning{SegmentSize: 10}}}},
 		{"negative queue", "Advanced.PublishSlots", ProducerConfig{To: mem.AddrB, Advanced: ProducerAdvanced{PublishSlots: -1}}},
 		{"CPU without Pin", "Thread", ProducerConfig{To: mem.AddrB, Thread: affinity.Config{Pin: false, CPU: 3}}},

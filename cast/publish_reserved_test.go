@@ -55,7 +55,7 @@ func TestPublishReservedTypes(t *testing.T) {
 	t.Run("Producer", func(t *testing.T) {
 		pair := mem.NewPair(1)
 		p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet,
-			Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{NoFlowControl: true, RingSlots: 512}}})
+			Advanced: ProducerAdvanced{Sender: SenderTuning{NoFlowControl: true, RingSlots: 512}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -223,7 +223,7 @@ func TestPublishSizes(t *testing.T) {
 		t.Run(fmt.Sprintf("Producer/keys=%v", keys != nil), func(t *testing.T) {
 			pair := mem.NewPair(1)
 			p, err := NewProducer(ProducerConfig{To: mem.AddrB, Path: pair.A, Idle: quiet, Keys: keys,
-				Advanced: ProducerAdvanced{Sender: protocol.SenderConfig{NoFlowControl: true, RingSlots: 64}}})
+				Advanced: ProducerAdvanced{Sender: SenderTuning{NoFlowControl: true, RingSlots: 64}}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -78,12 +78,6 @@ func (rf *recvFlags) catchUp(cc *cast.ConsumerConfig) {
 	cc.NoCatchUp = false
 	cc.Replay, cc.Stream = r.endpointsGiven, uint32(r.stream)
 	cc.TLS, cc.Plaintext = r.tls, r.plaintext
-	switch {
-	case rf.startNow:
-		cc.Advanced.SkipBootstrap = true
-	case rf.start > 1:
-		cc.Advanced.StartTip = rf.start - 1
-	}
 }
 
 // serveFlags are a replay server's TLS flags (`cast replay serve`, `cast

@@ -136,7 +136,7 @@ func runDemo(args []string) error {
 	frame := *size + wire.HeaderSize
 	// Defaults throughout: the receiver's Status keeps the sender within
 	// its reorder window, and the re-NAK delay follows the RTT.
-	rc := protocol.ReceiverConfig{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: *debounce}
+	rc := cast.ReceiverTuning{MaxFrame: (frame + 63) &^ 63, ReorderSlots: *reorder, NakDebounce: *debounce}
 	if *debounce == 0 {
 		rc.NakDebounce = -1 // every pump (a zero field would mean the default)
 	}

@@ -109,38 +109,26 @@ func (m *mcastFlags) receiver() (datapath.Multicast, error) {
 	return mc, nil
 }
 
-// senderConfig points a sender at the group: data, retransmits and
-// heartbeats to the group, NAKs and Status accepted from any member, and
-// the flow policy.
-func (m *mcastFlags) senderConfig(sc *protocol.SenderConfig) error {
-	sc.Dest = m.group
-	sc.AcceptAnyNakSource = true
-	sc.MaxReceivers = protocol.MaxReceivers
-	return m.flowPolicy(sc)
-}
-
-// flowPolicy applies -flow and -tagged (any sender: with one receiver
-// every policy is unicast flow control).
-func (m *mcastFlags) flowPolicy(sc *protocol.SenderConfig) error {
-	p, err := protocol.ParseFlowPolicy(m.flow)
+// flowPolicy is the policy and the tagged ids of -flow and -tagged (any
+// sender: with one receiver every policy is unicast flow control).
+func (m *mcastFlags) flowPolicy() (p protocol.FlowPolicy, tagged []uint64, err error) {
+	p, err = protocol.ParseFlowPolicy(m.flow)
 	if err != nil {
-		return usagef("-flow %q: want min, max or tagged", m.flow)
+		return p, nil, usagef("-flow %q: want min, max or tagged", m.flow)
 	}
-	sc.FlowPolicy = p
-	sc.Tagged = nil
 	if m.tagged != "" {
 		for _, f := range strings.Split(m.tagged, ",") {
 			id, err := strconv.ParseUint(strings.TrimSpace(f), 0, 64)
 			if err != nil || id == 0 {
-				return usagef("-tagged %q: want nonzero receiver ids", f)
+				return p, nil, usagef("-tagged %q: want nonzero receiver ids", f)
 			}
-			sc.Tagged = append(sc.Tagged, id)
+			tagged = append(tagged, id)
 		}
 	}
-	if (p == protocol.FlowTagged) != (len(sc.Tagged) > 0) {
-		return usagef("-flow tagged and -tagged go together")
+	if (p == protocol.FlowTagged) != (len(tagged) > 0) {
+		return p, nil, usagef("-flow tagged and -tagged go together")
 	}
-	return nil
+	return p, tagged, nil
 }
 
 func (m *mcastFlags) String() string {

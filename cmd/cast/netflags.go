@@ -139,9 +139,9 @@ func (nf *netFlags) senderLoop(peer netip.AddrPort) (datapath.Path, cast.LoopCon
 }
 
 // producerConfig opens nf's path from local to peer and returns a
-// producer config on it with the thread, idle and batch flags applied
-// and the default Sender config; the Producer built from it owns the
-// path (close it yourself if you build none).
+// producer config on it with the thread, idle and batch flags applied;
+// the Producer built from it owns the path (close it yourself if you
+// build none).
 func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerConfig, error) {
 	s, err := affinity.ParseStrategy(nf.idle)
 	if err != nil {
@@ -152,7 +152,7 @@ func (nf *netFlags) producerConfig(local, peer netip.AddrPort) (cast.ProducerCon
 		return cast.ProducerConfig{}, err
 	}
 	pc := cast.ProducerConfig{To: peer, Path: p, Thread: affinity.OnCPU(nf.pin), Keys: nf.keys}
-	pc.Advanced.Batch, pc.Advanced.Sender = nf.batch, protocol.DefaultSenderConfig()
+	pc.Advanced.Batch = nf.batch
 	pc.Idle.Strategy = s
 	pc.Advanced.RaiseGOMAXPROCS = true // as nf.loop
 	return pc, nil

@@ -218,12 +218,15 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	res.path = features(p)
 	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), NoCatchUp: true, Keys: nf.keys,
-		Advanced: cast.ConsumerAdvanced{Batch: nf.batch, Receiver: rf.config(), RaiseGOMAXPROCS: true}}
+		Advanced: cast.ConsumerAdvanced{Batch: nf.batch, Receiver: rf.tuning(), RaiseGOMAXPROCS: true, StartNow: rf.startNow}}
+	if rf.start > 1 {
+		cc.Advanced.StartTip = rf.start - 1
+	}
 	cc.Idle.Strategy = idle
 	if nf.mc.Enabled() {
 		// NAKs and Status go to the control group; the data comes from a
 		// sender the Consumer learns from its first frame.
-		cc.From, cc.Advanced.Receiver.Sender = netip.AddrPort{}, peer
+		cc.From, cc.Advanced.Control = netip.AddrPort{}, peer
 	}
 	rf.catchUp(&cc)
 	out := &lockedWriter{w: w}
@@ -462,22 +465,25 @@ func (rf *recvFlags) check() error {
 	return checkRange("maxframe", rf.maxFrame, wire.HeaderSize+8, 65507)
 }
 
-func (rf *recvFlags) config() protocol.ReceiverConfig {
-	c := protocol.DefaultReceiverConfig()
-	c.ReorderSlots, c.NakDebounce, c.MaxFrame, c.ID = rf.reorder, rf.debounce, rf.maxFrame, rf.id
-	c.Start, c.StartNow = rf.start, rf.startNow
-	c.NoStatus = rf.noStatus
+// tuning is the receiver tuning the flags ask for.
+func (rf *recvFlags) tuning() cast.ReceiverTuning {
+	t := cast.ReceiverTuning{ReorderSlots: rf.reorder, NakDebounce: rf.debounce, MaxFrame: rf.maxFrame, ID: rf.id, NoStatus: rf.noStatus}
 	if rf.debounce == 0 {
-		c.NakDebounce = -1 // -debounce 0: every pump (a zero field would mean the default)
+		t.NakDebounce = -1 // -debounce 0: every pump (a zero field would mean the default)
 	}
 	if rf.retries > 0 {
-		c.MaxNakRetries = rf.retries
+		t.MaxNakRetries = rf.retries
 	}
 	if rf.silence > 0 {
-		c.SilenceIntervals = int((rf.silence + c.HeartbeatInterval - 1) / c.HeartbeatInterval)
+		hb := protocol.DefaultHeartbeatInterval
+		t.SilenceIntervals = int((rf.silence + hb - 1) / hb)
 	}
-	return c
+	return t
 }
+
+// config is the receiver config of a hand-built Receiver (echo, the
+// classic receiver), which starts at seq 1.
+func (rf *recvFlags) config() protocol.ReceiverConfig { return rf.tuning().Config() }
 
 // writeEvent prints one Consumer event as a JSON line, if it is one the
 // -json output names (see `cast recv -h`): the event's name is its kind's

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -264,11 +263,9 @@ func runSend(args []string) error {
 	sc := &pc.Advanced.Sender
 	sc.Coalesce, sc.ColdRate, sc.RingSlots = nf.coalesce, *coldRate, *ring
 	if group {
-		err = mf.senderConfig(sc)
-		sc.Dest = netip.AddrPort{} // the Producer sends to To, the group
-	} else {
-		err = mf.flowPolicy(sc)
+		sc.MaxReceivers = protocol.MaxReceivers // a flow-control entry for every member
 	}
+	sc.FlowPolicy, sc.Tagged, err = mf.flowPolicy()
 	if err != nil {
 		pc.Path.Close()
 		return err

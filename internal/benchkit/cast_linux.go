@@ -351,7 +351,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var delivered atomic.Int64
 	var outcome atomic.Value
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
-		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: protocol.ReceiverConfig{ReorderSlots: 1 << 16}},
+		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: cast.ReceiverTuning{ReorderSlots: 1 << 16}},
 		OnEvent: func(e cast.Event) {
 			if e.Kind == cast.EventEscalated {
 				outcome.Store(e.Outcome.Kind.String())
@@ -384,7 +384,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var produced atomic.Int64
 	var stop atomic.Bool
 	var sendErr error
-	sc := protocol.SenderConfig{Coalesce: coalesce}
+	sc := cast.SenderTuning{Coalesce: coalesce}
 	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys, Advanced: cast.ProducerAdvanced{
 		Batch: c.Batch, RaiseGOMAXPROCS: true,
 		Sender: sc,

@@ -266,26 +266,30 @@ func (r *run) setup() error {
 	return nil
 }
 
-func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverConfig {
-	rc := protocol.DefaultReceiverConfig()
-	rc.Sender, rc.ID = nakTo, id
-	rc.NakDebounce = 5 * time.Millisecond
+// receiverTuning is every receiver's tuning, with id its Status id.
+func (r *run) receiverTuning(id uint64) cast.ReceiverTuning {
+	t := cast.ReceiverTuning{ID: id, NakDebounce: 5 * time.Millisecond, ReorderSlots: 32768, MaxFrame: r.maxFrame()}
 	if r.cfg.NakDebounce > 0 {
-		rc.NakDebounce = r.cfg.NakDebounce
+		t.NakDebounce = r.cfg.NakDebounce
 	}
-	rc.ReorderSlots = 32768
 	if r.cfg.ReorderSlots > 0 {
-		rc.ReorderSlots = r.cfg.ReorderSlots
+		t.ReorderSlots = r.cfg.ReorderSlots
 	}
-	rc.MaxFrame = r.maxFrame()
 	// A loop starved for 100 ms and more on a loaded 2-vCPU machine must
 	// not turn a repairable gap into a fault.
-	rc.MaxNakRetries = 400
+	t.MaxNakRetries = 400
 	silence := 10 * time.Second
 	if r.cfg.Silence > 0 {
 		silence = r.cfg.Silence
 	}
-	rc.SilenceIntervals = int(max(silence/rc.HeartbeatInterval, 1))
+	t.SilenceIntervals = int(max(silence/protocol.DefaultHeartbeatInterval, 1))
+	return t
+}
+
+// receiverConfig is a hand-built receiver's config: NAKs to nakTo.
+func (r *run) receiverConfig(nakTo netip.AddrPort, id uint64) protocol.ReceiverConfig {
+	rc := r.receiverTuning(id).Config()
+	rc.Sender = nakTo
 	return rc
 }
 
@@ -472,7 +476,7 @@ func (r *run) killAndRestart(ctx context.Context, rv *receiver) error {
 	cc := cast.ConsumerConfig{
 		Path: tap, Replay: []string{r.srvLn.Addr().String()}, Plaintext: true,
 		Idle:     affinity.Idler{Strategy: affinity.Backoff, Spins: 1, Yields: 1, MinSleep: 20 * time.Microsecond, MaxSleep: 20 * time.Microsecond},
-		Advanced: cast.ConsumerAdvanced{Receiver: r.receiverConfig(control, ReceiverID(rv.i)+0x100), StartTip: tip, RaiseGOMAXPROCS: true},
+		Advanced: cast.ConsumerAdvanced{Receiver: r.receiverTuning(ReceiverID(rv.i) + 0x100), Control: control, StartTip: tip, RaiseGOMAXPROCS: true},
 	}
 	cons, err := cast.NewConsumer(cc)
 	if err != nil {
