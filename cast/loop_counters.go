@@ -86,7 +86,7 @@ func newLoopCounters(l *Loop) *loopCounters {
 	if err != nil {
 		return &loopCounters{err: err}
 	}
-	c := &loopCounters{f: f, stream: cfg.Stream, epoch: l.epoch.UnixNano(), spin: !l.idle.Parks(),
+	c := &loopCounters{f: f, err: f.Err(), stream: cfg.Stream, epoch: l.epoch.UnixNano(), spin: !l.idle.Parks(),
 		thresh: int64(cfg.StallThreshold)}
 	if c.thresh <= 0 {
 		c.thresh = int64(time.Millisecond)
@@ -388,7 +388,8 @@ func (l *Loop) closeCounters() {
 }
 
 // CountersPath is the counters file this loop publishes to ("" when off)
-// and, when it could not be opened, why (the loop runs without).
+// and, when none could be made, why (the counters then live in process
+// memory only, or not at all).
 func (l *Loop) CountersPath() (string, error) {
 	if l.ctr == nil {
 		return "", nil

@@ -43,6 +43,7 @@ func TestWriteRead(t *testing.T) {
 	f.Error(1, RoleConsumer, "faulted: retry budget", 5)
 	f.Error(1, RoleConsumer, "faulted: retry budget", 9)
 	f.Error(0, RoleNone, "other", 6)
+	f.Flush()
 
 	want := filepath.Join(dir, filepathBase())
 	if f.Path() != want {
@@ -82,6 +83,7 @@ func TestWriteRead(t *testing.T) {
 	// A freed slot disappears and is reused.
 	f.Free(a)
 	c, _ := f.Counter(KindCounter, "other_total")
+	f.Flush()
 	s, _ = Read(want)
 	if _, ok := s.Find(`naks_sent{stream="1",role="consumer"}`); ok || len(s.Values) != 2 {
 		t.Errorf("after Free: %+v", s.Values)

@@ -1,6 +1,7 @@
 package counters
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,17 +13,24 @@ import (
 )
 
 // SampleInterval is how often a File's sampler goroutine stamps the
-// heartbeat and runs the functions given to [File.OnSample].
+// heartbeat, runs the functions given to [File.OnSample] and copies the
+// counters into the file: a reader sees values at most this old.
 const SampleInterval = 100 * time.Millisecond
 
-// File is this process's counters file in one directory, shared by every
-// loop of the process (see [Acquire]). Its methods are safe for
-// concurrent use; [Counter.Store] is the hot path.
+// File is this process's counters in one directory, shared by every
+// loop of the process (see [Acquire]). The writers store into the
+// process's own memory; the sampler goroutine copies it into the file
+// that readers map (see mirror), so that nothing a reader does to the
+// file (truncate it, fill its file system, scribble on it) can fault a
+// writer. Its methods are safe for concurrent use; [Counter.Store] is
+// the hot path.
 type File struct {
-	mem   []byte
-	path  string
-	key   string
-	unmap func() error
+	mem    []byte // the process's own copy: every write goes here
+	shared []byte // the file's mapping, written by mirror only (nil: no file)
+	fd     *os.File
+	path   string
+	err    error // why nothing is written (shared nil)
+	key    string
 
 	mu       sync.Mutex // slot allocation, errors, samplers, refs
 	free     []int32    // released slots, reused first
@@ -33,6 +41,7 @@ type File struct {
 	running  sync.Mutex // held while the samplers run
 	stop     chan struct{}
 	done     chan struct{}
+	repairs  int // times the file was found cut short and restored
 }
 
 var files struct {
@@ -75,17 +84,25 @@ func Acquire(c Config) (*File, error) {
 func create(dir string) (*File, error) {
 	pid := os.Getpid()
 	final := filepath.Join(dir, fmt.Sprintf("%d%s", pid, Suffix))
-	mem, unmap, err := mapNew(dir, final, fileSize, func(mem []byte) { initHeader(mem, pid) })
-	if err != nil {
-		return nil, fmt.Errorf("counters: %w", err)
-	}
-	if unmap == nil {
-		final = "" // process memory only
-	}
-	f := &File{mem: mem, path: final, key: dir, unmap: unmap, refs: 1, samplers: map[int]func(){},
+	words := make([]uint64, fileSize/8)
+	mem := unsafeBytes(words, fileSize)
+	initHeader(mem, pid)
+	f := &File{mem: mem, key: dir, refs: 1, samplers: map[int]func(){},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	if len(mem) < fileSize {
-		return nil, fmt.Errorf("counters: mapping of %d bytes is too short", len(mem))
+	shared, fd, err := mapNew(dir, final, fileSize, func(shared []byte) {
+		f.shared = shared
+		f.mirror()
+	})
+	switch {
+	case errors.Is(err, ErrNotSupported):
+		f.err = err
+	case err != nil:
+		// Counters in process memory only: the loops and an in-process
+		// reader (Snapshot) still see them.
+		f.err = fmt.Errorf("counters: %w", err)
+		f.shared = nil
+	default:
+		f.shared, f.fd, f.path = shared, fd, final
 	}
 	go f.sample()
 	return f, nil
@@ -133,6 +150,17 @@ func (f *File) Path() string {
 	return f.path
 }
 
+// Err says why nothing is written to a file (Path is ""): the platform
+// has no shared mapping ([ErrNotSupported]), or the directory or file
+// could not be made (a full file system: the file's pages are allocated
+// when it is created). The counters then live in process memory only.
+func (f *File) Err() error {
+	if f == nil {
+		return nil
+	}
+	return f.err
+}
+
 // Release gives back one Acquire; the last one stops the sampler, unmaps
 // and removes the file.
 func (f *File) Release() error {
@@ -153,21 +181,10 @@ func (f *File) Release() error {
 	}
 	close(f.stop)
 	<-f.done
-	var err error
-	if f.path != "" {
-		err = os.Remove(f.path)
+	if f.shared == nil {
+		return nil
 	}
-	if f.unmap != nil {
-		err = joinErr(err, f.unmap())
-	}
-	return err
-}
-
-func joinErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
+	return errors.Join(os.Remove(f.path), unmap(f.shared), f.fd.Close())
 }
 
 func (f *File) sample() {
@@ -192,6 +209,7 @@ func (f *File) sample() {
 			}
 			f.running.Unlock()
 			u64(f.mem, hHeartbeat).Store(uint64(now.UnixNano()))
+			f.mirror()
 		}
 	}
 }

@@ -71,6 +71,10 @@ const (
 	KindGauge     Kind = 2 // goes up and down
 	KindCounterNs Kind = 3 // a counter of nanoseconds (exposed in seconds)
 	KindGaugeNs   Kind = 4 // a gauge of nanoseconds (exposed in seconds)
+	// KindHeartbeat is a writer thread's last sign of life, Unix ns (a
+	// gauge, exposed in seconds): a reader calls the process Silent when
+	// one is older than SilentAfter.
+	KindHeartbeat Kind = 5
 )
 
 func (k Kind) String() string {
@@ -83,12 +87,18 @@ func (k Kind) String() string {
 		return "counter_ns"
 	case KindGaugeNs:
 		return "gauge_ns"
+	case KindHeartbeat:
+		return "heartbeat"
 	}
 	return "unknown"
 }
 
 // IsCounter reports whether values of this kind only grow.
 func (k Kind) IsCounter() bool { return k == KindCounter || k == KindCounterNs }
+
+// IsNs reports whether values of this kind are nanoseconds (a duration,
+// or for KindHeartbeat a Unix time).
+func (k Kind) IsNs() bool { return k == KindCounterNs || k == KindGaugeNs || k == KindHeartbeat }
 
 // Role is the side of a stream a loss episode or error belongs to.
 type Role uint8

@@ -4,14 +4,15 @@ package counters
 
 import "os"
 
-// mapNew gives process memory (8-byte aligned) where no shared mapping
-// is offered: the counters work, nothing is written, no reader sees them.
-func mapNew(dir, final string, size int, init func([]byte)) ([]byte, func() error, error) {
-	words := make([]uint64, (size+7)/8)
-	mem := unsafeBytes(words, size)
-	init(mem)
-	return mem, nil, nil
+// mapNew offers no shared mapping here: the counters live in process
+// memory only, nothing is written and no other process sees them.
+func mapNew(dir, final string, size int, init func([]byte)) ([]byte, *os.File, error) {
+	return nil, nil, ErrNotSupported
 }
+
+func restore(f *os.File, size int) (bool, error) { return false, nil }
+
+func unmap(mem []byte) error { return nil }
 
 func mapRead(path string) ([]byte, func(), error) {
 	b, err := os.ReadFile(path)

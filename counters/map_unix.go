@@ -10,11 +10,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// mapNew creates dir (0755), a file of size bytes under a hidden name,
-// maps it shared and writable, lets init fill the header, then renames
-// it to final (0644): a reader never sees a file without its header.
-// A file of a dead process with the same pid is replaced.
-func mapNew(dir, final string, size int, init func([]byte)) ([]byte, func() error, error) {
+// mapNew creates dir (0755), a file of size bytes under a hidden name
+// with every page allocated (a full tmpfs fails here, at start, and not
+// later with SIGBUS on the first touch of a page), maps it shared and
+// writable, lets init fill it, then renames it to final (0644): a reader
+// never sees a file without its header. A file of a dead process with
+// the same pid is replaced. The caller keeps the file open (to restore
+// it should someone truncate it).
+func mapNew(dir, final string, size int, init func([]byte)) ([]byte, *os.File, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -23,16 +26,16 @@ func mapNew(dir, final string, size int, init func([]byte)) ([]byte, func() erro
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
-	fail := func(err error) ([]byte, func() error, error) {
+	fail := func(err error) ([]byte, *os.File, error) {
+		f.Close()
 		os.Remove(tmp)
 		return nil, nil, err
 	}
 	if err := f.Chmod(0o644); err != nil {
 		return fail(err)
 	}
-	if err := f.Truncate(int64(size)); err != nil {
-		return fail(err)
+	if err := allocate(f, size); err != nil {
+		return fail(fmt.Errorf("allocate %d bytes for %s: %w", size, tmp, err))
 	}
 	mem, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
@@ -43,8 +46,20 @@ func mapNew(dir, final string, size int, init func([]byte)) ([]byte, func() erro
 		unix.Munmap(mem)
 		return fail(err)
 	}
-	return mem, func() error { return unix.Munmap(mem) }, nil
+	return mem, f, nil
 }
+
+// restore gives a file that someone cut short its size and pages back
+// (the mapping covers them again). It reports whether the file was short.
+func restore(f *os.File, size int) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() >= int64(size) {
+		return false, err
+	}
+	return true, allocate(f, size)
+}
+
+func unmap(mem []byte) error { return unix.Munmap(mem) }
 
 // mapRead maps path read-only: the reader can never write the writer's
 // memory. It returns the mapping and its release.

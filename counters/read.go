@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,9 +16,12 @@ import (
 type State string
 
 const (
-	Live   State = "live"   // the pid exists and the heartbeat is recent
-	Silent State = "silent" // the pid exists but the heartbeat stopped (hung, or the pid was reused)
-	Stale  State = "stale"  // the pid is gone: the process died without removing its file
+	Live State = "live" // the pid exists and every heartbeat is recent
+	// Silent: the pid exists but a heartbeat stopped: the file's (the
+	// process hangs, or the pid was reused) or a loop thread's (that
+	// loop is stuck, or stopped without closing).
+	Silent State = "silent"
+	Stale  State = "stale" // the pid is gone: the process died without removing its file
 )
 
 // SilentAfter is how old a heartbeat may be before a live pid's file is
@@ -51,10 +55,13 @@ type Snapshot struct {
 	Heartbeat int64 // Unix ns of the writer's last heartbeat
 	Command   string
 	State     State
-	Values    []Value
-	Loss      []Loss  // oldest first
-	LossTotal uint64  // episodes ever written (the ring keeps the last LossEntries)
-	Errors    []Error // in the order first seen
+	// SilentLoops are the labels of the KindHeartbeat slots older than
+	// SilentAfter: the loop threads that stopped beating.
+	SilentLoops []string
+	Values      []Value
+	Loss        []Loss  // oldest first
+	LossTotal   uint64  // episodes ever written (the ring keeps the last LossEntries)
+	Errors      []Error // in the order first seen
 	// ErrorsDropped counts distinct errors that found every entry taken.
 	ErrorsDropped uint64
 }
@@ -69,26 +76,65 @@ func (s *Snapshot) Find(label string) (uint64, bool) {
 	return 0, false
 }
 
-// Read maps the counters file at path read-only and copies what it holds.
-func Read(path string) (*Snapshot, error) {
+// Read maps the counters file at path read-only and copies what it
+// holds. A file cut short while it reads is an error, not a fault.
+func Read(path string) (s *Snapshot, err error) {
 	mem, release, err := mapRead(path)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	s, err := parse(mem)
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			a, ok := r.(interface{ Addr() uintptr })
+			if !ok || a.Addr() < addrOf(mem) || a.Addr() >= addrOf(mem)+uintptr(len(mem)) {
+				panic(r)
+			}
+			s, err = nil, fmt.Errorf("counters: %s was cut short while read", path)
+		}
+	}()
+	s, err = parse(mem)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, path)
 	}
 	s.Path = path
-	s.State = Live
+	s.judge(time.Now(), alive(s.PID))
+	return s, nil
+}
+
+// Snapshot reads this process's counters from its own memory (the file
+// may lag by up to SampleInterval, or not exist: see Err).
+func (f *File) Snapshot() *Snapshot {
+	if f == nil {
+		return &Snapshot{PID: os.Getpid(), State: Live}
+	}
+	f.mu.Lock()
+	s, err := parse(f.mem)
+	f.mu.Unlock()
+	if err != nil {
+		panic("counters: own memory unreadable: " + err.Error()) // the layout is this package's own
+	}
+	s.Path = f.path
+	s.judge(time.Now(), true)
+	return s
+}
+
+// judge sets State and SilentLoops as of now.
+func (s *Snapshot) judge(now time.Time, alive bool) {
+	s.State, s.SilentLoops = Live, nil
+	old := func(ns int64) bool { return now.Sub(time.Unix(0, ns)) > SilentAfter }
+	for _, v := range s.Values {
+		if v.Kind == KindHeartbeat && old(int64(v.Value)) {
+			s.SilentLoops = append(s.SilentLoops, v.Label)
+		}
+	}
 	switch {
-	case !alive(s.PID):
+	case !alive:
 		s.State = Stale
-	case time.Since(time.Unix(0, s.Heartbeat)) > SilentAfter:
+	case old(s.Heartbeat) || len(s.SilentLoops) > 0:
 		s.State = Silent
 	}
-	return s, nil
 }
 
 func field(mem []byte, off int) uint32 { return u32(mem, off).Load() }
