@@ -25,8 +25,8 @@ type Counters struct {
 	// Stream labels the loop's slots (stream="N"): the WAL stream id for
 	// a Producer or Consumer.
 	Stream uint32
-	// StallThreshold is the iteration time above which a spinning loop
-	// counts a stall (default 1 ms).
+	// StallThreshold is the time above which an iteration's work part
+	// (not its park or idle step) counts as a stall (default 1 ms).
 	StallThreshold time.Duration
 }
 

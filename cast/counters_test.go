@@ -2,6 +2,7 @@ package cast
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"testing"
@@ -69,19 +70,25 @@ func TestCountersFile(t *testing.T) {
 		t.Fatalf("pid %d state %s", s.PID, s.State)
 	}
 	ps, cs := p.Stats(), c.Stats()
+	rs := p.Receivers()
+	if len(rs) != 1 {
+		t.Fatalf("receivers %+v", rs)
+	}
+	row := fmt.Sprintf(`{stream="7",role="producer",receiver="%d"}`, rs[0].ID)
 	for label, want := range map[string]uint64{
-		`records_sent{stream="7",role="producer"}`:                    ps.Sender.Sent,
-		`naks_received{stream="7",role="producer"}`:                   ps.Sender.Naks,
-		`retx_hot{stream="7",role="producer"}`:                        ps.Sender.RetxHot,
-		`last_seq{stream="7",role="producer"}`:                        n,
-		`records_published{stream="7",role="producer"}`:               n,
-		`wal_durable_seq{stream="7",role="producer"}`:                 ps.WAL.Durable,
-		`naks_sent{stream="7",role="consumer"}`:                       cs.Receiver.NaksSent,
-		`records_delivered{stream="7",role="consumer"}`:               cs.Receiver.Delivered,
-		`delivered_seq{stream="7",role="consumer"}`:                   n,
-		`consumer_udp_records{stream="7",role="consumer"}`:            cs.UDPRecords,
-		`receivers{stream="7",role="producer"}`:                       1,
-		`receiver_delivered_seq{stream="7",role="producer",slot="0"}`: n,
+		`records_sent{stream="7",role="producer"}`:         ps.Sender.Sent,
+		`naks_received{stream="7",role="producer"}`:        ps.Sender.Naks,
+		`retx_hot{stream="7",role="producer"}`:             ps.Sender.RetxHot,
+		`last_seq{stream="7",role="producer"}`:             n,
+		`records_published{stream="7",role="producer"}`:    n,
+		`wal_durable_seq{stream="7",role="producer"}`:      ps.WAL.Durable,
+		`naks_sent{stream="7",role="consumer"}`:            cs.Receiver.NaksSent,
+		`records_delivered{stream="7",role="consumer"}`:    cs.Receiver.Delivered,
+		`delivered_seq{stream="7",role="consumer"}`:        n,
+		`consumer_udp_records{stream="7",role="consumer"}`: cs.UDPRecords,
+		`receivers{stream="7",role="producer"}`:            1,
+		"receiver_delivered_seq" + row:                     n,
+		"receiver_window" + row:                            uint64(rs[0].Window),
 	} {
 		if v, ok := s.Find(label); !ok || v != want {
 			t.Errorf("%s = %d (found %v), want %d", label, v, ok, want)

@@ -301,6 +301,7 @@ func (l *Loop) iterate() bool {
 		if l.idle.Parks() && l.waiter != nil && l.quiet() {
 			n, err = l.waiter.RecvWait(l.in, l.epoch.Add(time.Duration(min(l.next, l.due))))
 			l.now = l.clock()
+			l.woke()
 		} else {
 			n, err = l.path.Recv(l.in)
 		}
@@ -404,6 +405,7 @@ func (l *Loop) iterate() bool {
 		l.idle.Reset()
 	} else {
 		l.ls.IdlePolls++
+		l.idling(ticked)
 		if !l.yieldIO() {
 			l.idle.Idle()
 		}

@@ -7,16 +7,19 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/counters"
 )
 
 // This file publishes a Loop's counters to the process's counters file
-// (package counters). The loop body calls three hooks: beat at the top of
+// (package counters). The loop body calls four hooks: beat at the top of
 // each iteration (the loop thread's own timing and the receiver's loss
-// episodes: a few loads and adds), publishCounters where it snapshots its
-// stats (every tick: one atomic store per slot) and closeCounters in
-// Close; emit passes events to noteEvent for the error log.
+// episodes: a few loads and adds), woke when a park returns, idling
+// before an idle step, and publishCounters where it snapshots its stats
+// (every tick: one atomic store per slot); Close calls closeCounters.
+// emit passes events to noteEvent for the error log and the faults by
+// cause.
 
 var loopIDs atomic.Uint32
 
@@ -29,52 +32,77 @@ const maxRows = 16
 // of its own.
 type loopCounters struct {
 	f      *counters.File
-	err    error // why there is no file (f nil)
+	err    error // why there is no file (f nil, or memory only)
 	owned  []counters.Counter
 	stops  []func()
 	stream uint32
 	epoch  int64             // Unix ns at loop clock 0
 	roles  map[string]string // role → the labels of this loop's stream slots
 
-	// beat: time between iteration starts.
-	spin                     bool  // a parking loop's iterations include the wait: no stall or max
-	thresh                   int64 // ns
-	last                     int64
-	idleSeen                 uint64
-	busy, idle, maxIt, stall uint64
-	cBusy, cIdle, cMax       counters.Counter
-	cStall, cThresh          counters.Counter
+	// The previous iteration, for beat: when it began, when its park
+	// returned (0: it did not park), when its idle step began (0: none
+	// that may block), and whether it found no work (and only ticked).
+	last, wokeAt, idleAt int64
+	noWork, ticked       bool
+	idleBlocks           bool  // the idle step may yield or sleep: idling reads the clock
+	thresh               int64 // ns
+	busy, idle           uint64
+	maxIt, stall         uint64
+	cBusy, cIdle, cMax   counters.Counter
+	cStall, cThresh, cHB counters.Counter
 
 	loop, snd, rcv statSet
 
 	// Producer levels.
 	lastSeq, edge, limited, nrcv, sSRTT counters.Counter
+	rowLab                              string // the producer's labels, for the rows
 	rows                                [maxRows]rcvRow
+	drops                               [nDropCauses]cause
 	// Consumer levels.
 	delivered, highest, rSRTT, outcome, silent counters.Counter
+	faults                                     [nFaultCauses]cause
 
 	cl, pl lossWatch
 }
 
+// rcvRow is the slots of one receiver of the flow-control table,
+// labelled with its id (none while the row is unused).
 type rcvRow struct {
-	id, delivered, highest, edge, window, state, srtt, silence, throttles counters.Counter
+	id                                            uint64 // 0: unused
+	seen                                          bool   // in the table at this tick
+	delivered, highest, edge, window, state, srtt counters.Counter
+	silence, throttles                            counters.Counter
 }
 
-// lossWatch is one side's loss report: the open episode and the
-// aggregates per way it ended (Aeron's LossReport: observations, first
-// and last time).
-type lossWatch struct {
-	open              bool
-	ref               counters.LossRef
-	e                 counters.Loss
-	naks0, a0, b0     uint64 // consumer: NaksSent, Skips; producer: Naks, RetxHot, RetxCold at open
-	quiet             int    // producer: ticks without a new NAK
-	episodes, seqs    [counters.RepairNone + 1]counters.Counter
-	repairNs          [counters.RepairNone + 1]counters.Counter
-	maxNs, first, lst counters.Counter
-	max               uint64
-	firstSet          bool
+// cause is one counter of faults (or dropped receivers) by cause.
+type cause struct {
+	n uint64
+	c counters.Counter
 }
+
+func (x *cause) add() { x.n++; x.c.Store(x.n) }
+
+// The consumer's faults by cause, and the producer's receivers dropped
+// from flow control by cause.
+const (
+	faultRetryBudget = iota
+	faultSilence
+	faultOverrun
+	faultSenderRestarted
+	nFaultCauses
+)
+
+const (
+	dropLost = iota
+	dropFaulted
+	dropStalled
+	nDropCauses
+)
+
+var (
+	faultNames = [nFaultCauses]string{"retry_budget", "silence", "overrun", "sender_restarted"}
+	dropNames  = [nDropCauses]string{"lost", "faulted", "stalled"}
+)
 
 // newLoopCounters takes the loop's slots (nil: counters off).
 func newLoopCounters(l *Loop) *loopCounters {
@@ -86,8 +114,8 @@ func newLoopCounters(l *Loop) *loopCounters {
 	if err != nil {
 		return &loopCounters{err: err}
 	}
-	c := &loopCounters{f: f, err: f.Err(), stream: cfg.Stream, epoch: l.epoch.UnixNano(), spin: !l.idle.Parks(),
-		thresh: int64(cfg.StallThreshold)}
+	c := &loopCounters{f: f, err: f.Err(), stream: cfg.Stream, epoch: l.epoch.UnixNano(), thresh: int64(cfg.StallThreshold),
+		idleBlocks: l.idle.Strategy == affinity.SpinYield || l.idle.Strategy == affinity.Backoff || l.io != nil}
 	if c.thresh <= 0 {
 		c.thresh = int64(time.Millisecond)
 	}
@@ -116,6 +144,8 @@ func newLoopCounters(l *Loop) *loopCounters {
 	c.cStall = slot(f, counters.KindCounter, "loop_stalls"+ll, o)
 	c.cThresh = slot(f, counters.KindGaugeNs, "loop_stall_threshold_ns"+ll, o)
 	c.cThresh.Store(uint64(c.thresh))
+	c.cHB = slot(f, counters.KindHeartbeat, "loop_heartbeat_unix_ns"+ll, o)
+	c.cHB.Store(uint64(time.Now().UnixNano()))
 	if l.snd != nil {
 		pl := claim("producer")
 		c.snd = newStatSet(f, reflect.TypeFor[protocol.SenderStats](), "", pl, senderNames, o)
@@ -124,18 +154,9 @@ func newLoopCounters(l *Loop) *loopCounters {
 		c.limited = slot(f, counters.KindGauge, "window_limited"+pl, o)
 		c.nrcv = slot(f, counters.KindGauge, "receivers"+pl, o)
 		c.sSRTT = slot(f, counters.KindGaugeNs, "srtt_ns"+pl, o)
-		for i := range c.rows {
-			rl := pl[:len(pl)-1] + `,slot="` + strconv.Itoa(i) + `"}`
-			r := &c.rows[i]
-			r.id = slot(f, counters.KindGauge, "receiver_id"+rl, o)
-			r.delivered = slot(f, counters.KindGauge, "receiver_delivered_seq"+rl, o)
-			r.highest = slot(f, counters.KindGauge, "receiver_highest_seq"+rl, o)
-			r.edge = slot(f, counters.KindGauge, "receiver_edge"+rl, o)
-			r.window = slot(f, counters.KindGauge, "receiver_window"+rl, o)
-			r.state = slot(f, counters.KindGauge, "receiver_state"+rl, o)
-			r.srtt = slot(f, counters.KindGaugeNs, "receiver_srtt_ns"+rl, o)
-			r.silence = slot(f, counters.KindGaugeNs, "receiver_silence_ns"+rl, o)
-			r.throttles = slot(f, counters.KindGauge, "receiver_throttles"+rl, o)
+		c.rowLab = pl
+		for i := range c.drops {
+			c.drops[i].c = slot(f, counters.KindCounter, "receivers_dropped"+with(pl, "cause", dropNames[i]), o)
 		}
 		c.pl.init(f, pl, []counters.Repair{counters.RepairRing, counters.RepairWAL, counters.RepairRingWAL,
 			counters.RepairNone, counters.RepairClosed}, o)
@@ -148,57 +169,17 @@ func newLoopCounters(l *Loop) *loopCounters {
 		c.rSRTT = slot(f, counters.KindGaugeNs, "srtt_ns"+cl, o)
 		c.outcome = slot(f, counters.KindGauge, "outcome"+cl, o)
 		c.silent = slot(f, counters.KindGauge, "peer_silent"+cl, o)
+		for i := range c.faults {
+			c.faults[i].c = slot(f, counters.KindCounter, "faults_by_cause"+with(cl, "cause", faultNames[i]), o)
+		}
 		c.cl.init(f, cl, []counters.Repair{counters.RepairUDP, counters.RepairReorder, counters.RepairEscalated,
 			counters.RepairSkip, counters.RepairClosed}, o)
 	}
 	return c
 }
 
-func (w *lossWatch) init(f *counters.File, sl string, repairs []counters.Repair, o *[]counters.Counter) {
-	for _, r := range repairs {
-		rl := sl[:len(sl)-1] + `,repair="` + r.String() + `"}`
-		w.episodes[r] = slot(f, counters.KindCounter, "loss_episodes"+rl, o)
-		w.seqs[r] = slot(f, counters.KindCounter, "loss_seqs"+rl, o)
-		w.repairNs[r] = slot(f, counters.KindCounterNs, "loss_repair_ns"+rl, o)
-	}
-	w.maxNs = slot(f, counters.KindGaugeNs, "loss_repair_max_ns"+sl, o)
-	w.first = slot(f, counters.KindGaugeNs, "loss_first_unix_ns"+sl, o)
-	w.lst = slot(f, counters.KindGaugeNs, "loss_last_unix_ns"+sl, o)
-}
-
-// close ends the open episode as r and adds it to the aggregates.
-func (w *lossWatch) close(f *counters.File, r counters.Repair, done int64) {
-	w.open = false
-	w.e.Repair, w.e.Done = r, done
-	switch {
-	case w.ref != 0:
-		f.CloseLoss(w.ref, w.e)
-	case r != counters.RepairReorder:
-		f.OpenLoss(w.e)
-	}
-	ns := uint64(max(done-w.e.At, 0))
-	w.episodes[r].Store(w.episodes[r].Load() + 1)
-	w.seqs[r].Store(w.seqs[r].Load() + w.e.Count)
-	w.repairNs[r].Store(w.repairNs[r].Load() + ns)
-	if ns > w.max {
-		w.max = ns
-		w.maxNs.Store(ns)
-	}
-	w.lst.Store(uint64(done))
-}
-
-// start opens an episode; the ring shows it at once when ring is set,
-// else only when it closes (see watchConsumerLoss).
-func (w *lossWatch) start(f *counters.File, e counters.Loss, ring bool) {
-	w.open, w.e, w.quiet, w.ref = true, e, 0, 0
-	if ring {
-		w.ref = f.OpenLoss(e)
-	}
-	if !w.firstSet {
-		w.firstSet = true
-		w.first.Store(uint64(e.At))
-	}
-}
+// with is the labels lab ({…}) with k="v" added.
+func with(lab, k, v string) string { return lab[:len(lab)-1] + "," + k + `="` + v + `"}` }
 
 // beat runs at the top of every iteration, after the clock read.
 func (l *Loop) beat() {
@@ -207,113 +188,66 @@ func (l *Loop) beat() {
 	}
 }
 
+// woke notes that the iteration's park returned (l.now is its end).
+func (l *Loop) woke() {
+	if c := l.ctr; c != nil {
+		c.wokeAt = l.now
+	}
+}
+
+// idling notes that the iteration found no work (it ticked, or not),
+// and reads the clock before an idle step that may yield or sleep.
+func (l *Loop) idling(ticked bool) {
+	if c := l.ctr; c != nil && c.f != nil {
+		c.noWork, c.ticked = true, ticked
+		if c.idleBlocks || l.backpressured {
+			c.idleAt = l.clock()
+		}
+	}
+}
+
+// beat accounts the iteration that just ended: its work part runs from
+// its start (or the end of its park) to this beat (or the start of its
+// idle step). The work part is what counts toward the maximum and the
+// stalls, whatever the idle strategy; it is busy time when the iteration
+// found work or ticked, and the rest (parks, idle steps, empty polls) is
+// idle time.
 func (c *loopCounters) beat(l *Loop) {
 	now := l.now
+	from := max(c.last, c.wokeAt)
 	if c.last != 0 {
-		d := now - c.last
-		if l.ls.IdlePolls != c.idleSeen {
-			c.idleSeen = l.ls.IdlePolls
-			c.idle += uint64(d)
+		end := now
+		if c.idleAt > from {
+			end = c.idleAt
+		}
+		work, total := uint64(max(end-from, 0)), uint64(max(now-c.last, 0))
+		if c.noWork && !c.ticked {
+			c.idle += total
 		} else {
-			c.busy += uint64(d)
+			c.busy += work
+			c.idle += total - work
 		}
-		if c.spin {
-			if uint64(d) > c.maxIt {
-				c.maxIt = uint64(d)
-			}
-			if d > c.thresh {
-				c.stall++
-			}
+		if work > c.maxIt {
+			c.maxIt = work
+		}
+		if int64(work) > c.thresh {
+			c.stall++
 		}
 	}
-	c.last = now
-	if r := l.rcv; r != nil && (c.cl.open || r.HighestSeen() >= r.ExpectedSeq()) {
-		c.watchConsumerLoss(l, r)
+	c.last, c.wokeAt, c.idleAt, c.noWork, c.ticked = now, 0, 0, false, false
+	if r := l.rcv; r != nil {
+		c.watchConsumerLoss(l, r, from)
 	}
 }
 
-// watchConsumerLoss opens an episode when the receiver has a gap (a seq
-// above the next expected one was seen) and closes it when none is open.
-func (c *loopCounters) watchConsumerLoss(l *Loop, r *protocol.Receiver) {
-	w := &c.cl
-	exp := r.ExpectedSeq()
-	kind := r.Outcome().Kind
-	if !w.open {
-		if kind != protocol.Live {
-			return
-		}
-		st := r.Stats()
-		w.naks0, w.a0 = st.NaksSent, st.Skips
-		// Into the ring only when it closes, and only if it was NAKed: a
-		// heartbeat announcing seqs still in the socket buffer opens an
-		// "episode" too, counted apart as without_nak.
-		w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleConsumer, First: exp, At: c.epoch + l.now}, false)
-		return
-	}
-	if kind == protocol.Live && r.HighestSeen() >= exp {
-		return
-	}
-	st := r.Stats()
-	w.e.Naks = st.NaksSent - w.naks0
-	if exp > w.e.First {
-		w.e.Count = exp - w.e.First
-	}
-	rep := counters.RepairUDP
-	switch {
-	case kind != protocol.Live:
-		rep = counters.RepairEscalated
-	case st.Skips != w.a0:
-		rep = counters.RepairSkip
-	case w.e.Naks == 0:
-		rep = counters.RepairReorder
-	}
-	w.close(c.f, rep, c.epoch+l.now)
-}
-
-// watchProducerLoss runs every tick: an episode opens with the first NAK
-// and closes once a tick passed without a new one and nothing is left to
-// retransmit; it was repaired from the ring, the WAL or both.
-func (c *loopCounters) watchProducerLoss(l *Loop, st *protocol.SenderStats) {
-	w := &c.pl
-	if !w.open {
-		if st.Naks > w.naks0 {
-			w.a0, w.b0 = st.RetxHot, st.RetxCold
-			w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleProducer, At: c.epoch + l.now}, true)
-			w.e.Naks = st.Naks - w.naks0
-			w.naks0 = st.Naks
-		}
-		return
-	}
-	if st.Naks > w.naks0 {
-		w.e.Naks += st.Naks - w.naks0
-		w.naks0 = st.Naks
-		w.quiet = 0
-		return
-	}
-	if w.quiet++; w.quiet < 2 || l.snd.RetxPending() || l.snd.ColdPending() || l.cold.pendOn {
-		return
-	}
-	hot, cold := st.RetxHot-w.a0, st.RetxCold-w.b0
-	w.e.Count = hot + cold
-	rep := counters.RepairNone
-	switch {
-	case hot > 0 && cold > 0:
-		rep = counters.RepairRingWAL
-	case hot > 0:
-		rep = counters.RepairRing
-	case cold > 0:
-		rep = counters.RepairWAL
-	}
-	w.close(c.f, rep, c.epoch+l.now)
-}
-
-// publishCounters copies the stats into the slots (loop thread, every
-// tick; and Close).
+// publishCounters copies the stats into the slots and stamps the loop's
+// heartbeat (loop thread, every tick; and Close).
 func (l *Loop) publishCounters() {
 	c := l.ctr
 	if c == nil || c.f == nil {
 		return
 	}
+	c.cHB.Store(uint64(c.epoch + l.now))
 	c.loop.publish(unsafe.Pointer(&l.ls))
 	c.cBusy.Store(c.busy)
 	c.cIdle.Store(c.idle)
@@ -327,23 +261,7 @@ func (l *Loop) publishCounters() {
 		c.limited.Store(b2u(lim))
 		c.nrcv.Store(uint64(l.snap.n))
 		c.sSRTT.Store(uint64(max(s.RTT().SRTT(), 0)))
-		for i := range c.rows {
-			r := &c.rows[i]
-			if i >= l.snap.n {
-				r.id.Store(0)
-				continue
-			}
-			in := &l.snap.receivers[i]
-			r.id.Store(in.ID)
-			r.delivered.Store(in.Delivered)
-			r.highest.Store(in.Highest)
-			r.edge.Store(in.Edge)
-			r.window.Store(uint64(in.Window))
-			r.state.Store(uint64(in.State))
-			r.srtt.Store(uint64(max(in.SRTT, 0)))
-			r.silence.Store(uint64(max(l.now-in.LastHeard, 0)))
-			r.throttles.Store(b2u(in.Throttles))
-		}
+		c.publishRows(l)
 		c.watchProducerLoss(l, &l.snap.sender)
 	}
 	if r := l.rcv; r != nil {
@@ -354,6 +272,82 @@ func (l *Loop) publishCounters() {
 		c.outcome.Store(uint64(r.Outcome().Kind))
 		c.silent.Store(b2u(r.PeerSilent()))
 	}
+}
+
+// publishRows gives each receiver of the flow-control table a row of
+// slots labelled receiver="id" and frees the rows of receivers gone. A
+// row is taken or freed only when a receiver joins or leaves (that
+// allocates its labels); a tick with the same receivers allocates
+// nothing.
+func (c *loopCounters) publishRows(l *Loop) {
+	for i := range c.rows {
+		c.rows[i].seen = false
+	}
+	n := min(l.snap.n, maxRows)
+	for i := 0; i < n; i++ {
+		in := &l.snap.receivers[i]
+		r := c.row(in.ID)
+		if r == nil {
+			continue
+		}
+		r.seen = true
+		r.delivered.Store(in.Delivered)
+		r.highest.Store(in.Highest)
+		r.edge.Store(in.Edge)
+		r.window.Store(uint64(in.Window))
+		r.state.Store(uint64(in.State))
+		r.srtt.Store(uint64(max(in.SRTT, 0)))
+		r.silence.Store(uint64(max(l.now-in.LastHeard, 0)))
+		r.throttles.Store(b2u(in.Throttles))
+	}
+	for i := range c.rows {
+		if r := &c.rows[i]; r.id != 0 && !r.seen {
+			c.freeRow(r)
+		}
+	}
+}
+
+// row is the row of receiver id, taken from the free ones if it has
+// none (nil: every row is taken).
+func (c *loopCounters) row(id uint64) *rcvRow {
+	var free *rcvRow
+	for i := range c.rows {
+		r := &c.rows[i]
+		if r.id == id && id != 0 {
+			return r
+		}
+		if r.id == 0 && free == nil {
+			free = r
+		}
+	}
+	if free == nil {
+		return nil
+	}
+	f, lab := c.f, with(c.rowLab, "receiver", strconv.FormatUint(id, 10))
+	take := func(kind counters.Kind, name string) counters.Counter {
+		s, err := f.Counter(kind, name+lab)
+		if err != nil {
+			return counters.Counter{}
+		}
+		return s
+	}
+	*free = rcvRow{id: id,
+		delivered: take(counters.KindGauge, "receiver_delivered_seq"),
+		highest:   take(counters.KindGauge, "receiver_highest_seq"),
+		edge:      take(counters.KindGauge, "receiver_edge"),
+		window:    take(counters.KindGauge, "receiver_window"),
+		state:     take(counters.KindGauge, "receiver_state"),
+		srtt:      take(counters.KindGaugeNs, "receiver_srtt_ns"),
+		silence:   take(counters.KindGaugeNs, "receiver_silence_ns"),
+		throttles: take(counters.KindGauge, "receiver_throttles")}
+	return free
+}
+
+func (c *loopCounters) freeRow(r *rcvRow) {
+	for _, s := range [...]counters.Counter{r.delivered, r.highest, r.edge, r.window, r.state, r.srtt, r.silence, r.throttles} {
+		c.f.Free(s)
+	}
+	*r = rcvRow{}
 }
 
 func b2u(b bool) uint64 {
@@ -380,6 +374,11 @@ func (l *Loop) closeCounters() {
 	for _, stop := range c.stops {
 		stop()
 	}
+	for i := range c.rows {
+		if c.rows[i].id != 0 {
+			c.freeRow(&c.rows[i])
+		}
+	}
 	for _, s := range c.owned {
 		c.f.Free(s)
 	}
@@ -397,7 +396,8 @@ func (l *Loop) CountersPath() (string, error) {
 	return l.ctr.f.Path(), l.ctr.err
 }
 
-// noteEvent counts the events that are errors in the file's error log.
+// noteEvent counts the events that are errors in the file's error log,
+// and the faults by cause.
 func (l *Loop) noteEvent(e *Event) {
 	c := l.ctr
 	if c == nil || c.f == nil {
@@ -412,13 +412,17 @@ func (l *Loop) noteEvent(e *Event) {
 		msg, role = "WAL cannot make records durable: "+e.Err.Error(), counters.RoleProducer
 	case EventFaulted:
 		msg = "receiver faulted: a gap could not be repaired (retry budget spent)"
+		cause := faultRetryBudget
 		if e.Outcome.Cause == protocol.Silence {
-			msg = "receiver faulted: silence with a gap open"
+			msg, cause = "receiver faulted: silence with a gap open", faultSilence
 		}
+		c.faults[cause].add()
 	case EventReconnect:
 		msg = "receiver must reconnect: a record lay beyond the reorder window"
+		c.faults[faultOverrun].add()
 	case EventSenderRestarted:
 		msg = "sender restarted: its seqs went back"
+		c.faults[faultSenderRestarted].add()
 	case EventSkip:
 		if e.Skip.LostTo == 0 {
 			return
@@ -426,10 +430,13 @@ func (l *Loop) noteEvent(e *Event) {
 		msg = "skip: seqs already delivered were never durable at the sender"
 	case EventReceiverLost:
 		msg, role = "receiver lost: silent for ReceiverTimeout", counters.RoleProducer
+		c.drops[dropLost].add()
 	case EventReceiverFaulted:
 		msg, role = "receiver reported "+e.Receiver.State.String(), counters.RoleProducer
+		c.drops[dropFaulted].add()
 	case EventReceiverStalled:
 		msg, role = "receiver stalled: it held the sender without progress and was released", counters.RoleProducer
+		c.drops[dropStalled].add()
 	default:
 		return
 	}
@@ -462,6 +469,7 @@ var senderNames = statNames{
 		"TailProbes": "tail_probes_sent", "RTTProbes": "rtt_probes_sent", "Ignored": "frames_ignored",
 		"BadSource": "naks_bad_source", "Statuses": "status_received",
 	},
+	gauges: map[string]bool{"InitialReleased": true},
 }
 
 var receiverNames = statNames{

@@ -141,6 +141,10 @@ func (r *Receiver) HighestSeen() uint64 { return r.highest }
 // Stats returns a copy of the counters.
 func (r *Receiver) Stats() ReceiverStats { return r.stats }
 
+// NaksSent is Stats().NaksSent without copying the rest: a loop reads it
+// every iteration to tell the NAKs of a gap from those before it.
+func (r *Receiver) NaksSent() uint64 { return r.stats.NaksSent }
+
 // Handle processes one datagram: one frame, or several consecutive frames
 // back to back as a coalescing sender packs them. In-order records, and the buffered records they unblock,
 // are handed to deliver in seq order; h and payload are valid only

@@ -132,6 +132,10 @@ func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Sn
 		if s.State == counters.Stale {
 			fmt.Fprintf(w, "  the process is gone; its file stays until `cast stat -clean`\n")
 		}
+		for _, l := range s.SilentLoops {
+			_, lab, _ := counters.ParseLabel(l)
+			fmt.Fprintf(w, "  loop %s (stream %s, %s) has not ticked for over %v\n", lab["loop"], lab["stream"], lab["role"], counters.SilentAfter)
+		}
 		switch {
 		case v.loss:
 			writeLoss(w, s)
@@ -145,9 +149,8 @@ func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Sn
 		} else {
 			fmt.Fprintf(w, "  %-6s %-9s %-44s %16s\n", "STREAM", "ROLE", "COUNTER", "VALUE")
 		}
-		empty := emptyRows(s)
 		for _, c := range sortedValues(s) {
-			if (!v.all && c.Value == 0) || empty[c.Labels["slot"]] && strings.HasPrefix(c.Name, "receiver_") {
+			if !v.all && c.Value == 0 {
 				continue
 			}
 			name := c.Name + extraLabels(c.Labels)
@@ -166,17 +169,6 @@ func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Sn
 			}
 		}
 	}
-}
-
-// emptyRows are the flow-control table's slots that hold no receiver.
-func emptyRows(s *counters.Snapshot) map[string]bool {
-	out := map[string]bool{}
-	for _, v := range s.Values {
-		if v.Name == "receiver_id" && v.Value == 0 {
-			out[v.Labels["slot"]] = true
-		}
-	}
-	return out
 }
 
 func sortedValues(s *counters.Snapshot) []counters.Value {
@@ -333,7 +325,7 @@ func cleanStale(dir string) error {
 			continue
 		}
 		if err := os.Remove(s.Path); err != nil {
-			return failf("stat: remove %s: %v", s.Path, err)
+			return failf("stat: %v", err) // *PathError: "remove PATH: why"
 		}
 		fmt.Fprintf(statOut, "removed %s (pid %d, gone)\n", s.Path, s.PID)
 		n++

@@ -1,0 +1,142 @@
+package cast
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/walcast/walcast/affinity"
+	"github.com/walcast/walcast/batch"
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/counters"
+	"github.com/walcast/walcast/datapath/mem"
+)
+
+// parkPath is a mem End that a loop can park on: RecvWait moves the
+// virtual clock to the deadline when nothing is waiting, as if the loop
+// slept until then.
+type parkPath struct {
+	*mem.End
+	clock *mem.Clock
+	epoch time.Time
+}
+
+func (p *parkPath) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
+	if p.Pending() == 0 {
+		if d := int64(deadline.Sub(p.epoch)); d > p.clock.Now() {
+			p.clock.Set(d)
+		}
+	}
+	return p.Recv(v)
+}
+
+// TestLoopTiming: whatever the idle strategy, an iteration's work part
+// (not a park, not an idle step) is what counts toward the longest
+// iteration and the stalls, and only it is busy time: a parked loop that
+// works 10 µs per millisecond is about 1 % busy, and one OnPoll that
+// takes 3 ms is one stall of 3 ms.
+func TestLoopTiming(t *testing.T) {
+	for _, st := range []affinity.Strategy{affinity.Park, affinity.Spin, affinity.Backoff} {
+		t.Run(st.String(), func(t *testing.T) {
+			clock := mem.NewClock(1)
+			net := mem.NewNetwork(clock)
+			a, _ := net.Listen(mem.AddrA, mem.AddrB)
+			net.Listen(mem.AddrB, mem.AddrA)
+			sc := protocol.DefaultSenderConfig()
+			sc.NoFlowControl = true
+			snd, _ := protocol.NewSender(sc, nil)
+			path := &parkPath{End: a, clock: clock}
+			var worked time.Duration
+			calls := 0
+			p := make([]byte, 64)
+			l, err := NewLoop(LoopConfig{Path: path, Sender: snd, Idle: affinity.Idler{Strategy: st}, Counters: Counters{Dir: t.TempDir()},
+				OnPoll: func(l *Loop, now int64) {
+					calls++
+					d := 10 * time.Microsecond
+					if calls == 50 {
+						d = 3 * time.Millisecond
+					}
+					clock.Advance(d)
+					worked += d
+					if _, err := l.Send(1, p); err != nil {
+						t.Fatal(err)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			path.epoch = l.epoch
+			l.vclock = clock.Now
+			l.now, l.next = l.clock(), l.clock()
+			start := clock.Now()
+			for range 200 {
+				l.iterate()
+			}
+			elapsed, work := time.Duration(clock.Now()-start), worked
+			c := l.ctr
+			l.iterate() // the 200th iteration is accounted at this beat
+			busy, idle := time.Duration(c.busy), time.Duration(c.idle)
+			if c.stall != 1 || time.Duration(c.maxIt) != 3*time.Millisecond {
+				t.Errorf("stalls %d, longest %v; want 1 of 3ms", c.stall, time.Duration(c.maxIt))
+			}
+			if busy != work {
+				t.Errorf("busy %v, worked %v", busy, work)
+			}
+			if busy+idle != elapsed {
+				t.Errorf("busy %v + idle %v ≠ elapsed %v", busy, idle, elapsed)
+			}
+			if st == affinity.Park && idle < 10*busy {
+				t.Errorf("parked: busy %v, idle %v: the parks count as idle", busy, idle)
+			}
+			t.Logf("busy %v idle %v (%.1f%% busy), longest %v", busy, idle, 100*float64(busy)/float64(busy+idle), time.Duration(c.maxIt))
+		})
+	}
+}
+
+// TestLoopHeartbeatSilent: the loop thread stamps its own heartbeat, so
+// a loop stuck in OnPoll shows its process Silent (naming the loop)
+// although the process's sampler runs on; it is Live again once the
+// loop moves.
+func TestLoopHeartbeatSilent(t *testing.T) {
+	t.Parallel()
+	pair := mem.NewPair(1)
+	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	block, blocked := make(chan struct{}), make(chan struct{})
+	var once bool
+	l, err := StartLoop(LoopConfig{Path: pair.A, Sender: snd, Idle: quiet, Counters: Counters{Dir: t.TempDir()},
+		OnPoll: func(l *Loop, now int64) {
+			if !once && l.Stats().Iterations > 0 {
+				once = true
+				close(blocked)
+				<-block
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f := l.ctr.f
+	<-blocked
+	deadline := time.Now().Add(counters.SilentAfter + 30*time.Second)
+	var s *counters.Snapshot
+	for s = f.Snapshot(); s.State != counters.Silent; s = f.Snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("a loop blocked for %v is still %s", counters.SilentAfter+30*time.Second, s.State)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(s.SilentLoops) != 1 || !strings.HasPrefix(s.SilentLoops[0], "loop_heartbeat_unix_ns{") {
+		t.Fatalf("silent loops %v", s.SilentLoops)
+	}
+	if time.Since(time.Unix(0, s.Heartbeat)) > counters.SilentAfter {
+		t.Fatalf("the process's own heartbeat stopped too")
+	}
+	close(block)
+	for s = f.Snapshot(); s.State != counters.Live; s = f.Snapshot() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop moves again, yet the process is %s (%v)", s.State, s.SilentLoops)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
