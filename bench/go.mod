@@ -7,6 +7,7 @@ replace github.com/walcast/walcast => ../
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/ebitengine/purego v0.11.3
+	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
 	github.com/quic-go/quic-go v0.65.0
 	github.com/walcast/walcast v0.0.0-00010101000000-000000000000
@@ -31,7 +32,6 @@ require (
 	github.com/pandatix/go-abnf v0.5.5 // indirect
 	github.com/pion/transport/v5 v5.1.4 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/tjfoc/gmsm v1.4.1 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/image v0.30.0 // indirect

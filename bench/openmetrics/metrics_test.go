@@ -2,6 +2,7 @@ package openmetrics
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/walcast/walcast/cast"
@@ -119,7 +121,7 @@ func TestMetricsParse(t *testing.T) {
 			// between the reads of the file before and after it.
 			lo, _ := before.Find(v.Label)
 			scale := 1.0
-			if v.Kind == counters.KindCounterNs || v.Kind == counters.KindGaugeNs {
+			if v.Kind.IsNs() {
 				scale = 1e9
 			}
 			a, z := float64(min(lo, v.Value))/scale, float64(max(lo, v.Value))/scale
@@ -137,8 +139,32 @@ func TestMetricsParse(t *testing.T) {
 	if ns == nil || ns.GetType().String() != "COUNTER" {
 		t.Fatalf("walcast_naks_sent_total: %v", ns)
 	}
+	for name, f := range fams {
+		if f.GetHelp() == "" {
+			t.Errorf("%s: no HELP", name)
+		}
+	}
+	// Flags are gauges; a receiver's row is labelled with its id.
+	if f := fams["walcast_initial_released"]; f == nil || f.GetType().String() != "GAUGE" {
+		t.Errorf("walcast_initial_released: %v", f)
+	}
+	rows := fams["walcast_receiver_delivered_seq"]
+	id := fmt.Sprint(p.Receivers()[0].ID)
+	if rows == nil || len(rows.Metric) != 1 || label(rows.Metric[0], "receiver") != id {
+		t.Errorf("receiver rows %v, want one with receiver=%q", rows, id)
+	}
 	if s := c.Stats(); s.Receiver.NaksSent == 0 {
 		t.Fatal("no NAK at 3 % loss")
 	}
 	t.Logf("%d families, %d samples checked", len(fams), checked)
+}
+
+// label is the value of m's label name ("" if none).
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
 }

@@ -6,8 +6,10 @@
 // not import it: a program that wants /metrics imports it itself.
 //
 // Names: walcast_ + the slot's name; counters end in _total, ns values
-// are converted to seconds (_ns becomes _seconds). Every sample carries
-// the writer's pid as a label beside the slot's own labels.
+// are converted to seconds (_ns becomes _seconds). Every family has a
+// HELP line; every sample carries the writer's pid as a label beside
+// the slot's own labels (stream, role, loop, receiver: a receiver's id
+// is a label, never a value, so that no id loses precision in a float).
 package metrics
 
 import (
@@ -28,14 +30,14 @@ type sample struct {
 }
 
 type family struct {
-	name, typ string
-	samples   []sample
+	name, typ, help string
+	samples         []sample
 }
 
 // Name is the exposed metric name of a slot name of kind k.
 func Name(name string, k counters.Kind) string {
 	n := "walcast_" + name
-	if k == counters.KindCounterNs || k == counters.KindGaugeNs {
+	if k.IsNs() {
 		n = strings.TrimSuffix(n, "_ns") + "_seconds"
 	}
 	if k.IsCounter() {
@@ -46,7 +48,7 @@ func Name(name string, k counters.Kind) string {
 
 // Value is the exposed value of v (ns kinds in seconds).
 func Value(v uint64, k counters.Kind) string {
-	if k == counters.KindCounterNs || k == counters.KindGaugeNs {
+	if k.IsNs() {
 		return strconv.FormatFloat(float64(v)/1e9, 'g', -1, 64)
 	}
 	return strconv.FormatUint(v, 10)
@@ -56,7 +58,7 @@ func Value(v uint64, k counters.Kind) string {
 // exposition: each family's samples together, families sorted by name.
 func Write(w io.Writer, snaps []*counters.Snapshot) error {
 	fams := map[string]*family{}
-	up := &family{name: "walcast_process_start_time_seconds", typ: "gauge"}
+	up := &family{name: "walcast_process_start_time_seconds", typ: "gauge", help: "When the walcast process started (Unix time)."}
 	for _, s := range snaps {
 		if s.State == counters.Stale {
 			continue
@@ -71,7 +73,7 @@ func Write(w io.Writer, snaps []*counters.Snapshot) error {
 				if v.Kind.IsCounter() {
 					typ = "counter"
 				}
-				f = &family{name: n, typ: typ}
+				f = &family{name: n, typ: typ, help: helpFor(v.Name)}
 				fams[n] = f
 			}
 			f.samples = append(f.samples, sample{labelText(pid, v.Labels), Value(v.Value, v.Kind)})
@@ -91,6 +93,7 @@ func Write(w io.Writer, snaps []*counters.Snapshot) error {
 		if len(f.samples) == 0 {
 			continue
 		}
+		fmt.Fprintf(bw, "# HELP %s %s\n", f.name, strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(f.help))
 		fmt.Fprintf(bw, "# TYPE %s %s\n", f.name, f.typ)
 		seen := map[string]bool{}
 		for _, s := range f.samples {
