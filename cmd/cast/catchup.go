@@ -25,7 +25,7 @@ type replayFlags struct {
 
 func (r *replayFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&r.endpoints, "replay", "", "catch up over TCP from these replay servers (HOST:PORT[,HOST:PORT…], tried in order: `cast send -replay`, `cast replay serve`): before going live from -from, and whenever UDP cannot repair a gap (faulted, reconnect), after which delivery goes on over UDP; empty: UDP only, an outcome ends the run")
-	fs.UintVar(&r.stream, "stream", 1, "with -replay: the stream id to catch up on (`cast send -wal` writes stream 1)")
+	fs.UintVar(&r.stream, "stream", 1, "the stream id, as `cast send -stream` (default 1): what -replay catches up on, and the stream label of this process's counters (`cast stat`)")
 	fs.StringVar(&r.ca, "ca", envOr("RSX_REPL_CA_PATH", "certs/ca.pem"), "with -replay: CA certificate(s) to trust (PEM)")
 	fs.StringVar(&r.cert, "cert", envOr("RSX_REPL_CLIENT_CERT_PATH", "certs/client.pem"), "with -replay: client certificate for mutual TLS (PEM; used when it exists unless named)")
 	fs.StringVar(&r.key, "key", envOr("RSX_REPL_CLIENT_KEY_PATH", "certs/client-key.pem"), "with -replay: client key for mutual TLS (PEM)")
@@ -68,15 +68,17 @@ func clientTLS(fs *flag.FlagSet, ca, cert, key string) (*tls.Config, error) {
 	return replay.ClientTLS(ca, cert, key)
 }
 
-// catchUp turns TCP catch-up on in cc when -replay names servers: the
-// Consumer catches up from -from (unless -from now) before going live.
+// catchUp sets the stream id of cc and turns TCP catch-up on when
+// -replay names servers: the Consumer catches up from -from (unless -from
+// now) before going live.
 func (rf *recvFlags) catchUp(cc *cast.ConsumerConfig) {
 	r := &rf.replay
+	cc.Stream = uint32(r.stream)
 	if len(r.endpointsGiven) == 0 {
 		return
 	}
 	cc.NoCatchUp = false
-	cc.Replay, cc.Stream = r.endpointsGiven, uint32(r.stream)
+	cc.Replay = r.endpointsGiven
 	cc.TLS, cc.Plaintext = r.tls, r.plaintext
 }
 

@@ -200,7 +200,7 @@ func runSend(args []string) error {
 	fs.IntVar(&o.payload, "size", 128, "payload bytes per record (first 8 are the seq); the frame adds 16")
 	fs.Float64Var(&o.rate, "rate", 0, "records per second (0: as fast as the path takes them); a token bucket with 2 ms' worth of burst: after a stall (a closed window, a full disk, SIGSTOP) sending resumes at the rate, never racing to catch up")
 	walDir := fs.String("wal", "", "append every record to a WAL in this directory (stream files in DIR/<stream>/, as `cast replay serve -wal DIR` reads them)")
-	stream := fs.Uint("stream", 1, "stream id of the WAL (the id `cast replay tail -stream` asks for)")
+	stream := fs.Uint("stream", 1, "stream id: of the WAL (the id `cast replay tail -stream` and `cast recv -stream` ask for), and the stream label of this process's counters (`cast stat`)")
 	ring := fs.Int("ring", protocol.DefaultSenderConfig().RingSlots, "records kept hot for retransmission (power of two; RAM: this many × 1472 bytes): at least the receiver's -reorder, so that its repairs come from memory, not the WAL")
 	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
 	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
@@ -286,8 +286,9 @@ func runSend(args []string) error {
 			WriteTimeout: sc.WriteTimeout, BufferBytes: sc.BufferBytes, ReadBufferBytes: sc.ReadBufferBytes,
 			KeepaliveInterval: sc.KeepaliveInterval, MaxConns: sc.MaxConns, OnDisconnect: sc.OnDisconnect}
 	}
+	pc.Stream = uint32(*stream)
 	if *walDir != "" {
-		pc.Dir, pc.Stream = *walDir, uint32(*stream)
+		pc.Dir = *walDir
 		pc.Advanced.WAL.Repair, pc.Advanced.WAL.VerifySealed, pc.Advanced.WAL.SegmentSize = *walRepair, *walVerify, *walSegment
 	}
 	sr, err := startSending(pc, o)

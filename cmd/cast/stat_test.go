@@ -112,8 +112,8 @@ func TestCLIStatCrossProcess(t *testing.T) {
 	}{
 		{sendPID, `naks_received{stream="1",role="producer"}`, atoi(t, naks[1])},
 		{sendPID, `retx_hot{stream="1",role="producer"}`, atoi(t, naks[2])},
-		{recvPID, `naks_sent{stream="0",role="consumer"}`, atoi(t, gaps[1])},
-		{recvPID, `delivered_seq{stream="0",role="consumer"}`, n},
+		{recvPID, `naks_sent{stream="1",role="consumer"}`, atoi(t, gaps[1])},
+		{recvPID, `delivered_seq{stream="1",role="consumer"}`, n},
 	} {
 		last, step, ok := lastOf(sl.views[c.pid], c.label)
 		if !ok {
@@ -143,7 +143,7 @@ func TestCLIStatMetrics(t *testing.T) {
 	srv := startCast(t, "", "stat", "-serve", "127.0.0.1:0", "-dir", dir)
 	u := "http://" + regexp.MustCompile(`http://(\S+)/metrics`).FindStringSubmatch(srv.waitOutput(`at http://\S+/metrics`, hangBudget))[1] + "/metrics"
 	pid := r.Cmd.Process.Pid
-	want := fmt.Sprintf(`(?m)^walcast_records_delivered_total\{pid="%d",role="consumer",stream="0"\} [1-9]\d*$`, pid)
+	want := fmt.Sprintf(`(?m)^walcast_records_delivered_total\{pid="%d",role="consumer",stream="1"\} [1-9]\d*$`, pid)
 	var body string
 	for deadline := time.Now().Add(hangBudget); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if regexp.MustCompile(want).MatchString(body) {
