@@ -4,117 +4,70 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"net"
-	"os"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/walcast/walcast/wire"
 )
 
-// freePort returns a loopback port of network ("udp" or "tcp") that was
-// free a moment ago.
-func freePort(t *testing.T, network string) int {
-	t.Helper()
-	if network == "udp" {
-		c, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		return c.LocalAddr().(*net.UDPAddr).Port
-	}
-	ln, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuffer is a bytes.Buffer a child writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
-// TestWiresharkDissector captures a real `cast send -wal` → `cast recv
-// -drop` run on loopback, a TCP replay (request, records, CaughtUp, a
-// NotAvailable) and crafted datagrams for the frames the CLI does not
-// send (Skip, bitmap NAK, a golden Status, a group NAK, a bad CRC, a
-// truncated frame), then decodes the capture with tools/wireshark/
-// casting.lua and checks that every frame type decodes, that nothing is
-// malformed or a Lua error, and golden field values.
+// TestWiresharkDissector records real runs through taps (no capture, so
+// no root): `cast send -wal` → `cast recv -drop`, the same with
+// -key-file (every datagram ends in the authentication trailer), a TCP
+// replay (request, records, CaughtUp, a NotAvailable), and crafted
+// datagrams for what the CLI does not send (Skip, bitmap NAK, a golden
+// Status, Heartbeat and authentication trailer, a group NAK, a bad CRC,
+// a truncated frame). It writes them as a pcap file, decodes it with
+// tools/wireshark/casting.lua and checks that every frame type decodes,
+// that nothing is malformed or a Lua error, expert infos exactly on the
+// broken frames, and golden field values.
 func TestWiresharkDissector(t *testing.T) {
 	tshark, err := exec.LookPath("tshark")
 	if err != nil {
 		t.Skip("tshark not installed")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("capturing on loopback needs root (CAP_NET_RAW)")
 	}
 	script, err := filepath.Abs("../../tools/wireshark/casting.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	rport, sport, cport, tport := freePort(t, "udp"), freePort(t, "udp"), freePort(t, "udp"), freePort(t, "tcp")
-	capFile := filepath.Join(dir, "cap.pcapng")
-	filter := fmt.Sprintf("udp port %d or udp port %d or udp port %d or tcp port %d", rport, sport, cport, tport)
-	capt := exec.Command(tshark, "-i", "lo", "-f", filter, "-w", capFile)
-	capErr := &lockedBuffer{}
-	capt.Stderr = capErr
-	if err := capt.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer capt.Process.Kill()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(capErr.String(), "Capturing on"); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("tshark did not start capturing:\n%s", capErr.String())
-		}
-	}
-	time.Sleep(500 * time.Millisecond) // the capture is live a little after it says so
+	rec := &recorder{}
 
-	const n = 2000
+	const n, nk = 2000, 300
 	const rid = 0x1234abcd
 	walDir := filepath.Join(dir, "wal")
-	r := startCast(t, dir, "recv", "-listen", fmt.Sprintf("127.0.0.1:%d", rport), "-n", fmt.Sprint(n), "-drop", "3", "-id", fmt.Sprint(rid))
-	r.listenAddr()
-	runCast(t, "send", "-to", fmt.Sprintf("127.0.0.1:%d", rport), "-bind", fmt.Sprintf("127.0.0.1:%d", sport),
-		"-n", fmt.Sprint(n), "-rate", "10000", "-wal", walDir, "-linger", "2s").expect(0, "stdout", `durable through seq 2000$`)
+	r := startCast(t, dir, "recv", "-listen", "127.0.0.1:0", "-n", fmt.Sprint(n), "-drop", "3", "-id", fmt.Sprint(rid))
+	tap := rec.udpTap(t, r.listenAddr())
+	runCast(t, "send", "-to", tap, "-bind", "127.0.0.1:0", "-n", fmt.Sprint(n), "-rate", "10000", "-wal", walDir, "-linger", "2s").
+		expect(0, "stdout", `durable through seq 2000$`)
 	r.wait(hangBudget)
 
-	srv := startCast(t, dir, "replay", "serve", "-wal", walDir, "-listen", fmt.Sprintf("127.0.0.1:%d", tport), "-plaintext")
-	ep := srv.waitOutput(`on (127\.0\.0\.1:\d+) \(`, hangBudget)
-	runCast(t, "replay", "tail", "-endpoints", ep, "-from", "1990", "-caught-up", "-plaintext").expect(0, "stderr", `^11 records, tip 2000$`)
-	runCast(t, "replay", "tail", "-endpoints", ep, "-stream", "2", "-plaintext", "-wait", "1s").expect(1, "stderr", `not available`)
+	key := writeKeyFile(t, 0o600, "3 00112233445566778899aabbccddeeff")
+	rk := startCast(t, dir, "recv", "-listen", "127.0.0.1:0", "-n", fmt.Sprint(nk), "-drop", "3", "-key-file", key)
+	ktap := rec.udpTap(t, rk.listenAddr())
+	runCast(t, "send", "-to", ktap, "-bind", "127.0.0.1:0", "-n", fmt.Sprint(nk), "-rate", "10000", "-linger", "2s", "-key-file", key).
+		expect(0, "stdout", `^naks \d+, retransmits`)
+	rk.wait(hangBudget)
+	rk.expect(0, "stdout", `^outcome: live$`)
+
+	srv := startCast(t, dir, "replay", "serve", "-wal", walDir, "-listen", "127.0.0.1:0", "-plaintext")
+	ttap := rec.tcpTap(t, srv.waitOutput(`on (127\.0\.0\.1:\d+) \(`, hangBudget))
+	runCast(t, "replay", "tail", "-endpoints", ttap, "-from", "1990", "-caught-up", "-plaintext").expect(0, "stderr", `^11 records, tip 2000$`)
+	runCast(t, "replay", "tail", "-endpoints", ttap, "-stream", "2", "-plaintext", "-wait", "1s").expect(1, "stderr", `not available`)
 	srv.signal(syscall.SIGINT)
 	srv.wait(hangBudget)
 
-	// Crafted datagrams, one frame each, to the port the CLI left alone.
-	sink, err := net.ListenPacket("udp4", fmt.Sprintf("127.0.0.1:%d", cport)) // no port unreachable
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sink.Close()
-	conn, err := net.Dial("udp4", sink.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	// Crafted datagrams, one frame each (the trailer's after its frame).
 	frame := func(put func([]byte) int) []byte { b := make([]byte, 256); return b[:put(b)] }
+	golden := []byte{ // docs/protocol.md § Authentication trailer
+		0x01, 0x00, 0x01, 0x00, 0x08, 0x00, 0x00, 0x00, 0xad, 0xcf, 0x14, 0xc5, 0, 0, 0, 0,
+		1, 0, 0, 0, 0, 0, 0, 0,
+		1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 1,
+		0xbe, 0x73, 0x16, 0xd4, 0xbd, 0xcd, 0x41, 0x27, 0x3a, 0x77, 0x59, 0xff, 0x0a, 0x54, 0xec, 0x62,
+	}
 	crafted := [][]byte{
 		frame(func(b []byte) int {
 			return wire.PutSkipFrame(b, wire.Skip{Seq: 70001, From: 6, Reason: wire.SkipRestart})
@@ -122,6 +75,9 @@ func TestWiresharkDissector(t *testing.T) {
 		frame(func(b []byte) int {
 			return wire.PutStatusFrame(b, wire.Status{Delivered: 1000, Highest: 1003, ReceiverID: 0x0123456789abcdef,
 				EchoTS: 5_000_000, EchoHold: 12_000, Window: 2048, ReNak: 200_000, Serial: 7, Flags: wire.StatusSynced})
+		}),
+		frame(func(b []byte) int {
+			return wire.PutProbeFrame(b, wire.Probe{Highest: 4242, TS: 123456789, SenderID: 0xfeedfacecafebeef, SRTT: 1500, RTTVar: 250})
 		}),
 		frame(func(b []byte) int {
 			n := wire.PutNakFrame(b, wire.Nak{From: 2, Count: 3})
@@ -142,28 +98,26 @@ func TestWiresharkDissector(t *testing.T) {
 			return 80
 		}),
 		{1, 0, 100, 0}, // shorter than a header
+		golden,
 	}
+	cport := netip.MustParseAddrPort("127.0.0.1:40001")
 	for _, d := range crafted {
-		if _, err := conn.Write(d); err != nil {
-			t.Fatal(err)
-		}
+		rec.udp(netip.MustParseAddrPort("127.0.0.1:40000"), cport, d)
 	}
-	time.Sleep(time.Second)
-	_ = capt.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- capt.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("tshark did not stop")
+	capFile := filepath.Join(dir, "cap.pcap")
+	if err := rec.write(capFile); err != nil {
+		t.Fatal(err)
 	}
 
+	port := func(a string) uint16 { return netip.MustParseAddrPort(a).Port() }
 	args := []string{"-X", "lua_script:" + script, "-r", capFile,
-		"-o", fmt.Sprintf("casting.udp_ports:%d,%d", rport, cport), "-o", fmt.Sprintf("casting.tcp_port:%d", tport)}
-	fields := []string{"frame.number", "casting.type", "casting.seq", "casting.crc_ok", "casting.nak.from", "casting.nak.count",
+		"-o", fmt.Sprintf("casting.udp_ports:%d,%d,%d", port(tap), port(ktap), cport.Port()), "-o", fmt.Sprintf("casting.tcp_port:%d", port(ttap))}
+	fields := []string{"frame.number", "udp.port", "casting.type", "casting.seq", "casting.crc_ok", "casting.nak.from", "casting.nak.count",
 		"casting.nak.receiver_id", "casting.status.delivered", "casting.status.window", "casting.status.receiver_id",
-		"casting.status.serial", "casting.hb.highest", "casting.end.final", "casting.rr.stream", "casting.rr.from",
-		"casting.caughtup.live_seq", "casting.na.stream", "casting.skip.from", "casting.skip.reason", "_ws.expert.message"}
+		"casting.status.serial", "casting.hb.highest", "casting.hb.ts", "casting.hb.sender_id", "casting.hb.srtt_ns", "casting.hb.rttvar_ns",
+		"casting.end.final", "casting.rr.stream", "casting.rr.from", "casting.caughtup.stream", "casting.caughtup.live_seq",
+		"casting.na.stream", "casting.skip.from", "casting.skip.reason", "casting.auth.epoch", "casting.auth.counter",
+		"casting.auth.key_id", "casting.auth.version", "casting.auth.tag", "casting.auth.verified", "_ws.expert.message"}
 	fa := append([]string{}, args...)
 	fa = append(fa, "-T", "fields", "-E", "separator=|", "-E", "occurrence=a", "-E", "aggregator=,")
 	for _, f := range fields {
@@ -189,8 +143,9 @@ func TestWiresharkDissector(t *testing.T) {
 	}
 	types := map[string]int{}
 	var experts []string
-	var sawStatus, sawRR, sawCaught, sawNA, sawEnd, sawSkip, sawGroupNak bool
-	maxSeq := 0
+	saw := map[string]bool{}
+	maxSeq, keyed, keyedData := 0, 0, 0
+	kport := fmt.Sprint(port(ktap))
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		if strings.HasPrefix(line, "Running as user") {
 			continue
@@ -211,43 +166,66 @@ func TestWiresharkDissector(t *testing.T) {
 				types[ty]++
 			}
 		}
+		if slicesContain(strings.Split(get("udp.port"), ","), kport) {
+			// The keyed run: every datagram carries a trailer of key 3.
+			keyed++
+			if get("casting.auth.key_id") != "3" || get("casting.auth.version") != "1" || get("casting.auth.verified") != "0" ||
+				get("casting.auth.counter") == "" || get("casting.auth.counter") == "0" {
+				t.Errorf("keyed datagram without its trailer: %q", line)
+			}
+			if first("casting.type") == "0x0001" {
+				keyedData++
+			}
+		}
 		if get("casting.caughtup.live_seq") != "" { // a TCP segment may carry records before it
-			sawCaught = true
+			saw["CaughtUp"] = saw["CaughtUp"] || (first("casting.caughtup.stream") == "1" && first("casting.caughtup.live_seq") == "2000")
 		}
 		switch first("casting.type") {
+		case "0x0001":
+			if get("casting.auth.epoch") == "0x0000000000000001" {
+				saw["golden trailer"] = get("casting.seq") == "1" && get("casting.crc_ok") == "1" &&
+					get("casting.auth.epoch") == "0x0000000000000001" && get("casting.auth.counter") == "1" &&
+					get("casting.auth.key_id") == "1" && get("casting.auth.tag") == "be7316d4bdcd41273a7759ff0a54ec62"
+			}
 		case "0x0010":
 			if first("casting.status.receiver_id") == fmt.Sprintf("0x%016x", rid) {
-				sawStatus = true
+				saw["Status from the receiver"] = true
 			}
 			if first("casting.status.receiver_id") == "0x0123456789abcdef" {
-				if first("casting.status.delivered") != "1000" || first("casting.status.window") != "2048" || first("casting.status.serial") != "7" {
-					t.Errorf("golden Status decodes as %q", line)
-				}
+				saw["golden Status"] = first("casting.status.delivered") == "1000" && first("casting.status.window") == "2048" &&
+					first("casting.status.serial") == "7"
 			}
 		case "0x0011":
 			if first("casting.nak.count") == "0" || first("casting.nak.from") == "0" {
 				t.Errorf("NAK of nothing: %q", line)
 			}
 			if first("casting.nak.receiver_id") == "0x0123456789abcdef" {
-				sawGroupNak = first("casting.nak.from") == "2" && first("casting.nak.count") == "3"
+				saw["group NAK 2+3"] = first("casting.nak.from") == "2" && first("casting.nak.count") == "3"
+			}
+		case "0x0012":
+			if first("casting.hb.sender_id") == "0xfeedfacecafebeef" {
+				saw["golden Heartbeat"] = first("casting.hb.highest") == "4242" && first("casting.hb.ts") == "123456789" &&
+					first("casting.hb.srtt_ns") == "1500" && first("casting.hb.rttvar_ns") == "250"
+			} else if h := atoiOr(first("casting.hb.highest")); h > 0 && h <= n && first("casting.hb.sender_id") != "0x0000000000000000" {
+				saw["Heartbeat from the sender"] = true
 			}
 		case "0x0013":
-			sawRR = sawRR || (first("casting.rr.stream") == "1" && first("casting.rr.from") == "1990")
+			saw["ReplicationRequest stream 1 from 1990"] = saw["ReplicationRequest stream 1 from 1990"] ||
+				(first("casting.rr.stream") == "1" && first("casting.rr.from") == "1990")
 		case "0x0015":
-			sawNA = sawNA || first("casting.na.stream") == "2"
+			saw["NotAvailable stream 2"] = saw["NotAvailable stream 2"] || first("casting.na.stream") == "2"
 		case "0x0016":
-			sawEnd = sawEnd || first("casting.end.final") == "2000"
+			saw["session end final 2000"] = saw["session end final 2000"] || first("casting.end.final") == "2000"
 		case "0x0017":
-			sawSkip = first("casting.skip.from") == "6" && first("casting.seq") == "70001" && first("casting.skip.reason") == "1"
+			saw["golden Skip"] = first("casting.skip.from") == "6" && first("casting.seq") == "70001" && first("casting.skip.reason") == "1"
 		}
 		for _, s := range strings.Split(get("casting.seq"), ",") {
-			var k int
-			if _, err := fmt.Sscan(s, &k); err == nil && k > maxSeq && k <= n {
+			if k := atoiOr(s); k > maxSeq && k <= n {
 				maxSeq = k
 			}
 		}
 	}
-	t.Logf("frames by type: %v", types)
+	t.Logf("frames by type: %v; %d keyed datagrams (%d of data)", types, keyed, keyedData)
 	for _, ty := range []string{"0x0001", "0x0006", "0x0010", "0x0011", "0x0012", "0x0013", "0x0014", "0x0015", "0x0016", "0x0017"} {
 		if types[ty] == 0 {
 			t.Errorf("no frame of type %s decoded", ty)
@@ -256,10 +234,13 @@ func TestWiresharkDissector(t *testing.T) {
 	if maxSeq != n {
 		t.Errorf("highest data seq decoded %d, want %d", maxSeq, n)
 	}
-	for name, ok := range map[string]bool{"Status from the receiver": sawStatus, "ReplicationRequest stream 1 from 1990": sawRR,
-		"CaughtUp": sawCaught, "NotAvailable stream 2": sawNA, "session end final 2000": sawEnd,
-		"golden Skip": sawSkip, "group NAK 2+3": sawGroupNak} {
-		if !ok {
+	if keyedData < nk {
+		t.Errorf("%d keyed data datagrams decoded, want at least %d", keyedData, nk)
+	}
+	for _, name := range []string{"Status from the receiver", "Heartbeat from the sender", "ReplicationRequest stream 1 from 1990",
+		"CaughtUp", "NotAvailable stream 2", "session end final 2000", "golden Skip", "golden Status", "golden Heartbeat",
+		"group NAK 2+3", "golden trailer"} {
+		if !saw[name] {
 			t.Errorf("missing: %s", name)
 		}
 	}
@@ -270,4 +251,21 @@ func TestWiresharkDissector(t *testing.T) {
 		strings.Count(joined, "Reserved record type") != 1 || len(experts) != 3 {
 		t.Errorf("expert infos:\n%s", joined)
 	}
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func atoiOr(s string) int {
+	var k int
+	if _, err := fmt.Sscan(s, &k); err != nil {
+		return 0
+	}
+	return k
 }

@@ -19,6 +19,14 @@
 --   0x0016          session end (walcast)
 --   0x0017          Skip marker (walcast)
 --
+-- A UDP datagram of a keyed endpoint (cast send/recv -key-file,
+-- docs/auth.md) ends in a 34-byte authentication trailer after its last
+-- frame: epoch, counter, key id, version and a 16-byte AES-128-GMAC tag.
+-- It is shown with its fields; the tag is not verified (the key is not
+-- known to Wireshark). Preference "Authentication trailers" (on) finds
+-- one where the frames end exactly 34 bytes before the datagram does and
+-- byte 17 of what follows is version 1.
+--
 -- Install: copy this file into Wireshark's personal Lua plugins folder
 -- (Help > About Wireshark > Folders > "Personal Lua Plugins", on Linux
 -- ~/.local/lib/wireshark/plugins/), or load it for one run with
@@ -40,6 +48,7 @@ local bitlib = bit32 or bit
 local band, bxor, rshift = bitlib.band, bitlib.bxor, bitlib.rshift
 
 local HEADER = 16
+local TRAILER = 34
 
 local p_cast = Proto("casting", "casting protocol (walcast)")
 
@@ -152,6 +161,15 @@ local f = {
     cu_ts        = ProtoField.uint64("casting.caughtup.ts_ns", "Server time (ns since epoch)", base.DEC),
     cu_stream    = ProtoField.uint32("casting.caughtup.stream", "Stream", base.DEC),
     cu_live      = ProtoField.uint64("casting.caughtup.live_seq", "Live seq", base.DEC),
+
+    auth          = ProtoField.bytes("casting.auth", "Authentication trailer", base.NONE),
+    auth_epoch    = ProtoField.uint64("casting.auth.epoch", "Epoch", base.HEX),
+    auth_start    = ProtoField.uint32("casting.auth.epoch_start", "Epoch start (Unix seconds)", base.DEC),
+    auth_counter  = ProtoField.uint64("casting.auth.counter", "Counter", base.DEC),
+    auth_key      = ProtoField.uint8("casting.auth.key_id", "Key id", base.DEC),
+    auth_version  = ProtoField.uint8("casting.auth.version", "Trailer version", base.DEC),
+    auth_tag      = ProtoField.bytes("casting.auth.tag", "Tag (AES-128-GMAC)", base.NONE),
+    auth_verified = ProtoField.bool("casting.auth.verified", "Tag verified (never: the key is not known to Wireshark)"),
 }
 local field_list = {}
 for _, v in pairs(f) do field_list[#field_list + 1] = v end
@@ -170,6 +188,7 @@ p_cast.experts = { e.short, e.truncated, e.version, e.crc, e.payload, e.noseq, e
 
 p_cast.prefs.udp_ports = Pref.range("UDP ports", "9000", "UDP ports carrying casting datagrams (data, NAK, Status, heartbeats)", 65535)
 p_cast.prefs.tcp_port = Pref.uint("TCP replay port", 7400, "TCP port of the replay server (cast replay serve; 0: none)")
+p_cast.prefs.auth = Pref.bool("Authentication trailers", true, "Decode the 34-byte trailer of keyed endpoints (docs/auth.md) after a datagram's last frame")
 
 ----------------------------------------------------------------------
 -- Payloads
@@ -350,19 +369,60 @@ local function dissect_frame(tvb, off, avail, tree, tcp)
     return size, info
 end
 
+-- trailer_at is where a UDP datagram's authentication trailer begins
+-- (nil: it has none): its frames, walked by their length fields, end
+-- exactly TRAILER bytes before the datagram does, and byte 17 of what
+-- follows is trailer version 1. Those 34 bytes are a frame instead when
+-- they are one whole frame with a good CRC-32C.
+local function trailer_at(tvb)
+    local total = tvb:len()
+    local t = total - TRAILER
+    if not p_cast.prefs.auth or t < HEADER or tvb(t + 17, 1):uint() ~= 1 then return nil end
+    local off = 0
+    while off + HEADER <= t do
+        off = off + HEADER + tvb(off + 4, 2):le_uint()
+    end
+    if off ~= t then return nil end
+    if tvb(t, 1):uint() == 1 and tvb(t + 4, 2):le_uint() == TRAILER - HEADER and
+        crc32c(tvb, t + HEADER, TRAILER - HEADER) == tvb(t + 8, 4):le_uint() then
+        return nil
+    end
+    return t
+end
+
+-- dissect_trailer shows the authentication trailer at off.
+local function dissect_trailer(tvb, off, tree)
+    local it = tree:add(p_cast, tvb(off, TRAILER), "casting authentication trailer (tag not verified: the key is not known to Wireshark)")
+    it:add(f.auth, tvb(off, TRAILER))
+    local ep = it:add_le(f.auth_epoch, tvb(off, 8))
+    ep:add_le(f.auth_start, tvb(off + 4, 4))
+    it:add_le(f.auth_counter, tvb(off + 8, 8))
+    it:add(f.auth_key, tvb(off + 16, 1))
+    it:add(f.auth_version, tvb(off + 17, 1))
+    it:add(f.auth_tag, tvb(off + 18, 16))
+    it:add(f.auth_verified, tvb(off + 18, 16), false)
+    return string.format("auth key %d counter %s (not verified)", tvb(off + 16, 1):uint(), tostring(u64(tvb, off + 8)))
+end
+
 -- dissect_frames walks every frame of a buffer (a datagram may carry
--- several consecutive frames when the sender coalesces).
+-- several consecutive frames when the sender coalesces), then a UDP
+-- datagram's authentication trailer.
 local function dissect_frames(tvb, pinfo, tree, tcp)
     local total = tvb:len()
-    local off, infos = 0, {}
-    while off < total do
-        local size, info = dissect_frame(tvb, off, total - off, tree, tcp)
+    local auth = nil
+    if not tcp then auth = trailer_at(tvb) end
+    local off, infos, stop = 0, {}, auth or total
+    while off < stop do
+        local size, info = dissect_frame(tvb, off, stop - off, tree, tcp)
         infos[#infos + 1] = info
         off = off + size
     end
+    local tag = nil
+    if auth then tag = dissect_trailer(tvb, auth, tree) end
     pinfo.cols.protocol = "CASTING"
     local s = table.concat(infos, "; ")
     if #infos > 1 then s = string.format("%d frames: %s", #infos, s) end
+    if tag then s = s .. " [" .. tag .. "]" end
     return s
 end
 
