@@ -3,8 +3,6 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
-
-	"github.com/klauspost/crc32"
 )
 
 // HeaderSize is the size of the frame header in bytes.
@@ -44,11 +42,6 @@ var (
 	ErrCRC     error = &corruptError{"wire: payload CRC32C mismatch"}
 	ErrPayload error = &corruptError{"wire: payload too short for its record type"}
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// CRC returns the CRC-32C (Castagnoli) of p.
-func CRC(p []byte) uint32 { return crc32.Update(0, castagnoli, p) }
 
 // Put writes h into b[0:16], with version forced to [Version] when h.Version
 // is zero and all pad and reserved bytes zero. b must be at least
