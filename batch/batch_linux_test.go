@@ -268,3 +268,58 @@ func TestSockaddrRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestGROViewsKeepPending: GRO segments are views of the Rx's private
+// slots, valid until the next Recv. While segments of an earlier
+// recvmmsg are pending, Recv hands out only those (a recvmmsg would
+// overwrite the slots the Vec refers to), even with more datagrams ready
+// on the socket; and views sent on by a Tx (AppendView) carry their
+// bytes.
+func TestGROViewsKeepPending(t *testing.T) {
+	if err := ProbeGSO(); err != nil {
+		t.Skip(err)
+	}
+	tx, rx, dst := pair(t, true)
+	ttx := NewTx(tx, 64, TxConfig{Family: unix.AF_INET, GSO: true})
+	ext := make([]byte, 64*144)
+	burst := func(base uint64) {
+		v := New(64, 2048)
+		for i := range 64 {
+			b := ext[i*144 : (i+1)*144]
+			frame(b, base+uint64(i))
+			v.AppendView(b, dst)
+		}
+		if n, e := ttx.Send(v); n != 64 || e != 0 {
+			t.Fatalf("send %d %v", n, e)
+		}
+	}
+	burst(0)
+	rrx := NewRx(rx, 64, RxConfig{GRO: true})
+	got := New(16, 2048)
+	next := uint64(0)
+	deadline := time.Now().Add(2 * time.Second)
+	for next < 128 && time.Now().Before(deadline) {
+		n, e := rrx.Recv(got)
+		if e != 0 && e != unix.EAGAIN {
+			t.Fatal(e)
+		}
+		if next == 16 {
+			burst(64) // ready on the socket while 48 segments are pending
+		}
+		for i := range n {
+			m, _ := got.Msg(i)
+			if got.Owned(i) {
+				t.Fatal("a GRO segment was copied into the Vec")
+			}
+			want := make([]byte, 144)
+			frame(want, next)
+			if !bytes.Equal(m, want) {
+				t.Fatalf("segment %d: bytes differ", next)
+			}
+			next++
+		}
+	}
+	if next != 128 {
+		t.Fatalf("received %d segments, want 128", next)
+	}
+}

@@ -25,9 +25,10 @@ type RxConfig struct {
 
 // Rx receives datagrams into a [Vec] with one recvmmsg call. Without GRO
 // it receives straight into the Vec's slots; with GRO it receives into
-// private 64 KiB slots and copies each segment into a Vec slot, keeping
-// segments that did not fit for the next call. Nothing allocates after
-// [NewRx]. An Rx is used by one goroutine.
+// private 64 KiB slots and hands each segment to the Vec as a view of
+// its slot (no copy), keeping segments that did not fit for the next
+// call. Either way the messages are valid until the next Recv. Nothing
+// allocates after [NewRx]. An Rx is used by one goroutine.
 type Rx struct {
 	fd    int
 	gro   bool
@@ -104,10 +105,12 @@ func (r *Rx) GROSegments() uint64 { return r.segs.Load() }
 // room in a Vec.
 func (r *Rx) Pending() bool { return r.pendH < r.pendN }
 
-// Recv resets v and fills it with up to v.Cap() datagrams: first any GRO
-// segments left from the previous call, then one recvmmsg. It returns
-// the number of messages in v and the raw errno of the call (EAGAIN
-// means nothing more was ready; messages already in v are still valid).
+// Recv resets v and fills it with up to v.Cap() datagrams: the GRO
+// segments left from the previous call if there are any (the private
+// slots they are views of cannot take a recvmmsg while v refers to
+// them), else one recvmmsg. It returns the number of messages in v and
+// the raw errno of the call (EAGAIN means nothing more was ready). The
+// messages are valid until the next Recv.
 func (r *Rx) Recv(v *Vec) (int, unix.Errno) {
 	v.Reset()
 	if r.gro {
@@ -145,9 +148,10 @@ func (r *Rx) Recv(v *Vec) (int, unix.Errno) {
 }
 
 func (r *Rx) recvGRO(v *Vec) (int, unix.Errno) {
-	r.drain(v)
-	if v.Full() {
-		return v.Len(), 0
+	if r.Pending() {
+		if r.drain(v); v.Len() > 0 || r.Pending() {
+			return v.Len(), 0
+		}
 	}
 	for i := range r.hs {
 		r.hs[i].Hdr.Namelen = unix.SizeofSockaddrInet6
@@ -171,9 +175,11 @@ func (r *Rx) recvGRO(v *Vec) (int, unix.Errno) {
 	return v.Len(), 0
 }
 
-// drain copies pending GRO segments into v until v is full.
+// drain hands pending GRO segments to v, as views of their slots, until
+// v is full.
 func (r *Rx) drain(v *Vec) {
 	slot := v.SlotSize()
+	var segs, trunc uint64
 	for r.pendH < r.pendN && !v.Full() {
 		h := r.pendH
 		total := int(r.hs[h].Len)
@@ -183,23 +189,31 @@ func (r *Rx) drain(v *Vec) {
 			seg = total
 		}
 		addr := ParseSockaddr(&r.names[h])
-		for r.pendOff < total && !v.Full() {
-			end := min(r.pendOff+seg, total)
-			p := buf[r.pendOff:end]
-			r.pendOff = end
+		off := r.pendOff
+		for off < total && !v.Full() {
+			end := min(off+seg, total)
+			p := buf[off:end]
+			off = end
 			if len(p) > slot {
-				r.truncated.Add(1)
+				trunc++
 				continue
 			}
-			v.Append(p, addr)
+			v.AppendView(p, addr)
 			if seg < total {
-				r.segs.Add(1)
+				segs++
 			}
 		}
-		if r.pendOff >= total {
+		r.pendOff = off
+		if off >= total {
 			r.pendH++
 			r.pendOff = 0
 		}
+	}
+	if segs > 0 {
+		r.segs.Add(segs)
+	}
+	if trunc > 0 {
+		r.truncated.Add(trunc)
 	}
 }
 

@@ -143,10 +143,8 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 	i := from
 	for i < n && nh < len(t.hs) {
 		first := i
-		p0, addr := v.Msg(i)
-		if addr == t.cfg.Peer {
-			addr = netip.AddrPort{}
-		}
+		p0, raw := v.Msg(i)
+		addr := t.peer(raw)
 		unit := len(p0)
 		hdr := &t.hs[nh].Hdr
 		hdr.Iov = &t.iovs[i-from]
@@ -176,10 +174,7 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 			maxMsgs := min(maxGSOSegments*per, maxGSOBytes/unit, maxIov)
 			for i < n && i-first < maxMsgs {
 				p, a := v.Msg(i)
-				if a == t.cfg.Peer {
-					a = netip.AddrPort{}
-				}
-				if len(p) != unit || a != addr {
+				if len(p) != unit || a != raw && t.peer(a) != addr {
 					break
 				}
 				t.setIov(i-from, p)
@@ -199,10 +194,7 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 			total := unit
 			for i < n && i-first < maxIov {
 				p, a := v.Msg(i)
-				if a == t.cfg.Peer {
-					a = netip.AddrPort{}
-				}
-				if a != addr || total+len(p) > limit {
+				if a != raw && t.peer(a) != addr || total+len(p) > limit {
 					break
 				}
 				total += len(p)
@@ -220,6 +212,15 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 		nh++
 	}
 	return nh, supers
+}
+
+// peer is a as the kernel is told it: the zero address (the connected
+// route) for the socket's connected peer.
+func (t *Tx) peer(a netip.AddrPort) netip.AddrPort {
+	if a == t.cfg.Peer {
+		return netip.AddrPort{}
+	}
+	return a
 }
 
 func (t *Tx) setIov(i int, p []byte) {

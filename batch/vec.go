@@ -3,10 +3,14 @@ package batch
 import "net/netip"
 
 // Vec is a vector of up to Cap() datagrams backed by one preallocated slab.
-// Messages 0..Len()-1 are in use. A Vec is not safe for concurrent use.
+// Messages 0..Len()-1 are in use. A message is either held in its own
+// slot (Append, Commit, Set) or a view of memory the Vec does not own
+// (AppendView: a datapath's receive buffer, a sender's retransmit ring),
+// which its owner keeps unchanged while the message is in use. A Vec is
+// not safe for concurrent use.
 type Vec struct {
 	bufs  [][]byte         // each of length slot+tail, carved from one slab
-	lens  []int            // bytes in use in bufs[i]
+	msgs  [][]byte         // message i: a prefix of bufs[i], or a view
 	addrs []netip.AddrPort // peer of message i: destination (send) or source (recv); zero = the connected peer
 	n     int
 	slot  int
@@ -27,7 +31,7 @@ func NewTail(n, slot, tail int) *Vec {
 	slab := make([]byte, n*size)
 	v := &Vec{
 		bufs:  make([][]byte, n),
-		lens:  make([]int, n),
+		msgs:  make([][]byte, n),
 		addrs: make([]netip.AddrPort, n),
 		slot:  slot,
 	}
@@ -56,7 +60,7 @@ func (v *Vec) Reset() { v.n = 0 }
 // Msg returns message i (bytes in use; owned by the Vec, valid until the
 // slot is reused) and its peer address.
 func (v *Vec) Msg(i int) ([]byte, netip.AddrPort) {
-	return v.bufs[i][:v.lens[i]], v.addrs[i]
+	return v.msgs[i], v.addrs[i]
 }
 
 // Append copies p into the next free slot addressed to (or received from)
@@ -66,11 +70,41 @@ func (v *Vec) Append(p []byte, addr netip.AddrPort) bool {
 	if v.n == len(v.bufs) || len(p) > v.slot {
 		return false
 	}
-	copy(v.bufs[v.n], p)
-	v.lens[v.n] = len(p)
+	v.msgs[v.n] = v.bufs[v.n][:copy(v.bufs[v.n], p)]
 	v.addrs[v.n] = addr
 	v.n++
 	return true
+}
+
+// AppendView adds p as the next message without copying it: the message
+// is a view of p, which must stay unchanged until the Vec is reset or the
+// message is sent or read. It returns false when the Vec is full or p
+// does not fit in a slot (the same limits as Append).
+func (v *Vec) AppendView(p []byte, addr netip.AddrPort) bool {
+	if v.n == len(v.bufs) || len(p) > v.slot {
+		return false
+	}
+	v.msgs[v.n] = p
+	v.addrs[v.n] = addr
+	v.n++
+	return true
+}
+
+// Owned reports whether message i is held in its own slot (Buf(i) holds
+// its bytes), not a view.
+func (v *Vec) Owned(i int) bool {
+	m := v.msgs[i]
+	return len(m) == 0 || &m[0] == &v.bufs[i][0]
+}
+
+// Own copies every view into its message's own slot, so that the Vec no
+// longer refers to memory it does not own.
+func (v *Vec) Own() {
+	for i := 0; i < v.n; i++ {
+		if !v.Owned(i) {
+			v.msgs[i] = v.bufs[i][:copy(v.bufs[i], v.msgs[i])]
+		}
+	}
 }
 
 // Next returns the whole buffer of the next free slot, for a writer that
@@ -84,7 +118,7 @@ func (v *Vec) Next() []byte {
 
 // Commit marks the slot returned by [Vec.Next] as used with n bytes.
 func (v *Vec) Commit(n int, addr netip.AddrPort) {
-	v.lens[v.n] = n
+	v.msgs[v.n] = v.bufs[v.n][:n]
 	v.addrs[v.n] = addr
 	v.n++
 }
@@ -95,9 +129,10 @@ func (v *Vec) Commit(n int, addr netip.AddrPort) {
 // publish received messages.
 func (v *Vec) Buf(i int) []byte { return v.bufs[i] }
 
-// Set records the length and peer of slot i.
+// Set records the length and peer of slot i: message i is then the first
+// n bytes of its own slot.
 func (v *Vec) Set(i, n int, addr netip.AddrPort) {
-	v.lens[i] = n
+	v.msgs[i] = v.bufs[i][:n]
 	v.addrs[i] = addr
 }
 
@@ -118,7 +153,7 @@ func (v *Vec) Drop(k int) {
 	for i := 0; i+k < v.n; i++ {
 		j := i + k
 		v.bufs[i], v.bufs[j] = v.bufs[j], v.bufs[i]
-		v.lens[i] = v.lens[j]
+		v.msgs[i] = v.msgs[j]
 		v.addrs[i] = v.addrs[j]
 	}
 	v.n -= k

@@ -68,6 +68,7 @@ func AwaitSender(ctx context.Context, p datapath.Path, slot int, open func(d []b
 			}
 			if src.IsValid() && SenderFrame(d) {
 				v.Drop(i) // the datagrams before it are the ignored ones
+				v.Own()   // a datapath's views last only until its next Recv
 				return v, src, ignored, nil
 			}
 			ignored++
