@@ -48,6 +48,13 @@ type Loop struct {
 
 	cold coldService // Cold's reads on the I/O goroutine
 
+	// A loop with only a Sender reads its path for NAKs and Status; while
+	// it sends full batches it reads at most every senderRecvGap (a read
+	// that finds nothing costs a system call): recvAt is the last read,
+	// fullSend that the last flush sent a full batch.
+	recvAt   int64
+	fullSend bool
+
 	io            IOFlusher // Cold, when it reports its flushes
 	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
 	bpRun         int       // consecutive iterations refused by the WAL
@@ -295,7 +302,8 @@ func (l *Loop) iterate() bool {
 	l.beat()
 	work := false
 
-	if l.recvRing == nil || l.recvRing.Free() >= l.in.Cap() {
+	if (l.recvRing == nil || l.recvRing.Free() >= l.in.Cap()) && l.recvDue() {
+		l.recvAt = l.now
 		var n int
 		var err error
 		if l.idle.Parks() && l.waiter != nil && l.quiet() {
@@ -572,6 +580,7 @@ func (l *Loop) flush() error {
 			return err
 		}
 		from = n
+		l.fullSend = n == l.out.Cap()
 	}
 	for i := from; i < l.out.Len(); i++ {
 		m, a := l.out.Msg(i)
