@@ -37,6 +37,9 @@ type groupHarness struct {
 	lat    [][]int64         // per receiver: send → deliver, ns
 	sentAt map[uint64]int64
 	stall  func(i int, now int64) bool // receiver i is not run now (groupOpt.stall)
+	// heard, when set, sees every datagram receiver i reads, at now,
+	// before its Receiver does.
+	heard func(i int, b []byte, now int64)
 }
 
 type groupDelivery struct {
@@ -230,6 +233,9 @@ func (h *groupHarness) step() {
 				b, _ := h.in.Msg(j)
 				if h.rOut.Full() {
 					h.flush(h.f.R[i], h.rOut)
+				}
+				if h.heard != nil {
+					h.heard(i, b, now)
 				}
 				r.Handle(b, now, h.rOut, deliver)
 			}

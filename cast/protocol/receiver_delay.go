@@ -1,6 +1,9 @@
 package protocol
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // The re-NAK delay policy: when the loss detector may NAK a missing run
 // (again). Five rules, each a small type below with the state it needs;
@@ -169,19 +172,37 @@ const sharedOne = 1 << 16
 // that sees a gap waits a back-off drawn per run and round before
 // NAKing, so that one receiver's NAK (every member hears it) or the
 // repair usually comes before the others' fire. The bound moves between
-// pct/32 and pct percent of the smoothed RTT with shared, how often this
-// receiver's losses were NAKed by another receiver too: shared losses
-// need room for one NAK to reach the others, independent ones only pay
-// the wait. It is at most limit (NakDebounce), and 0 without an RTT
+// pct/32 and pct percent of the path's round trip with shared, how often
+// this receiver's losses were NAKed by another receiver too: shared
+// losses need room for one NAK to reach the others, independent ones only
+// pay the wait. It is at most limit (NakDebounce), and 0 without an RTT
 // estimate: the back-off is bounded by a measurement or not taken.
 //
-// Invariant: 0 ≤ shared ≤ sharedOne (an EWMA of 0s and sharedOnes).
+// The path's round trip is the smoothed RTT, or the shortest NAK →
+// repair round trip this receiver measured lately (path) when that is
+// less. On a loaded host the smoothed RTT also carries the time the
+// loops were not run (a repair read late, a Status echoed late), which a
+// NAK on its way to the other members does not take; a back-off drawn on
+// it only postpones this receiver's own NAK, often past its next time
+// off the CPU (a NAK due while its loop is not run waits for the next
+// run), and so its repair by a whole deschedule.
+//
+// Invariants: 0 ≤ shared ≤ sharedOne (an EWMA of 0s and sharedOnes);
+// path is 0 or the shortest sample since it was last replaced, and a
+// sample replaces it once it is pathWindow old.
 type groupBackoff struct {
 	id     uint64 // this receiver's id: the draws differ between receivers
 	pct    int64  // NakBackoff in percent of SRTT (0: no back-off)
 	limit  int64  // the largest bound, ns (NakDebounce)
 	shared int64  // EWMA (weight 1/8, starts at ½) of shared losses, sharedOne = 1
+	path   int64  // shortest NAK → repair round trip lately, ns (0: none)
+	pathAt int64  // when path was sampled
 }
+
+// pathWindow is how long a shortest round trip stands for the path
+// before a new sample replaces it, ns (a route that got slower is
+// learnt within it).
+const pathWindow = int64(10 * time.Second)
 
 // bound is the largest back-off now, ns.
 func (b *groupBackoff) bound(rtt RTT) int64 {
@@ -191,7 +212,18 @@ func (b *groupBackoff) bound(rtt RTT) int64 {
 	lo := b.pct / 32
 	sh := b.shared
 	pct := lo + (b.pct-lo)*sh/sharedOne*sh/sharedOne
-	return min(rtt.SRTT()*pct/100, b.limit)
+	srtt := rtt.SRTT()
+	if b.path > 0 {
+		srtt = min(srtt, b.path)
+	}
+	return min(srtt*pct/100, b.limit)
+}
+
+// pathSample notes a NAK → repair round trip r (ns) measured at now.
+func (b *groupBackoff) pathSample(r, now int64) {
+	if b.path == 0 || r <= b.path || now-b.pathAt >= pathWindow {
+		b.path, b.pathAt = r, now
+	}
 }
 
 // delay is the back-off of the run starting at start, round rt, in a

@@ -150,6 +150,7 @@ func (r *Receiver) rttSample(i uint64, now int64) {
 	if g := &r.loss.gaps[i]; g.retries == 1 && g.at != r.sampleAt {
 		r.sampleAt = g.at
 		r.rtt.Sample(now - g.at)
+		r.loss.delay.backoff.pathSample(now-g.at, now)
 		r.stats.RTTSamples++
 		return
 	}

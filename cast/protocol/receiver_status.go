@@ -37,9 +37,27 @@ func (r *Receiver) ID() uint64 { return r.id }
 // e.g. a cold read) and the sender's probe estimate (which keeps it right
 // when Karn's rule starves its own: a run whose RTT grew past the re-NAK
 // delay is NAKed twice and gives no sample). Samples counts its own.
+//
+// In a group, once it has groupOwnSamples of its own, it is its own
+// estimate alone. The sender's estimate is then one for the whole group,
+// fed by every member's Status echoes, and on a loaded host those carry
+// the other members' time off the CPU: it stretched this receiver's
+// re-NAK timer, so a repair lost on its own link waited tens of ms where
+// a receiver alone asks again at once. Its own estimate cannot starve
+// there (groupRTTSample measures a run NAKed more than once from its
+// first NAK), and it still carries what its own repairs take: the
+// sender's time, a cold read, its own time off the CPU.
 func (r *Receiver) RTT() RTT {
+	if r.grp.on && r.grp.size > 1 && r.rtt.samples >= groupOwnSamples {
+		return r.rtt
+	}
 	return RTT{srtt: max(r.rtt.srtt, r.peer.srtt), rttvar: max(r.rtt.rttvar, r.peer.rttvar), samples: r.rtt.samples}
 }
+
+// groupOwnSamples is how many NAK → repair round trips of its own a
+// group receiver measures before its own estimate alone times its NAKs
+// (an RFC 6298 estimator has settled after a few).
+const groupOwnSamples = 8
 
 // SpeaksProbes reports whether the sender's last heartbeat was a probe:
 // it has heard this receiver's Status and honours its window.
