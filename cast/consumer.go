@@ -46,7 +46,8 @@ type Consumer struct {
 
 	ctx     context.Context
 	deliver func(Record) error
-	err     error // ends Run (loop thread, then read after the loop stopped)
+	err     error            // ends Run (loop thread, then read after the loop stopped)
+	sticky  protocol.Outcome // the receiver's sticky outcome, from its event, until onPoll handles it
 	tip     uint64
 	tipCRC  uint32 // payload CRC of the tip record
 	crcKnow bool   // tipCRC is set (false for a tip loaded from the file)
@@ -381,12 +382,17 @@ func (c *Consumer) fail(err error) {
 	}
 }
 
-// onLoopEvent passes the loop's silence, late-start and end events on;
-// the sticky outcomes are handled in onPoll (EventEscalated), Skip
-// markers in applySkip (a catch-up delivers them too), a datapath error
+// onLoopEvent passes the loop's outcome, silence, late-start and end
+// events on. A sticky outcome is handled in onPoll, not here: the event
+// may come from within the receiver's input processing. Skip markers are
+// reported by applySkip (a catch-up delivers them too), a datapath error
 // by Run.
 func (c *Consumer) onLoopEvent(e Event) {
 	switch e.Kind {
+	case EventFaulted, EventReconnect, EventSenderRestarted:
+		c.sticky = e.Outcome
+		e.Handled = c.cl != nil
+		c.event(e)
 	case EventPeerSilent, EventPeerHeard, EventLateStart:
 		c.event(e)
 	case EventEnded:

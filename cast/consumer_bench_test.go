@@ -41,7 +41,7 @@ func BenchmarkOutageRecovery(b *testing.B) {
 				evlog = append(evlog, fmt.Sprintf("%s %v %v tip=%d rec=%d d=%v", time.Now().Format("05.000"), e.Kind, e.Outcome.Err(), e.Tip, e.Records, e.Duration.Round(time.Millisecond)))
 				evMu.Unlock()
 				switch e.Kind {
-				case EventEscalated:
+				case EventFaulted, EventReconnect, EventSenderRestarted:
 					escalated <- time.Now()
 				case EventCaughtUp:
 					catchUps <- struct{}{}

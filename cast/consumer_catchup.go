@@ -10,16 +10,18 @@ import (
 	"github.com/walcast/walcast/replay"
 )
 
-// onPoll runs on the loop thread every iteration: a sticky outcome is
-// handled here, on the same thread as the receiver, so the catch-up and
-// the reset need no hand-off (the receiver drops its input meanwhile and
-// the kernel buffers what arrives).
+// onPoll runs on the loop thread every iteration: a sticky outcome the
+// receiver's event reported (onLoopEvent) is handled here, on the same
+// thread as the receiver, so the catch-up and the reset need no hand-off
+// (the receiver drops its input meanwhile and the kernel buffers what
+// arrives).
 func (c *Consumer) onPoll(l *Loop, now int64) {
 	if c.err != nil {
 		l.Stop()
 		return
 	}
-	if o := c.r.Outcome(); o.Kind != protocol.Live {
+	if o := c.sticky; o.Kind != protocol.Live {
+		c.sticky = protocol.Outcome{}
 		if err := c.escalate(o, now); err != nil {
 			c.fail(err)
 		}
@@ -59,7 +61,6 @@ func (c *Consumer) bootstrap(ctx context.Context) error {
 func (c *Consumer) escalate(o protocol.Outcome, now int64) error {
 	start := time.Now()
 	c.escalations.Add(1)
-	c.event(Event{Kind: EventEscalated, Outcome: o})
 	if c.cl == nil {
 		return fmt.Errorf("cast: consumer (no catch-up): %w", o.Err())
 	}

@@ -9,18 +9,27 @@ import (
 )
 
 // EventKind says what an [Event] reports. One set serves a [Loop]
-// (LoopConfig.OnEvent, Loop.Events), a [Consumer] (ConsumerConfig.OnEvent)
-// and `cast recv -json`: String is the name the JSON lines carry.
+// (LoopConfig.OnEvent, Loop.Events) and a [Consumer]
+// (ConsumerConfig.OnEvent): a situation has one kind, whichever reports
+// it. String is the kind's name; `cast recv -json` prints the kinds it
+// reports under that name (see its -h).
 type EventKind uint8
 
 // Receiver side: a Loop with a Receiver, and a Consumer.
 const (
-	// EventFaulted: the Receiver Faulted (sticky; Event.Outcome).
+	// EventFaulted: the Receiver Faulted: a gap UDP could not repair
+	// (sticky; Event.Outcome). A Consumer that catches up handles it
+	// (Event.Handled): EventCatchingUp follows.
 	EventFaulted EventKind = iota + 1
-	// EventReconnect: the Receiver must reconnect (sticky; Event.Outcome).
+	// EventReconnect: the Receiver must reconnect: the stream ran a
+	// reorder window or more ahead (sticky; Event.Outcome). A Consumer
+	// handles it as EventFaulted.
 	EventReconnect
-	// EventSenderRestarted: the sender's seqs restarted (sticky;
-	// Event.Outcome).
+	// EventSenderRestarted: the sender's seqs went back below what was
+	// delivered (sticky; Event.Outcome). A Consumer that catches up
+	// handles it (Event.Handled) by asking the replay server for its tip
+	// record: the same record (a stale heartbeat): EventLive follows;
+	// another, Run returns ErrSenderBehind.
 	EventSenderRestarted
 	// EventPeerSilent: no data and no heartbeat from the sender for the
 	// Receiver's silence time with no gap open; not sticky.
@@ -93,10 +102,6 @@ const (
 	EventCaughtUp
 	// EventLive: UDP delivery is live from Event.Tip+1.
 	EventLive
-	// EventEscalated: the receiver raised a sticky outcome
-	// (Event.Outcome); a catch-up or, for a restarted sender, a check of
-	// the tip follows.
-	EventEscalated
 
 	// EventKeyUnknown: a keyed Loop refused a datagram tagged with a key
 	// id it does not hold (Event.Err names it; Event.Sender is the
@@ -117,10 +122,10 @@ var eventNames = [...]string{EventFaulted: "faulted", EventReconnect: "reconnect
 	EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted", EventReceiverRecovered: "receiver_recovered",
 	EventReceiverStalled: "receiver_stalled", EventEnded: "ended",
 	EventSenderFound: "sender_found", EventCatchingUp: "catching_up", EventCaughtUp: "caught_up", EventLive: "live",
-	EventEscalated: "escalated", EventKeyUnknown: "key_unknown", EventColdTooLarge: "cold_too_large"}
+	EventKeyUnknown: "key_unknown", EventColdTooLarge: "cold_too_large"}
 
-// String is the kind's name, as `cast recv -json` prints it in its
-// "event" field: it does not change.
+// String is the kind's name: the "event" field of the `cast recv -json`
+// lines that report the kind. It does not change.
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) && eventNames[k] != "" {
 		return eventNames[k]
@@ -141,7 +146,12 @@ type Event struct {
 	// Seq is, for EventLateStart, the first seq delivered; for EventEnded,
 	// the stream's final seq.
 	Seq     uint64
-	Outcome protocol.Outcome    // the Receiver's outcome at the time; EventEscalated, EventCatchingUp: the one handled
+	Outcome protocol.Outcome // the Receiver's outcome at the time; EventCatchingUp: the one UDP could not repair
+	// Handled is set on a Consumer's EventFaulted, EventReconnect and
+	// EventSenderRestarted when the Consumer deals with the outcome (a
+	// catch-up, or a check of its tip, follows); clear, the outcome ends
+	// Run (NoCatchUp).
+	Handled bool
 	Err     error               // EventError, EventLogError
 	Skip    protocol.SkipNotice // EventSkip
 	// Receiver is, for the EventReceiver* kinds, the receiver as the
@@ -167,4 +177,4 @@ type Event struct {
 var senderEvents = [...]EventKind{protocol.ReceiverJoined: EventReceiverJoined, protocol.ReceiverRestarted: EventReceiverRestarted,
 	protocol.ReceiverLost: EventReceiverLost, protocol.ReceiverLeft: EventReceiverLeft,
 	protocol.ReceiverFaulted: EventReceiverFaulted, protocol.ReceiverRecovered: EventReceiverRecovered,
-	protocol.ReceiverStalled: EventReceiverStalled}
+	protocol.ReceiverStalled: EventReceiverStalled, protocol.LogError: EventLogError, protocol.LogRecovered: EventLogRecovered}

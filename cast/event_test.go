@@ -13,7 +13,7 @@ func TestEventNames(t *testing.T) {
 		EventReceiverLost: "receiver_lost", EventReceiverLeft: "receiver_left", EventReceiverFaulted: "receiver_faulted",
 		EventReceiverRecovered: "receiver_recovered", EventReceiverStalled: "receiver_stalled", EventEnded: "ended",
 		EventSenderFound: "sender_found", EventCatchingUp: "catching_up", EventCaughtUp: "caught_up",
-		EventLive: "live", EventEscalated: "escalated", EventKeyUnknown: "key_unknown",
+		EventLive: "live", EventKeyUnknown: "key_unknown",
 		EventColdTooLarge: "cold_too_large",
 	}
 	seen := map[string]EventKind{}

@@ -59,7 +59,6 @@ type Loop struct {
 	backpressured bool      // a Send of this iteration met wal.ErrBackpressure
 	bpRun         int       // consecutive iterations refused by the WAL
 
-	logErr error // the Sender log's error at the last tick, to report changes once
 	events chan Event
 
 	stop      atomic.Bool
@@ -387,9 +386,6 @@ func (l *Loop) iterate() bool {
 		}
 		l.checkEvents()
 		if l.now >= l.next {
-			if l.snd != nil {
-				l.checkLog()
-			}
 			l.next = l.now + l.tick
 			if l.auth != nil {
 				l.auth.apply()

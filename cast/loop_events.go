@@ -11,14 +11,14 @@ var outcomeEvents = [...]EventKind{protocol.Faulted: EventFaulted, protocol.Reco
 	protocol.SenderRestarted: EventSenderRestarted}
 
 // checkEvents drains the cores' event queues into events: the Sender's
-// flow-control events and the Receiver's state changes. The deliver
+// flow-control and log-health events and the Receiver's state changes. The deliver
 // callback drains the Receiver's queue too, so that an event queued
 // before a record (a late start, a Skip marker) reaches the application
 // before that record.
 func (l *Loop) checkEvents() {
 	if l.snd != nil {
 		for e, ok := l.snd.NextEvent(); ok; e, ok = l.snd.NextEvent() {
-			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID})
+			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID, Err: e.Err})
 		}
 	}
 	if l.rcv != nil {
@@ -41,19 +41,6 @@ func (l *Loop) receiverEvents() {
 		}
 		l.emit(Event{Kind: k, At: e.At, Outcome: e.Outcome, Seq: e.Seq, Skip: e.Skip})
 	}
-}
-
-// checkLog reports the Sender's log failing and recovering (once per
-// change; the error values are the log's own, so this allocates nothing).
-func (l *Loop) checkLog() {
-	err := l.snd.LogErr()
-	switch {
-	case err != nil && l.logErr == nil:
-		l.emit(Event{Kind: EventLogError, At: l.now, Err: err})
-	case err == nil && l.logErr != nil:
-		l.emit(Event{Kind: EventLogRecovered, At: l.now})
-	}
-	l.logErr = err
 }
 
 func (l *Loop) emit(e Event) {

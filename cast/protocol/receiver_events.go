@@ -53,14 +53,17 @@ const maxReceiverEvents = 32
 
 // eventQueue is a bounded FIFO of events. Invariant: n ≤ len(q); the
 // unread events are q[head], q[head+1], … (mod len(q)). A full queue
-// drops the new event (the caller counts it).
+// drops the new event (the caller counts it). Its last slot is kept for
+// OutcomeSet: a sticky outcome stops the Receiver until its loop handles
+// it, and a loop that learns of it from the queue alone would wait
+// forever for a dropped one.
 type eventQueue struct {
 	q       [maxReceiverEvents]ReceiverEvent
 	head, n int
 }
 
 func (e *eventQueue) push(ev ReceiverEvent) bool {
-	if e.n == len(e.q) {
+	if e.n == len(e.q) || (e.n == len(e.q)-1 && ev.Kind != OutcomeSet) {
 		return false
 	}
 	e.q[(e.head+e.n)%len(e.q)] = ev
@@ -81,8 +84,9 @@ func (e *eventQueue) pop() (ReceiverEvent, bool) {
 // NextEvent returns the oldest unread event. The loop drains it after
 // Handle, Tick, ResetAfterReplay and Resync; it is the one method the
 // deliver callback may call, so that LateStart and SkipApplied are read
-// before the record they precede. At most 32 wait (more are counted in
-// ReceiverStats.EventsDropped). It allocates nothing.
+// before the record they precede. At most 32 wait, the last slot kept
+// for OutcomeSet, which is never dropped (the others beyond 31 are
+// counted in ReceiverStats.EventsDropped). It allocates nothing.
 func (r *Receiver) NextEvent() (ReceiverEvent, bool) { return r.events.pop() }
 
 // event queues an event of kind k at now with the current outcome.

@@ -38,6 +38,8 @@ type Sender struct {
 	cfg    SenderConfig
 	log    Log       // nil: WAL-less
 	health LogHealth // the log's, if it reports failures
+	logErr error     // the log's error as last reported by an event (noteLog)
+	logAt  int64     // when noteLog reads the log's health next
 	next   uint64    // seq the next Send assigns
 	id     uint64    // sender id carried in probes and the session end marker
 
@@ -264,6 +266,7 @@ func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 // the probes that are due (tail loss, RTT); heartbeats then take the
 // probe form. now is monotonic ns; see Deadline for when to call it.
 func (s *Sender) Tick(now int64, out *batch.Vec) {
+	s.noteLog(now)
 	if s.retx.pending() {
 		s.retx.drain(s.next, now, out)
 	}
@@ -307,7 +310,7 @@ func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 		return false
 	}
 	var n int
-	if s.fc.active > 0 && s.probe.room(now) {
+	if s.fc.active > 0 {
 		n = wire.PutProbeFrame(buf, wire.Probe{Highest: s.next - 1, TS: uint64(max(now, 1)), SenderID: s.id,
 			SRTT: sat32(s.probe.rtt.SRTT()), RTTVar: sat32(s.probe.rtt.RTTVar())})
 		s.probe.sentProbe(now)
@@ -410,7 +413,7 @@ func sameAddr(a, b netip.AddrPort) bool {
 // (math.MinInt64) when retransmits wait for batch room. The loop may tick
 // earlier; ticking later only delays those.
 func (s *Sender) Deadline() int64 {
-	if s.retx.pending() || !s.timerInit {
+	if s.retx.pending() || !s.timerInit || s.probe.owed {
 		return math.MinInt64
 	}
 	d := s.lastSend + int64(s.cfg.HeartbeatInterval)

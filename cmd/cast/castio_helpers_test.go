@@ -6,5 +6,5 @@ import (
 )
 
 func eventFaultedForTest() cast.Event {
-	return cast.Event{Kind: cast.EventEscalated, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}}
+	return cast.Event{Kind: cast.EventFaulted, Handled: true, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}}
 }

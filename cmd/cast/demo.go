@@ -155,7 +155,8 @@ func runDemo(args []string) error {
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys,
 		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true},
 		OnEvent: func(e cast.Event) {
-			if e.Kind == cast.EventEscalated {
+			switch e.Kind {
+			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
 				outcome.Store(e.Outcome)
 			}
 		}})

@@ -24,13 +24,13 @@ func TestWriteEventFields(t *testing.T) {
 		e    cast.Event
 		want map[string]any // the whole object
 	}{
-		{cast.Event{Kind: cast.EventEscalated, Tip: 10, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}},
+		{cast.Event{Kind: cast.EventFaulted, Handled: true, Tip: 10, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}},
 			map[string]any{"event": "faulted", "last_delivered": 10, "gap_start": 11, "gap_end": 12, "cause": "retry_budget"}},
-		{cast.Event{Kind: cast.EventEscalated, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 7, GapStart: 8, GapEnd: 8, Cause: protocol.Silence}},
+		{cast.Event{Kind: cast.EventFaulted, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 7, GapStart: 8, GapEnd: 8, Cause: protocol.Silence}},
 			map[string]any{"event": "faulted", "last_delivered": 7, "gap_start": 8, "gap_end": 8, "cause": "silence"}},
-		{cast.Event{Kind: cast.EventEscalated, Outcome: protocol.Outcome{Kind: protocol.Reconnect, LastDelivered: 20, Seq: 5000}},
+		{cast.Event{Kind: cast.EventReconnect, Outcome: protocol.Outcome{Kind: protocol.Reconnect, LastDelivered: 20, Seq: 5000}},
 			map[string]any{"event": "reconnect", "last_delivered": 20, "seq": 5000}},
-		{cast.Event{Kind: cast.EventEscalated, Outcome: protocol.Outcome{Kind: protocol.SenderRestarted, LastDelivered: 30, Highest: 3}},
+		{cast.Event{Kind: cast.EventSenderRestarted, Handled: true, Outcome: protocol.Outcome{Kind: protocol.SenderRestarted, LastDelivered: 30, Highest: 3}},
 			map[string]any{"event": "sender_restarted", "last_delivered": 30, "highest": 3}},
 		// The loop's Outcome is Live (LastDelivered 0) while the sender is
 		// silent: last_delivered is the Consumer's tip.
@@ -84,7 +84,7 @@ func TestWriteEventFields(t *testing.T) {
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%v: got %v, want %v", tc.e.Kind, got, want)
 		}
-		if got["event"] != tc.e.Kind.String() && tc.e.Kind != cast.EventEscalated {
+		if got["event"] != tc.e.Kind.String() {
 			t.Errorf("%v printed as %q: the JSON name is the kind's", tc.e.Kind, got["event"])
 		}
 	}
@@ -116,6 +116,8 @@ func checkJSONTruth(t *testing.T, out string) map[string]int {
 	seen := map[string]int{}
 	var last uint64     // last record seq printed (or Skip marker applied)
 	var wantNext uint64 // late_start: the next record's seq
+	type jump struct{ at, seqs uint64 }
+	var jumps []jump // per skip: its seq, and the seqs it moved past with no line
 	for i, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
@@ -163,12 +165,24 @@ func checkJSONTruth(t *testing.T, out string) map[string]int {
 			}
 		case "caught_up":
 			// Its records come before it, in order (the caller checks the
-			// order): the last is its "to".
-			if from, to := num("from"), num("to"); to != last || from > to || num("records") != to-from+1 {
+			// order): the last is its "to". A Skip marker it brought counts
+			// as one record and stands for the seqs it moved past.
+			from, to := num("from"), num("to")
+			want := to - from + 1
+			for _, j := range jumps {
+				if j.at >= from && j.at <= to {
+					want -= j.seqs
+				}
+			}
+			if to != last || from > to || num("records") != want {
 				bad("the records before it end at %d", last)
 			}
 		case "skip":
-			last = num("seq") // the marker stands for the seqs up to it
+			// The marker stands for the seqs up to it.
+			if seq := num("seq"); seq > last {
+				jumps = append(jumps, jump{seq, seq - 1 - last})
+				last = seq
+			}
 		}
 	}
 	return seen

@@ -290,7 +290,7 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 			if !nf.mc.Enabled() {
 				fmt.Fprintf(os.Stderr, "receiving on %s from %s over %s\n", p.LocalAddr(), peer, res.path)
 			}
-		case cast.EventEscalated:
+		case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
 			res.outcome, res.outcomeErr = e.Outcome.Kind, e.Outcome.Err()
 		case cast.EventCaughtUp:
 			res.tcp += e.Records
@@ -486,24 +486,20 @@ func (rf *recvFlags) tuning() cast.ReceiverTuning {
 func (rf *recvFlags) config() protocol.ReceiverConfig { return rf.tuning().Config() }
 
 // writeEvent prints one Consumer event as a JSON line, if it is one the
-// -json output names (see `cast recv -h`): the event's name is its kind's
-// (a sticky outcome's, for EventEscalated).
+// -json output names (see `cast recv -h`), under its kind's name.
 func writeEvent(w io.Writer, e cast.Event) {
 	o := e.Outcome
 	switch e.Kind {
-	case cast.EventEscalated:
-		switch o.Kind {
-		case protocol.Faulted:
-			cause := "retry_budget"
-			if o.Cause == protocol.Silence {
-				cause = "silence"
-			}
-			fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)
-		case protocol.Reconnect:
-			fmt.Fprintf(w, `{"event":"reconnect","last_delivered":%d,"seq":%d}`+"\n", o.LastDelivered, o.Seq)
-		case protocol.SenderRestarted:
-			fmt.Fprintf(w, `{"event":"sender_restarted","last_delivered":%d,"highest":%d}`+"\n", o.LastDelivered, o.Highest)
+	case cast.EventFaulted:
+		cause := "retry_budget"
+		if o.Cause == protocol.Silence {
+			cause = "silence"
 		}
+		fmt.Fprintf(w, `{"event":"faulted","last_delivered":%d,"gap_start":%d,"gap_end":%d,"cause":%q}`+"\n", o.LastDelivered, o.GapStart, o.GapEnd, cause)
+	case cast.EventReconnect:
+		fmt.Fprintf(w, `{"event":"reconnect","last_delivered":%d,"seq":%d}`+"\n", o.LastDelivered, o.Seq)
+	case cast.EventSenderRestarted:
+		fmt.Fprintf(w, `{"event":"sender_restarted","last_delivered":%d,"highest":%d}`+"\n", o.LastDelivered, o.Highest)
 	case cast.EventPeerSilent:
 		// The Consumer's tip: the loop's Outcome is still Live here and
 		// says nothing of what was delivered.

@@ -353,7 +353,8 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
 		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: cast.ReceiverTuning{ReorderSlots: 1 << 16}},
 		OnEvent: func(e cast.Event) {
-			if e.Kind == cast.EventEscalated {
+			switch e.Kind {
+			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
 				outcome.Store(e.Outcome.Kind.String())
 			}
 		}})
