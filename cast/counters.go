@@ -28,6 +28,14 @@ type Counters struct {
 	// StallThreshold is the time above which an iteration's work part
 	// (not its park or idle step) counts as a stall (default 1 ms).
 	StallThreshold time.Duration
+	// Keep leaves the loop's slots, with their final values, in the
+	// counters file after Close, until the process's last
+	// counters.File.Release (which removes the file): for a program that
+	// holds the file (counters.Acquire) past its loops' end so that
+	// readers see the final values. The slots of a kept loop, and its
+	// labels, are never reused (a later loop of the same stream and role
+	// gets a loop label).
+	Keep bool
 }
 
 // statField is one number of a stats struct and the slot it goes to.

@@ -31,13 +31,16 @@ const maxRows = 16
 // stopped); only the samplers it registers run elsewhere, each on slots
 // of its own.
 type loopCounters struct {
-	f      *counters.File
-	err    error // why there is no file (f nil, or memory only)
-	owned  []counters.Counter
-	stops  []func()
-	stream uint32
-	epoch  int64             // Unix ns at loop clock 0
-	roles  map[string]string // role → the labels of this loop's stream slots
+	f       *counters.File
+	err     error // why there is no file (f nil, or memory only)
+	owned   []counters.Counter
+	stops   []func()
+	finals  []func() // the samplers, run once more at Close
+	unclaim []func() // gives this loop's stream labels back (not when kept)
+	stream  uint32
+	epoch   int64             // Unix ns at loop clock 0
+	roles   map[string]string // role → the labels of this loop's stream slots
+	keep    bool              // Counters.Keep: Close leaves the slots
 
 	// The previous iteration, for beat: when it began, when its park
 	// returned (0: it did not park), when its idle step began (0: none
@@ -114,7 +117,7 @@ func newLoopCounters(l *Loop) *loopCounters {
 	if err != nil {
 		return &loopCounters{err: err}
 	}
-	c := &loopCounters{f: f, err: f.Err(), stream: cfg.Stream, epoch: l.epoch.UnixNano(), thresh: int64(cfg.StallThreshold),
+	c := &loopCounters{f: f, err: f.Err(), stream: cfg.Stream, epoch: l.epoch.UnixNano(), thresh: int64(cfg.StallThreshold), keep: cfg.Keep,
 		idleBlocks: l.idle.Strategy == affinity.SpinYield || l.idle.Strategy == affinity.Backoff || l.io != nil}
 	if c.thresh <= 0 {
 		c.thresh = int64(time.Millisecond)
@@ -134,7 +137,7 @@ func newLoopCounters(l *Loop) *loopCounters {
 	claim := func(role string) string {
 		lab, release := claimLabels(cfg.Stream, role, id)
 		c.roles[role] = lab
-		c.stops = append(c.stops, release)
+		c.unclaim = append(c.unclaim, release)
 		return lab
 	}
 	c.loop = newStatSet(f, reflect.TypeFor[LoopStats](), "loop_", ll, statNames{}, o)
@@ -357,8 +360,9 @@ func b2u(b bool) uint64 {
 	return 0
 }
 
-// closeCounters ends open loss episodes, stops the samplers, frees the
-// slots and releases the file (Close, after the loop thread stopped).
+// closeCounters ends open loss episodes, runs the samplers a last time
+// and stops them, frees the slots (unless kept) and releases the file
+// (Close, after the loop thread stopped).
 func (l *Loop) closeCounters() {
 	c := l.ctr
 	if c == nil || c.f == nil {
@@ -371,16 +375,24 @@ func (l *Loop) closeCounters() {
 	if c.pl.open {
 		c.pl.close(c.f, counters.RepairClosed, done)
 	}
+	for _, fn := range c.finals {
+		fn()
+	}
 	for _, stop := range c.stops {
 		stop()
 	}
-	for i := range c.rows {
-		if c.rows[i].id != 0 {
-			c.freeRow(&c.rows[i])
+	if !c.keep {
+		for _, fn := range c.unclaim {
+			fn()
 		}
-	}
-	for _, s := range c.owned {
-		c.f.Free(s)
+		for i := range c.rows {
+			if c.rows[i].id != 0 {
+				c.freeRow(&c.rows[i])
+			}
+		}
+		for _, s := range c.owned {
+			c.f.Free(s)
+		}
 	}
 	c.f.Release()
 	c.f = nil
@@ -457,10 +469,12 @@ func sampleStats[T any](l *Loop, prefix, role string, n statNames, get func() T)
 		return
 	}
 	set := newStatSet(c.f, reflect.TypeFor[T](), prefix, lab, n, &c.owned)
-	c.stops = append(c.stops, c.f.OnSample(func() {
+	fn := func() {
 		v := get()
 		set.publish(unsafe.Pointer(&v))
-	}))
+	}
+	c.finals = append(c.finals, fn)
+	c.stops = append(c.stops, c.f.OnSample(fn))
 }
 
 var senderNames = statNames{

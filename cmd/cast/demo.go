@@ -15,6 +15,7 @@ import (
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/cast"
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/counters"
 	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/drop"
 	"github.com/walcast/walcast/internal/benchkit"
@@ -151,9 +152,15 @@ func runDemo(args []string) error {
 	var outcome atomic.Value
 	ncpu := usableCPUs()
 	lay := demoLayout(*idle, ncpu, dir != "")
+	// The progress line reads the counters the loops publish (what `cast
+	// stat` shows) from the process's counters file, held to the end: the
+	// loops keep their slots (Counters.Keep) so the last line has their
+	// final values.
+	ctr, _ := counters.Acquire(counters.Config{})
+	defer ctr.Release()
 	sndIdle, rcvIdle := affinity.Idler{Strategy: lay.snd}, affinity.Idler{Strategy: lay.rcv}
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys,
-		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true},
+		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true, Counters: cast.Counters{Keep: true}},
 		OnEvent: func(e cast.Event) {
 			switch e.Kind {
 			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
@@ -191,7 +198,7 @@ func runDemo(args []string) error {
 	fmt.Printf("layout         sender loop %s, receiver loop %s, pins %s; -idle %s on %d CPUs: %s\n", lay.snd, lay.rcv, pinNote(cpus), *idle, ncpu, lay.why)
 	threads0, _ := benchkit.ThreadTimes()
 	start := time.Now()
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true,
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true, Counters: cast.Counters{Keep: true},
 		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }}})
 	if err != nil {
 		stopRun()
@@ -199,7 +206,6 @@ func runDemo(args []string) error {
 		return err
 	}
 
-	// Progress from counters the loops publish, polled 10 times a second.
 	prog := newProgress(os.Stderr, *quiet)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -216,16 +222,15 @@ func runDemo(args []string) error {
 		case runErr = <-runDone:
 			ran, finished = true, true
 		case <-tick.C:
-			d := delivered.Load()
-			prog.update(demoStatus(d, int64(*n), time.Since(start), cons.Stats().Receiver, lossy), false)
-			if d >= int64(*n) || pr.Err() != nil {
+			prog.update(demoStatus(ctr, int64(*n), time.Since(start), lossy), false)
+			if delivered.Load() >= int64(*n) || pr.Err() != nil {
 				finished = true
 			}
 		}
 	}
 	el := time.Since(start)
 	threads1, _ := benchkit.ThreadTimes()
-	prog.update(demoStatus(delivered.Load(), int64(*n), el, cons.Stats().Receiver, lossy), true)
+	prog.update(demoStatus(ctr, int64(*n), el, lossy), true)
 	prog.done()
 	perr := pr.Close()
 	stopRun()
@@ -357,7 +362,15 @@ func busyThreads(ts []benchkit.ThreadCPU, el time.Duration) (busy, all int, cpus
 }
 
 // demoStatus is the progress line: a bar, the count, the rate and the repairs.
-func demoStatus(d, n int64, el time.Duration, rs protocol.ReceiverStats, lossy *drop.Path) string {
+// demoStatus is the progress line: the consumer's records delivered and
+// NAKs sent from the process's counters (f nil: counters are off), the
+// datagrams the loss injector dropped.
+func demoStatus(f *counters.File, n int64, el time.Duration, lossy *drop.Path) string {
+	if f == nil {
+		return fmt.Sprintf("%.1f s (counters off: WALCAST_COUNTERS=off)", el.Seconds())
+	}
+	s := f.Snapshot()
+	d := int64(valueOf(s, "records_delivered", "consumer"))
 	const width = 30
 	frac := float64(d) / float64(max(n, 1))
 	bar := strings.Repeat("=", int(frac*width))
@@ -368,5 +381,6 @@ func demoStatus(d, n int64, el time.Duration, rs protocol.ReceiverStats, lossy *
 	if lossy != nil {
 		dropped, _ = lossy.Dropped()
 	}
-	return fmt.Sprintf("[%s] %3.0f%% %d/%d  %.0fk rec/s  lost %d  NAKs %d", bar[:width], 100*frac, d, n, float64(d)/max(el.Seconds(), 1e-9)/1e3, dropped, rs.NaksSent)
+	return fmt.Sprintf("[%s] %3.0f%% %d/%d  %.0fk rec/s  lost %d  NAKs %d", bar[:width], 100*frac, d, n, float64(d)/max(el.Seconds(), 1e-9)/1e3, dropped,
+		valueOf(s, "naks_sent", "consumer"))
 }

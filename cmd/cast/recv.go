@@ -42,10 +42,15 @@ func runRecv(args []string) error {
 	rf.replay.add(fs)
 	var nf netFlags
 	nf.add(fs, "mmsg", true)
+	var lf liveFlags
+	lf.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	defer nf.done()
+	if err := lf.check(); err != nil {
+		return err
+	}
 	if err := nf.check(); err != nil {
 		return err
 	}
@@ -100,7 +105,11 @@ func runRecv(args []string) error {
 	defer cancel()
 	out := bufio.NewWriterSize(os.Stdout, 1<<16)
 	defer out.Flush()
+	lv := lf.start(recvProgress)
+	defer lv.end(ctx)
+	rf.keepCounters = lv.keep()
 	res, err := consume(ctx, &nf, &rf, local, peer, *n, *jsonOut, out)
+	lv.stopProgress()
 	if err != nil {
 		return err
 	}
@@ -218,7 +227,8 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	res.path = features(p)
 	cc := cast.ConsumerConfig{Path: p, From: peer, Thread: affinity.OnCPU(nf.pin), NoCatchUp: true, Keys: nf.keys,
-		Advanced: cast.ConsumerAdvanced{Batch: nf.batch, Receiver: rf.tuning(), RaiseGOMAXPROCS: true, StartNow: rf.startNow}}
+		Advanced: cast.ConsumerAdvanced{Batch: nf.batch, Receiver: rf.tuning(), RaiseGOMAXPROCS: true, StartNow: rf.startNow,
+			Counters: cast.Counters{Keep: rf.keepCounters}}}
 	if rf.start > 1 {
 		cc.Advanced.StartTip = rf.start - 1
 	}
@@ -415,11 +425,14 @@ func (l *lockedWriter) flushEvery(d time.Duration) (stop func()) {
 // retransmit is lost is asked for again after -debounce while the stream
 // runs on, so rate × debounce must stay well below reorder.
 type recvFlags struct {
-	reorder  int
-	debounce time.Duration
-	maxFrame int
-	retries  int
-	silence  time.Duration
+	// keepCounters (not a flag: -hold) leaves the loop's slots in the
+	// counters file after it closes (cast.Counters.Keep).
+	keepCounters bool
+	reorder      int
+	debounce     time.Duration
+	maxFrame     int
+	retries      int
+	silence      time.Duration
 	// start and startNow (set from `cast recv -from`; other commands
 	// start at seq 1) are where delivery begins.
 	start    uint64

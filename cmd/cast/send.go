@@ -213,11 +213,16 @@ func runSend(args []string) error {
 	quiet := fs.Duration("quiet", 500*time.Millisecond, "with -linger and a receiver that sends no Status: stop once no NAK came for this long (raise it on a loaded machine, where a receiver may not run for that long)")
 	var nf netFlags
 	nf.add(fs, "mmsg", false)
+	var lf liveFlags
+	lf.add(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *to == "" {
 		return usagef("-to HOST:PORT is required")
+	}
+	if err := lf.check(); err != nil {
+		return err
 	}
 	if err := o.check(); err != nil {
 		return err
@@ -287,6 +292,9 @@ func runSend(args []string) error {
 			KeepaliveInterval: sc.KeepaliveInterval, MaxConns: sc.MaxConns, OnDisconnect: sc.OnDisconnect}
 	}
 	pc.Stream = uint32(*stream)
+	lv := lf.start(sendProgress)
+	defer lv.end(ctx)
+	pc.Advanced.Counters.Keep = lv.keep()
 	if *walDir != "" {
 		pc.Dir = *walDir
 		pc.Advanced.WAL.Repair, pc.Advanced.WAL.VerifySealed, pc.Advanced.WAL.SegmentSize = *walRepair, *walVerify, *walSegment
@@ -349,6 +357,7 @@ wait:
 		}
 	}
 	close(sr.stopWatch)
+	lv.stopProgress()
 	fverdict, spoke := fw.verdict(sr.lastSeq.Load())
 	cerr := prod.Close() // the WAL is flushed and closed too
 	pst := prod.Stats()

@@ -46,7 +46,7 @@ func runStat(args []string) error {
 		return err
 	}
 	if *interval <= 0 {
-		return usagef("stat: -interval %v must be > 0", *interval)
+		return usagef("-interval %v must be > 0", *interval)
 	}
 	if *serve != "" {
 		return serveMetrics(*dir, *serve)
@@ -62,17 +62,19 @@ func runStat(args []string) error {
 	for i := 0; ; i++ {
 		snaps, bad, err := counters.List(*dir)
 		if err != nil {
-			return failf("stat: %v", err)
+			return failf("%v", err)
 		}
 		now := time.Now()
 		var rates map[int]map[string]float64
+		var since time.Duration
 		if prev != nil {
-			rates = rateOf(prev, snaps, now.Sub(prevAt))
+			since = now.Sub(prevAt)
+			rates = rateOf(prev, snaps, since)
 		}
 		switch {
 		case *asJSON:
-			if err := writeStatJSON(statOut, *dir, now, snaps, rates); err != nil {
-				return failf("stat: %v", err)
+			if err := writeStatJSON(statOut, *dir, now, since, snaps, rates); err != nil {
+				return failf("%v", err)
 			}
 		default:
 			if *watch && i > 0 {
@@ -250,7 +252,10 @@ func writeErrors(w io.Writer, s *counters.Snapshot) {
 
 // statJSON is what -json prints per refresh.
 type statJSON struct {
-	Time      int64         `json:"time_unix_ns"`
+	Time int64 `json:"time_unix_ns"`
+	// Interval is the time since the refresh before, seconds (monotonic):
+	// the rates are the counters' changes over it (0: the first refresh).
+	Interval  float64       `json:"interval_s,omitempty"`
 	Dir       string        `json:"dir"`
 	Processes []processJSON `json:"processes"`
 }
@@ -290,8 +295,8 @@ type errorJSON struct {
 	Last    int64  `json:"last_unix_ns"`
 }
 
-func writeStatJSON(w io.Writer, dir string, now time.Time, snaps []*counters.Snapshot, rates map[int]map[string]float64) error {
-	out := statJSON{Time: now.UnixNano(), Dir: dir, Processes: []processJSON{}}
+func writeStatJSON(w io.Writer, dir string, now time.Time, since time.Duration, snaps []*counters.Snapshot, rates map[int]map[string]float64) error {
+	out := statJSON{Time: now.UnixNano(), Interval: since.Seconds(), Dir: dir, Processes: []processJSON{}}
 	for _, s := range snaps {
 		p := processJSON{PID: s.PID, State: s.State, Start: s.Start, Heartbeat: s.Heartbeat, Command: s.Command, Path: s.Path,
 			Counters: map[string]uint64{}, Rates: rates[s.PID], LossTotal: s.LossTotal, Loss: []lossJSON{}, Errors: []errorJSON{}}
@@ -317,7 +322,7 @@ func writeStatJSON(w io.Writer, dir string, now time.Time, snaps []*counters.Sna
 func cleanStale(dir string) error {
 	snaps, _, err := counters.List(dir)
 	if err != nil {
-		return failf("stat: %v", err)
+		return failf("%v", err)
 	}
 	n := 0
 	for _, s := range snaps {
@@ -325,7 +330,7 @@ func cleanStale(dir string) error {
 			continue
 		}
 		if err := os.Remove(s.Path); err != nil {
-			return failf("stat: %v", err) // *PathError: "remove PATH: why"
+			return failf("%v", err) // *PathError: "remove PATH: why"
 		}
 		fmt.Fprintf(statOut, "removed %s (pid %d, gone)\n", s.Path, s.PID)
 		n++
@@ -337,7 +342,7 @@ func cleanStale(dir string) error {
 func serveMetrics(dir, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return failf("stat: -serve: %v", err)
+		return failf("-serve: %v", err)
 	}
 	fmt.Fprintf(statOut, "serving the counters of %s at http://%s/metrics\n", dir, ln.Addr())
 	mux := http.NewServeMux()
@@ -348,7 +353,7 @@ func serveMetrics(dir, addr string) error {
 	defer signal.Stop(sig)
 	go func() { <-sig; srv.Close() }()
 	if err := srv.Serve(ln); err != http.ErrServerClosed {
-		return failf("stat: -serve: %v", err)
+		return failf("-serve: %v", err)
 	}
 	return nil
 }

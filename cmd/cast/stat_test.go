@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,12 +20,14 @@ import (
 )
 
 // statLines follows `cast stat -json -watch` (a third process) and keeps
-// every refresh's view of each pid.
+// every refresh's view of each pid, with the refresh's time.
 type statLines struct {
 	views map[int][]processJSON
+	since map[int][]float64 // interval_s of each view's refresh
 }
 
 func (s *statLines) read(t *testing.T, r io.Reader) {
+	s.views, s.since = map[int][]processJSON{}, map[int][]float64{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -35,6 +38,7 @@ func (s *statLines) read(t *testing.T, r io.Reader) {
 		}
 		for _, p := range v.Processes {
 			s.views[p.PID] = append(s.views[p.PID], p)
+			s.since[p.PID] = append(s.since[p.PID], v.Interval)
 		}
 	}
 }
@@ -56,6 +60,28 @@ func lastOf(views []processJSON, label string) (last uint64, step uint64, ok boo
 	return last, step, ok
 }
 
+// checkRates: every rate of a refresh is the change of its counter since
+// the refresh before, over the time between them.
+func (s *statLines) checkRates(t *testing.T, pid int) (checked int) {
+	vs := s.views[pid]
+	for i := 1; i < len(vs); i++ {
+		d := s.since[pid][i]
+		for label, r := range vs[i].Rates {
+			a, okA := vs[i-1].Counters[label]
+			b, okB := vs[i].Counters[label]
+			if !okA || !okB || b < a {
+				continue
+			}
+			want := float64(b-a) / d
+			if math.Abs(r-want) > 1e-9*max(1, want) {
+				t.Errorf("pid %d %s: rate %v, want (%d−%d)/%.6fs = %v", pid, label, r, b, a, d, want)
+			}
+			checked++
+		}
+	}
+	return checked
+}
+
 func atoi(t *testing.T, s string) uint64 {
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
@@ -64,32 +90,33 @@ func atoi(t *testing.T, s string) uint64 {
 	return n
 }
 
-// TestCLIStatCrossProcess: `cast send -wal` → `cast recv -drop 1`; `cast
-// stat -json -watch` in a third process lists both, and the NAKs,
-// retransmits and delivered seq it saw last are each side's final
-// summary within one refresh (two of the largest steps seen, for a
-// loaded machine).
+// TestCLIStatCrossProcess: `cast send -wal` → `cast recv -drop 1`, both
+// holding their counters' final values for a while (-hold); `cast stat
+// -json -watch` in a third process lists both under one stream label,
+// and the NAKs, retransmits (ring and WAL apart) and delivered seq it saw
+// last are each side's final summary (the last refresh came during the
+// hold, so they are equal, within one refresh by far); every rate it
+// printed is the change over the time between two refreshes; both
+// commands print progress lines from the same counters.
 func TestCLIStatCrossProcess(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("WALCAST_COUNTERS", dir)
 	const n = 40000
-	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park")
+	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park", "-hold", "3s", "-progress", "200ms")
 	addr := r.listenAddr()
 	st := startCast(t, "", "stat", "-json", "-watch", "-interval", "50ms", "-dir", dir)
 	s := runCast(t, "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", strconv.Itoa(n), "-rate", "20000", "-linger", "5s",
-		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park")
+		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park", "-hold", "3s", "-progress", "200ms")
 	r.wait(hangBudget)
 	s.expect(0, "stdout", `^wal .*durable through seq`)
 	r.expect(0, "stdout", `^outcome: live$`)
-
-	time.Sleep(200 * time.Millisecond)
 	st.signal(os.Interrupt)
 	st.wait(hangBudget)
-	sl := &statLines{views: map[int][]processJSON{}}
+	sl := &statLines{}
 	sl.read(t, strings.NewReader(st.Stdout.String()))
 
-	naks := regexp.MustCompile(`naks (\d+), retransmits (\d+)`).FindStringSubmatch(s.Stdout.String())
-	gaps := regexp.MustCompile(`gaps NAKed (\d+)`).FindStringSubmatch(r.Stdout.String())
+	naks := regexp.MustCompile(`naks (\d+), retransmits \d+ \(hot ring (\d+), WAL (\d+)\)`).FindStringSubmatch(s.Stdout.String())
+	gaps := regexp.MustCompile(`gaps NAKed (\d+) \(\d+ seqs\), duplicates (\d+)`).FindStringSubmatch(r.Stdout.String())
 	if naks == nil || gaps == nil {
 		t.Fatalf("summaries:\n%s\n%s", s.Stdout.String(), r.Stdout.String())
 	}
@@ -112,7 +139,10 @@ func TestCLIStatCrossProcess(t *testing.T) {
 	}{
 		{sendPID, `naks_received{stream="1",role="producer"}`, atoi(t, naks[1])},
 		{sendPID, `retx_hot{stream="1",role="producer"}`, atoi(t, naks[2])},
+		{sendPID, `retx_cold{stream="1",role="producer"}`, atoi(t, naks[3])},
+		{sendPID, `records_sent{stream="1",role="producer"}`, n},
 		{recvPID, `naks_sent{stream="1",role="consumer"}`, atoi(t, gaps[1])},
+		{recvPID, `duplicates{stream="1",role="consumer"}`, atoi(t, gaps[2])},
 		{recvPID, `delivered_seq{stream="1",role="consumer"}`, n},
 	} {
 		last, step, ok := lastOf(sl.views[c.pid], c.label)
@@ -120,16 +150,28 @@ func TestCLIStatCrossProcess(t *testing.T) {
 			t.Errorf("%s never listed for pid %d", c.label, c.pid)
 			continue
 		}
-		// The watcher's last refresh before the process exits comes at
-		// most one interval before it; under load a refresh takes longer
-		// than the interval, so allow the largest step twice.
-		if last > c.final || c.final-last > 2*step {
+		if last != c.final {
 			t.Errorf("%s: last seen %d, final summary %d (largest change in one refresh %d)", c.label, last, c.final, step)
 		}
-		t.Logf("%s: last seen %d, final %d, largest step %d", c.label, last, c.final, step)
 	}
 	if atoi(t, gaps[1]) == 0 {
 		t.Error("-drop 1 caused no NAK")
+	}
+	if sl.checkRates(t, sendPID)+sl.checkRates(t, recvPID) == 0 {
+		t.Error("no rate printed")
+	}
+	// Progress lines, from the same counters, on stderr.
+	for _, c := range []struct {
+		ch *child
+		re string
+	}{{s, `(?m)^sent \d+ \([\d.]+k? rec/s\), naks \d+, retransmits \d+ \(hot ring \d+, WAL \d+\), receivers 1,`},
+		{r, `(?m)^delivered \d+ \([\d.]+k? rec/s\), naks \d+, duplicates \d+, loss episodes \d+,`}} {
+		if !regexp.MustCompile(c.re).MatchString(c.ch.Stderr.String()) {
+			t.Errorf("no progress line /%s/ in\n%s", c.re, c.ch.Stderr.String())
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("files left after both exited: %v", ents)
 	}
 }
 
