@@ -55,7 +55,6 @@ func runStat(args []string) error {
 		return cleanStale(*dir)
 	}
 	var prev map[int]*counters.Snapshot
-	var prevAt time.Time
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt)
 	defer signal.Stop(sig)
@@ -65,15 +64,13 @@ func runStat(args []string) error {
 			return failf("%v", err)
 		}
 		now := time.Now()
-		var rates map[int]map[string]float64
-		var since time.Duration
+		var rates map[int]processRates
 		if prev != nil {
-			since = now.Sub(prevAt)
-			rates = rateOf(prev, snaps, since)
+			rates = rateOf(prev, snaps)
 		}
 		switch {
 		case *asJSON:
-			if err := writeStatJSON(statOut, *dir, now, since, snaps, rates); err != nil {
+			if err := writeStatJSON(statOut, *dir, now, snaps, rates); err != nil {
 				return failf("%v", err)
 			}
 		default:
@@ -85,7 +82,7 @@ func runStat(args []string) error {
 		if !*watch || (*count > 0 && i+1 >= *count) {
 			return nil
 		}
-		prev, prevAt = map[int]*counters.Snapshot{}, now
+		prev = map[int]*counters.Snapshot{}
 		for _, s := range snaps {
 			prev[s.PID] = s
 		}
@@ -97,12 +94,23 @@ func runStat(args []string) error {
 	}
 }
 
+// processRates are one process's counters' per-second changes between
+// two reads, over the time between the writer's two copies they saw.
+type processRates struct {
+	over  time.Duration
+	value map[string]float64
+}
+
 // rateOf is the per-second change of every counter between two reads of
-// the same process.
-func rateOf(prev map[int]*counters.Snapshot, snaps []*counters.Snapshot, d time.Duration) map[int]map[string]float64 {
-	out := map[int]map[string]float64{}
+// the same process. The time is the writer's, between the two copies of
+// its counters the reads found (the file's heartbeat, stamped with each
+// copy), not the reader's: a copy comes every counters.SampleInterval, so
+// the reader's own interval would be off by up to that much.
+func rateOf(prev map[int]*counters.Snapshot, snaps []*counters.Snapshot) map[int]processRates {
+	out := map[int]processRates{}
 	for _, s := range snaps {
 		p := prev[s.PID]
+		d := time.Duration(s.Heartbeat - p0(p).Heartbeat)
 		if p == nil || p.Start != s.Start || d <= 0 {
 			continue
 		}
@@ -116,14 +124,22 @@ func rateOf(prev map[int]*counters.Snapshot, snaps []*counters.Snapshot, d time.
 				r[v.Label] = float64(v.Value-o) / d.Seconds()
 			}
 		}
-		out[s.PID] = r
+		out[s.PID] = processRates{over: d, value: r}
 	}
 	return out
 }
 
 type statView struct{ all, loss, errors, watch bool }
 
-func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Snapshot, bad map[string]error, rates map[int]map[string]float64, v statView) {
+// p0 is p, or an empty snapshot.
+func p0(p *counters.Snapshot) *counters.Snapshot {
+	if p == nil {
+		return &counters.Snapshot{}
+	}
+	return p
+}
+
+func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Snapshot, bad map[string]error, rates map[int]processRates, v statView) {
 	fmt.Fprintf(w, "walcast counters in %s at %s: %d process(es)\n", dir, now.UTC().Format("2006-01-02 15:04:05 UTC"), len(snaps))
 	for p, err := range bad {
 		fmt.Fprintf(w, "  unreadable %s: %v\n", p, err)
@@ -146,28 +162,33 @@ func writeStatTable(w io.Writer, dir string, now time.Time, snaps []*counters.Sn
 			writeErrors(w, s)
 			continue
 		}
-		if v.watch {
-			fmt.Fprintf(w, "  %-6s %-9s %-44s %16s %12s\n", "STREAM", "ROLE", "COUNTER", "VALUE", "/s")
-		} else {
-			fmt.Fprintf(w, "  %-6s %-9s %-44s %16s\n", "STREAM", "ROLE", "COUNTER", "VALUE")
-		}
+		var rows []counters.Value
+		width := 44
 		for _, c := range sortedValues(s) {
-			if !v.all && c.Value == 0 {
-				continue
+			if v.all || c.Value != 0 {
+				rows = append(rows, c)
+				width = max(width, len(c.Name+extraLabels(c.Labels)))
 			}
+		}
+		if v.watch {
+			fmt.Fprintf(w, "  %-6s %-9s %-*s %16s %12s\n", "STREAM", "ROLE", width, "COUNTER", "VALUE", "/s")
+		} else {
+			fmt.Fprintf(w, "  %-6s %-9s %-*s %16s\n", "STREAM", "ROLE", width, "COUNTER", "VALUE")
+		}
+		for _, c := range rows {
 			name := c.Name + extraLabels(c.Labels)
 			val := showValue(c)
 			if v.watch {
 				r := ""
-				if c.Kind.IsCounter() && rates != nil {
-					r = fmt.Sprintf("%.0f", rates[s.PID][c.Label])
+				if pr, ok := rates[s.PID]; ok && c.Kind.IsCounter() {
+					r = fmt.Sprintf("%.0f", pr.value[c.Label])
 					if c.Kind == counters.KindCounterNs {
-						r = fmt.Sprintf("%.0f%%", rates[s.PID][c.Label]/1e7)
+						r = fmt.Sprintf("%.0f%%", pr.value[c.Label]/1e7)
 					}
 				}
-				fmt.Fprintf(w, "  %-6s %-9s %-44s %16s %12s\n", c.Labels["stream"], c.Labels["role"], name, val, r)
+				fmt.Fprintf(w, "  %-6s %-9s %-*s %16s %12s\n", c.Labels["stream"], c.Labels["role"], width, name, val, r)
 			} else {
-				fmt.Fprintf(w, "  %-6s %-9s %-44s %16s\n", c.Labels["stream"], c.Labels["role"], name, val)
+				fmt.Fprintf(w, "  %-6s %-9s %-*s %16s\n", c.Labels["stream"], c.Labels["role"], width, name, val)
 			}
 		}
 	}
@@ -252,10 +273,7 @@ func writeErrors(w io.Writer, s *counters.Snapshot) {
 
 // statJSON is what -json prints per refresh.
 type statJSON struct {
-	Time int64 `json:"time_unix_ns"`
-	// Interval is the time since the refresh before, seconds (monotonic):
-	// the rates are the counters' changes over it (0: the first refresh).
-	Interval  float64       `json:"interval_s,omitempty"`
+	Time      int64         `json:"time_unix_ns"`
 	Dir       string        `json:"dir"`
 	Processes []processJSON `json:"processes"`
 }
@@ -269,9 +287,12 @@ type processJSON struct {
 	Path      string             `json:"path"`
 	Counters  map[string]uint64  `json:"counters"`
 	Rates     map[string]float64 `json:"rates_per_s,omitempty"`
-	Loss      []lossJSON         `json:"loss"`
-	LossTotal uint64             `json:"loss_total"`
-	Errors    []errorJSON        `json:"errors"`
+	// RatesOver is the time the rates are over, seconds: between the two
+	// copies of the writer's counters the refreshes found.
+	RatesOver float64     `json:"rates_interval_s,omitempty"`
+	Loss      []lossJSON  `json:"loss"`
+	LossTotal uint64      `json:"loss_total"`
+	Errors    []errorJSON `json:"errors"`
 }
 
 type lossJSON struct {
@@ -295,11 +316,11 @@ type errorJSON struct {
 	Last    int64  `json:"last_unix_ns"`
 }
 
-func writeStatJSON(w io.Writer, dir string, now time.Time, since time.Duration, snaps []*counters.Snapshot, rates map[int]map[string]float64) error {
-	out := statJSON{Time: now.UnixNano(), Interval: since.Seconds(), Dir: dir, Processes: []processJSON{}}
+func writeStatJSON(w io.Writer, dir string, now time.Time, snaps []*counters.Snapshot, rates map[int]processRates) error {
+	out := statJSON{Time: now.UnixNano(), Dir: dir, Processes: []processJSON{}}
 	for _, s := range snaps {
 		p := processJSON{PID: s.PID, State: s.State, Start: s.Start, Heartbeat: s.Heartbeat, Command: s.Command, Path: s.Path,
-			Counters: map[string]uint64{}, Rates: rates[s.PID], LossTotal: s.LossTotal, Loss: []lossJSON{}, Errors: []errorJSON{}}
+			Counters: map[string]uint64{}, Rates: rates[s.PID].value, RatesOver: rates[s.PID].over.Seconds(), LossTotal: s.LossTotal, Loss: []lossJSON{}, Errors: []errorJSON{}}
 		for _, v := range s.Values {
 			p.Counters[v.Label] = v.Value
 		}

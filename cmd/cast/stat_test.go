@@ -23,7 +23,7 @@ import (
 // every refresh's view of each pid, with the refresh's time.
 type statLines struct {
 	views map[int][]processJSON
-	since map[int][]float64 // interval_s of each view's refresh
+	since map[int][]float64 // rates_interval_s of each view
 }
 
 func (s *statLines) read(t *testing.T, r io.Reader) {
@@ -38,7 +38,7 @@ func (s *statLines) read(t *testing.T, r io.Reader) {
 		}
 		for _, p := range v.Processes {
 			s.views[p.PID] = append(s.views[p.PID], p)
-			s.since[p.PID] = append(s.since[p.PID], v.Interval)
+			s.since[p.PID] = append(s.since[p.PID], p.RatesOver)
 		}
 	}
 }
@@ -61,7 +61,8 @@ func lastOf(views []processJSON, label string) (last uint64, step uint64, ok boo
 }
 
 // checkRates: every rate of a refresh is the change of its counter since
-// the refresh before, over the time between them.
+// the refresh before, over the time between the writer's copies they
+// read (rates_interval_s).
 func (s *statLines) checkRates(t *testing.T, pid int) (checked int) {
 	vs := s.views[pid]
 	for i := 1; i < len(vs); i++ {

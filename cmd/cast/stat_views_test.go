@@ -59,7 +59,7 @@ func statFixture(t *testing.T) (dir string, at time.Time) {
 }
 
 // TestCLIStatViews: cast stat's table, -watch (rates), -loss, -errors and
-// -json -watch (rates_per_s is each counter's change over interval_s)
+// -json -watch (rates_per_s is each counter's change over rates_interval_s)
 // read a counters file with known contents.
 func TestCLIStatViews(t *testing.T) {
 	dir, at := statFixture(t)
