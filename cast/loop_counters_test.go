@@ -140,3 +140,46 @@ func TestLoopHeartbeatSilent(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// BenchmarkLoopIterateCounters: one iteration of a sender loop and one of
+// a receiver loop over a lossy mem link, with counters on and off (the
+// beat, the ticks' stores and the loss episodes are the difference).
+func BenchmarkLoopIterateCounters(b *testing.B) {
+	for _, off := range []bool{false, true} {
+		name := "on"
+		if off {
+			name = "off"
+		}
+		b.Run(name, func(b *testing.B) {
+			clock := mem.NewClock(1)
+			net := mem.NewNetwork(clock)
+			net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 1, DropProb: 0.01})
+			a, _ := net.Listen(mem.AddrA, mem.AddrB)
+			bb, _ := net.Listen(mem.AddrB, mem.AddrA)
+			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+			rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
+			ctr := Counters{Off: off, Dir: b.TempDir()}
+			p := make([]byte, 64)
+			ls, err := NewLoop(LoopConfig{Path: a, Sender: snd, Counters: ctr, OnPoll: func(l *Loop, now int64) { _, _ = l.Send(1, p) }})
+			if err != nil {
+				b.Fatal(err)
+			}
+			lr, err := NewLoop(LoopConfig{Path: bb, Receiver: rcv, Counters: ctr})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { ls.Close(); lr.Close() }()
+			for _, l := range []*Loop{ls, lr} {
+				l.vclock = clock.Now
+				l.now = l.clock()
+				l.next = l.now
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				clock.Advance(10 * time.Microsecond)
+				ls.iterate()
+				lr.iterate()
+			}
+		})
+	}
+}

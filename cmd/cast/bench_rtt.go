@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -14,10 +15,54 @@ import (
 	"github.com/walcast/walcast/wire"
 )
 
+// rttRunner is one row of `cast bench rtt`.
+type rttRunner = func(benchkit.RTTConfig) (benchkit.Row, error)
+
 // rttRunners are the rows of `cast bench rtt` after the floor, in the
 // order the cost adds up: the datapath alone (raw-udp over datapath/udp),
-// then the protocol on top (casting over udp, then over mmsg).
-var rttRunners = []func(benchkit.RTTConfig) (benchkit.Row, error){benchkit.RTTRawUDP, benchkit.RTTCasting, benchkit.RTTCastingMmsg}
+// then the protocol on top (casting over udp, then over mmsg: the rows
+// -counters applies to).
+var rttRunners, rttCasting = []rttRunner{benchkit.RTTRawUDP}, []rttRunner{benchkit.RTTCasting, benchkit.RTTCastingMmsg}
+
+// withoutCounters runs an RTT row with its loops' counters off.
+func withoutCounters(fn rttRunner) rttRunner {
+	return func(c benchkit.RTTConfig) (benchkit.Row, error) {
+		c.NoCounters = true
+		return fn(c)
+	}
+}
+
+// countersFlag is -counters of `cast bench rtt` and `cast bench
+// throughput`: the casting rows with their counters on (as a program
+// runs them by default), off, or both, each row followed by its
+// +nocounters twin in every run (the overhead of the counters,
+// interleaved).
+func countersFlag(fs *flag.FlagSet) *string {
+	return fs.String("counters", "on", "the casting rows' counters: on, off (rows +nocounters) or both (each row then its +nocounters twin, interleaved: the counters' overhead)")
+}
+
+// withCounters applies -counters to rows: off gives each row's
+// +nocounters variant, both each row and then its variant (off reports
+// false for a row that runs no loop: it stays as it is).
+func withCounters[R any](mode string, rows []R, off func(R) (R, bool)) ([]R, error) {
+	switch mode {
+	case "on":
+		return rows, nil
+	case "off", "both":
+		var out []R
+		for _, r := range rows {
+			v, ok := off(r)
+			if !ok || mode == "both" {
+				out = append(out, r)
+			}
+			if ok {
+				out = append(out, v)
+			}
+		}
+		return out, nil
+	}
+	return nil, usagef("-counters %q: want on, off or both", mode)
+}
 
 // benchKeys authenticate the +auth rows: a fixed key (the rows measure
 // the cost, not the secrecy).
@@ -72,13 +117,19 @@ func benchRTT(args []string) error {
 	pin := fs.String("pin", "0,1", "CPUs of the client and echo threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
 	auth := fs.Bool("auth", false, "also run casting-udp and casting-mmsg with every datagram authenticated (rows +auth; docs/auth.md)")
+	ctrs := countersFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	runners := rttRunners
+	casting := rttCasting
 	if *auth {
-		runners = append(runners[:len(runners):len(runners)], withKeys(benchkit.RTTCasting), withKeys(benchkit.RTTCastingMmsg))
+		casting = append(casting[:len(casting):len(casting)], withKeys(benchkit.RTTCasting), withKeys(benchkit.RTTCastingMmsg))
 	}
+	casting, err := withCounters(*ctrs, casting, func(r rttRunner) (rttRunner, bool) { return withoutCounters(r), true })
+	if err != nil {
+		return err
+	}
+	runners := append(rttRunners[:len(rttRunners):len(rttRunners)], casting...)
 	if err := checkRange("n", c.N, 1, 1<<30); err != nil {
 		return err
 	}
@@ -94,7 +145,6 @@ func benchRTT(args []string) error {
 	if err := checkRange("runs", *runs, 1, 100); err != nil {
 		return err
 	}
-	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}

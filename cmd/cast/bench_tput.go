@@ -60,12 +60,23 @@ func benchThroughput(args []string) error {
 	pin := fs.String("pin", "0,1", "CPUs of the sender and receiver threads, or none")
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
 	auth := fs.Bool("auth", false, "also run casting-mmsg+auth, casting-mmsg+coalesce and casting-mmsg+coalesce+auth (every datagram authenticated; docs/auth.md)")
+	ctrs := countersFlag(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	runners := tputRunners
 	if *auth {
 		runners = append(runners[:len(runners):len(runners)], tputAuthRunners...)
+	}
+	runners, err := withCounters(*ctrs, runners, func(r tputRun) (tputRun, bool) {
+		run := r.run
+		return tputRun{r.name + "+nocounters", r.wal, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
+			c.NoCounters = true
+			return run(c)
+		}}, strings.HasPrefix(r.name, "casting-")
+	})
+	if err != nil {
+		return err
 	}
 	if err := checkRange("d", c.Duration, time.Millisecond, time.Hour); err != nil {
 		return err
@@ -79,7 +90,6 @@ func benchThroughput(args []string) error {
 	if err := checkRange("runs", *runs, 1, 100); err != nil {
 		return err
 	}
-	var err error
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}

@@ -95,7 +95,8 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	echo, err := newEchoLoop(b, affinity.OnCPU(c.CPUs[1]), c.Mode, c.Batch, c.Keys)
+	ctr := cast.Counters{Off: c.NoCounters}
+	echo, err := newEchoLoop(b, affinity.OnCPU(c.CPUs[1]), c.Mode, c.Batch, c.Keys, ctr)
 	if err != nil {
 		a.Close()
 		b.Close()
@@ -137,7 +138,7 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	cfg.Batch, cfg.Keys = c.Batch, c.Keys
+	cfg.Batch, cfg.Keys, cfg.Counters = c.Batch, c.Keys, ctr
 	cfg.OnPoll = func(l *cast.Loop, now int64) {
 		if !outstanding {
 			ping(l)
@@ -201,6 +202,9 @@ func rttCasting(c RTTConfig, kind string) (Row, error) {
 	name := "casting-" + kind
 	if c.Keys != nil {
 		name += "+auth"
+	}
+	if c.NoCounters {
+		name += "+nocounters"
 	}
 	row := Row{Workload: "rtt", Name: name, Path: kind, Mode: c.Mode.String(), Latency: s.Summarize(), Records: int64(s.Len()), Seconds: el.Seconds()}
 	row.RecPerS = float64(s.Len()) / el.Seconds()
@@ -269,12 +273,12 @@ type castEcho struct {
 // in flight.
 const echoQueue = 64
 
-func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int, keys *cast.Keys) (*castEcho, error) {
+func newEchoLoop(p datapath.Path, pin affinity.Config, mode affinity.Strategy, batch int, keys *cast.Keys, ctr cast.Counters) (*castEcho, error) {
 	cfg, err := loopConfig(p, pin, mode, true, true)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Keys = keys
+	cfg.Keys, cfg.Counters = keys, ctr
 	e := &castEcho{q: make([][]byte, echoQueue), types: make([]uint16, echoQueue)}
 	for i := range e.q {
 		e.q[i] = make([]byte, 0, cfg.Slot)
@@ -351,7 +355,8 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var delivered atomic.Int64
 	var outcome atomic.Value
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(c.CPUs[1]), Keys: c.Keys,
-		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: cast.ReceiverTuning{ReorderSlots: 1 << 16}},
+		Advanced: cast.ConsumerAdvanced{Batch: c.Batch, RaiseGOMAXPROCS: true, Receiver: cast.ReceiverTuning{ReorderSlots: 1 << 16},
+			Counters: cast.Counters{Off: c.NoCounters}},
 		OnEvent: func(e cast.Event) {
 			switch e.Kind {
 			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
@@ -387,7 +392,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 	var sendErr error
 	sc := cast.SenderTuning{Coalesce: coalesce}
 	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(c.CPUs[0]), Keys: c.Keys, Advanced: cast.ProducerAdvanced{
-		Batch: c.Batch, RaiseGOMAXPROCS: true,
+		Batch: c.Batch, RaiseGOMAXPROCS: true, Counters: cast.Counters{Off: c.NoCounters},
 		Sender: sc,
 		OnPoll: func(l *cast.Loop, now int64) {
 			if stop.Load() {
@@ -454,6 +459,9 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 		if size != c.Size {
 			name += fmt.Sprintf("@%dB", size)
 		}
+	}
+	if c.NoCounters {
+		name += "+nocounters"
 	}
 	row := Row{Workload: "throughput", Name: name, Path: "mmsg"}
 	row.fill(got, size, el.Seconds())

@@ -26,6 +26,10 @@ type RTTConfig struct {
 	// Keys, when set, authenticate every datagram of the casting rows
 	// (docs/auth.md); their rows are named with "+auth".
 	Keys *cast.Keys
+	// NoCounters runs the casting rows' loops without counters
+	// (cast.Counters.Off; docs/operate.md); their rows are named with
+	// "+nocounters".
+	NoCounters bool
 }
 
 // DefaultRTTConfig is 100 000 pings of 144 bytes, spinning, pinned to CPUs 0 and 1.

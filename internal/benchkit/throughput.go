@@ -27,6 +27,10 @@ type ThroughputConfig struct {
 	// write the same datagrams as without keys and the trailer makes
 	// each 34 bytes longer (loopback's MTU has the room).
 	Keys *cast.Keys
+	// NoCounters runs the casting rows' loops without counters
+	// (cast.Counters.Off; docs/operate.md); their rows are named with
+	// "+nocounters".
+	NoCounters bool
 }
 
 // DefaultThroughputConfig is 2 s of 144-byte frames, batches of 64, GSO and GRO on, pinned to CPUs 0 and 1.
