@@ -19,26 +19,15 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/walcast/walcast/internal/childproc"
 )
 
 // proc is a running cast command.
 type proc struct {
 	cmd      *exec.Cmd
-	out, err syncBuffer
+	out, err childproc.Buffer
 	done     chan struct{}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // buildCast builds the cast command into a temporary directory.
 func buildCast(t *testing.T) string {
