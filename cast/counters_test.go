@@ -197,3 +197,40 @@ func TestLoopIterateAllocsWithCounters(t *testing.T) {
 		t.Fatalf("no producer episode repaired: %+v", ls.snd.Stats())
 	}
 }
+
+// TestCountersKeep: a loop with Counters.Keep leaves its slots, with
+// their final values, in a file someone else still holds; the last
+// Release removes it.
+func TestCountersKeep(t *testing.T) {
+	dir := t.TempDir()
+	hold, err := counters.Acquire(counters.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair := mem.NewPair(1)
+	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	l, err := StartLoop(LoopConfig{Path: pair.A, Sender: snd, Idle: quiet, Counters: Counters{Dir: dir, Stream: 9, Keep: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l.Stats().Iterations == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	l.Close()
+	it := l.Stats().Iterations
+	s := hold.Snapshot()
+	var got uint64
+	for _, v := range s.Values {
+		if v.Name == "loop_iterations" && v.Labels["stream"] == "9" {
+			got = v.Value
+		}
+	}
+	if got != it || it == 0 {
+		t.Fatalf("kept loop_iterations %d, the loop's final %d", got, it)
+	}
+	path := hold.Path()
+	hold.Release()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("file left after the last Release: %v", err)
+	}
+}
