@@ -98,7 +98,9 @@ func atoi(t *testing.T, s string) uint64 {
 // last are each side's final summary (the last refresh came during the
 // hold, so they are equal, within one refresh by far); every rate it
 // printed is the change over the time between two refreshes; both
-// commands print progress lines from the same counters.
+// commands print progress lines from the same counters. Midway a reader
+// truncates both counters files: the writers run on, and the files come
+// back with a note in their error logs.
 func TestCLIStatCrossProcess(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("WALCAST_COUNTERS", dir)
@@ -106,8 +108,28 @@ func TestCLIStatCrossProcess(t *testing.T) {
 	r := startCast(t, "", "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park", "-hold", "3s", "-progress", "200ms")
 	addr := r.listenAddr()
 	st := startCast(t, "", "stat", "-json", "-watch", "-interval", "50ms", "-dir", dir)
-	s := runCast(t, "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", strconv.Itoa(n), "-rate", "20000", "-linger", "5s",
+	s := startCast(t, "", "send", "-to", addr, "-bind", "127.0.0.1:0", "-n", strconv.Itoa(n), "-rate", "20000", "-linger", "5s",
 		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park", "-hold", "3s", "-progress", "200ms")
+	// A reader truncates both files mid-run: neither writer notices more
+	// than a note in its error log.
+	files := []string{filepath.Join(dir, strconv.Itoa(r.Cmd.Process.Pid)+counters.Suffix), filepath.Join(dir, strconv.Itoa(s.Cmd.Process.Pid)+counters.Suffix)}
+	for _, f := range files {
+		for deadline := time.Now().Add(hangBudget); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(f); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no counters file %s", f)
+			}
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	for _, f := range files {
+		if err := os.Truncate(f, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.wait(hangBudget)
 	r.wait(hangBudget)
 	s.expect(0, "stdout", `^wal .*durable through seq`)
 	r.expect(0, "stdout", `^outcome: live$`)
@@ -157,6 +179,15 @@ func TestCLIStatCrossProcess(t *testing.T) {
 	}
 	if atoi(t, gaps[1]) == 0 {
 		t.Error("-drop 1 caused no NAK")
+	}
+	for _, pid := range []int{sendPID, recvPID} {
+		vs, noted := sl.views[pid], false
+		for _, e := range vs[len(vs)-1].Errors {
+			noted = noted || strings.Contains(e.Message, "cut short by another process: restored")
+		}
+		if !noted {
+			t.Errorf("pid %d: the truncation is not in the error log: %+v", pid, vs[len(vs)-1].Errors)
+		}
 	}
 	if sl.checkRates(t, sendPID)+sl.checkRates(t, recvPID) == 0 {
 		t.Error("no rate printed")
