@@ -22,11 +22,12 @@ type ColdRequest struct {
 // Invariants: no two used slots overlap, and a seq is queued again only
 // once it is neither queued, running nor served within the dedup window
 // (recent); at most maxInFlight slots are taken (running counts them);
-// every queued record was paid for from budget. A used slot is freed only
-// by ColdDone or ColdFailed.
+// every queued record was paid for from budget; waiting counts the used
+// slots not taken. A used slot is freed only by ColdDone or ColdFailed.
 type coldQueue struct {
 	slots       []coldSlot
 	running     int // slots taken and not finished
+	waiting     int // slots queued and not yet taken
 	maxInFlight int
 	maxRecords  uint64
 	hasLog      bool // without a log every cold seq is rejected
@@ -138,6 +139,7 @@ func (q *coldQueue) queue(from, n uint64, now, dedup int64) {
 			return
 		}
 		q.slots[slot] = coldSlot{req: ColdRequest{From: from, Count: int(k)}, used: true}
+		q.waiting++
 		q.budget.tokens -= int64(k) * 1e9
 		q.stats.ColdQueued++
 		from += k
@@ -198,6 +200,7 @@ func (q *coldQueue) take(dst []ColdRequest) int {
 		}
 		q.slots[best].taken = true
 		q.running++
+		q.waiting--
 		dst[n] = q.slots[best].req
 		n++
 	}
@@ -205,17 +208,8 @@ func (q *coldQueue) take(dst []ColdRequest) int {
 }
 
 // pending reports whether a queued request waits and may be taken now.
-func (q *coldQueue) pending() bool {
-	if q.running >= q.maxInFlight {
-		return false
-	}
-	for j := range q.slots {
-		if q.slots[j].used && !q.slots[j].taken {
-			return true
-		}
-	}
-	return false
-}
+// The loop asks on every iteration: it is two compares.
+func (q *coldQueue) pending() bool { return q.waiting > 0 && q.running < q.maxInFlight }
 
 // done retransmits the frames read for req through em (see
 // Sender.ColdDone).

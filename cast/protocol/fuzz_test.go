@@ -92,11 +92,31 @@ func FuzzSenderHandle(f *testing.F) {
 		if out.Len() > cfg.RingSlots*(len(d)/wire.ControlFrameSize+1) {
 			t.Fatalf("%d retransmits for a %d-byte datagram", out.Len(), len(d))
 		}
+		checkColdWaiting(t, &s.retx.cold)
 		var reqs [16]ColdRequest
 		if n := s.ColdRequests(reqs[:]); n > cfg.MaxColdInFlight {
 			t.Fatalf("%d cold requests", n)
 		}
+		checkColdWaiting(t, &s.retx.cold)
+		if s.ColdPending() {
+			t.Fatal("cold requests pending after ColdRequests took all it may")
+		}
 	})
+}
+
+// checkColdWaiting checks the cold queue's count of queued requests not
+// yet taken (what ColdPending reads) against its slots.
+func checkColdWaiting(t *testing.T, q *coldQueue) {
+	t.Helper()
+	n := 0
+	for _, c := range q.slots {
+		if c.used && !c.taken {
+			n++
+		}
+	}
+	if n != q.waiting {
+		t.Fatalf("cold queue: %d slots waiting, count says %d", n, q.waiting)
+	}
 }
 
 func statusFrame(st wire.Status) []byte {

@@ -268,6 +268,7 @@ func TestSenderCold(t *testing.T) {
 	}
 	s.ColdFailed(reqs[1])
 	s.ColdDone(reqs[2], nil, 0, out)
+	checkColdWaiting(t, &s.retx.cold)
 	if st := s.Stats(); st.RetxCold != 9 || st.ColdMissing != 1+5 || st.ColdErrors != 1 {
 		t.Fatalf("stats %+v", st)
 	}
