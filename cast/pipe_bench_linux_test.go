@@ -10,7 +10,9 @@ import (
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/datapath/mmsg"
+	"github.com/walcast/walcast/datapath/udp"
 	"github.com/walcast/walcast/wal"
 	"github.com/walcast/walcast/wire"
 )
@@ -34,7 +36,7 @@ type pipeQueue struct {
 	head, n   int
 }
 
-func newPipeKernel(a, b *mmsg.Path) *pipeKernel {
+func newPipeKernel(a, b interface{ LocalAddr() netip.AddrPort }) *pipeKernel {
 	k := &pipeKernel{fds: [2]int{-1, -1}, addrs: [2]netip.AddrPort{a.LocalAddr(), b.LocalAddr()}}
 	for i := range k.q {
 		q := &k.q[i]
@@ -118,6 +120,111 @@ func (k *pipeKernel) recvmmsg(fd int, hs []unix.Mmsghdr, _ int) (int, unix.Errno
 	return got, 0
 }
 
+func (k *pipeKernel) sendto(fd int, p []byte, _ int, _ *unix.RawSockaddrInet6, _ uint32) (int, unix.Errno) {
+	q := &k.q[1-k.side(fd)]
+	if q.n == len(q.bufs) {
+		return 0, unix.EAGAIN
+	}
+	j := (q.head + q.n) % len(q.bufs)
+	q.lens[j], q.seg[j] = copy(q.bufs[j], p), len(p)
+	q.n++
+	return len(p), 0
+}
+
+func (k *pipeKernel) recvfrom(fd int, p []byte, _ int, sa *unix.RawSockaddrInet6, salen *uint32) (int, unix.Errno) {
+	me := k.side(fd)
+	q := &k.q[me]
+	if q.n == 0 {
+		return 0, unix.EAGAIN
+	}
+	j := q.head
+	n := copy(p, q.bufs[j][:q.lens[j]])
+	if sa != nil {
+		*salen = batch.PutSockaddr(sa, unix.AF_INET, k.addrs[1-me])
+	}
+	q.head = (q.head + 1) % len(q.bufs)
+	q.n--
+	return n, 0
+}
+
+// benchClock is the loops' clock in these benchmarks: it moves on a
+// fixed step per read, so that the timers (ticks, Status, probes) run as
+// often per iteration under callgrind as at full speed.
+type benchClock struct{ t int64 }
+
+func (c *benchClock) now() int64 { c.t += 250; return c.t }
+
+// BenchmarkLoopPingPong runs the ping-pong of cast bench rtt's
+// casting-udp row (a client loop and an echo loop, each with a Sender
+// and a Receiver, over datapath/udp) on one goroutine with pipeKernel in
+// place of the kernel: per op one round trip (one client and one echo
+// iteration). The /idle row is one iteration of a loop with nothing to
+// receive: what a spinning loop adds before it sees a datagram.
+func BenchmarkLoopPingPong(b *testing.B) {
+	pa, pb := openPair(b, "udp", false)
+	k := newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
+	saved := batch.Sys
+	batch.Sys.Sendto, batch.Sys.Recvfrom = k.sendto, k.recvfrom
+	b.Cleanup(func() { batch.Sys = saved })
+	clock := &benchClock{}
+	newLoop := func(p datapath.Path, onRecord func(*Loop, wire.Header, []byte)) *Loop {
+		snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rcv, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
+		if err != nil {
+			b.Fatal(err)
+		}
+		l, err := NewLoop(LoopConfig{Path: p, Sender: snd, Receiver: rcv, OnRecord: onRecord})
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.vclock = clock.now
+		return l
+	}
+	ping := make([]byte, 112)
+	rtts := 0
+	client := newLoop(pa, func(l *Loop, _ wire.Header, _ []byte) {
+		rtts++
+		_, _ = l.Send(1, ping)
+	})
+	echo := newLoop(pb, func(l *Loop, h wire.Header, p []byte) { _, _ = l.Send(h.Type, p) })
+	if _, err := client.Send(1, ping); err != nil {
+		b.Fatal(err)
+	}
+	step := func() {
+		if !client.iterate() || !echo.iterate() {
+			b.Fatal(client.err, echo.err)
+		}
+	}
+	b.Run("rtt", func(b *testing.B) {
+		for range 100 {
+			step()
+		}
+		r0 := rtts
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			step()
+		}
+		if rtts-r0 < b.N/2 {
+			b.Fatalf("%d round trips in %d steps", rtts-r0, b.N)
+		}
+	})
+	b.Run("idle", func(b *testing.B) {
+		idle := newLoop(pa, nil)
+		for range 100 {
+			idle.iterate()
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			idle.iterate()
+		}
+	})
+}
+
 // BenchmarkLoopPipe runs a sending Loop (the producer in OnPoll, 64
 // records per iteration) and a receiving Loop (records counted in
 // OnRecord) over datapath/mmsg with GSO and GRO, on one goroutine, with
@@ -188,6 +295,8 @@ func benchLoopPipe(b *testing.B, size int, withWAL bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	clock := &benchClock{}
+	sl.vclock, rl.vclock = clock.now, clock.now
 	step := func() {
 		if !sl.iterate() || !rl.iterate() {
 			b.Fatal(sl.err, rl.err)
