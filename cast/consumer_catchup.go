@@ -16,6 +16,7 @@ import (
 // (the receiver drops its input meanwhile and the kernel buffers what
 // arrives).
 func (c *Consumer) onPoll(l *Loop, now int64) {
+	c.publish()
 	if c.err != nil {
 		l.Stop()
 		return
