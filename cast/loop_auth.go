@@ -114,10 +114,15 @@ func (l *Loop) open(d []byte, from netip.AddrPort) ([]byte, bool) {
 }
 
 // seal appends a trailer to messages from… of v (their buffers have the
-// room: see NewLoop).
+// room: see NewLoop). A message that is a view (a first send straight
+// from the Sender's hot ring) is copied into its slot first: the trailer
+// must not land in the ring.
 func (a *loopAuth) seal(v *batch.Vec, from int) {
 	for i := from; i < v.Len(); i++ {
 		m, addr := v.Msg(i)
+		if !v.Owned(i) {
+			copy(v.Buf(i), m)
+		}
 		v.Set(i, a.sealer.Seal(v.Buf(i), len(m)), addr)
 	}
 	a.stats.Sealed += uint64(v.Len() - from)

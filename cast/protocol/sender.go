@@ -147,7 +147,10 @@ func (s *Sender) Stats() SenderStats { return s.stats }
 // ErrControlType, ErrBackpressure (flow control: the next seq lies
 // beyond a receiver's window; no seq assigned), or the log's error (e.g.
 // wal.ErrBackpressure) returned unwrapped. now is monotonic ns. Send
-// allocates nothing.
+// allocates nothing. The message appended may be a view of the frame's
+// hot-ring slot (batch.Vec.Owned is false): it stays valid while out
+// holds it, since a slot is reused only RingSlots sends later and views
+// are made only while out.Cap() < RingSlots; copy it to keep it longer.
 func (s *Sender) Send(typ uint16, payload []byte, now int64, out *batch.Vec) (uint64, error) {
 	if wire.Reserved(typ) {
 		return 0, ErrControlType
@@ -253,7 +256,7 @@ func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 	if !s.fc.negotiated && s.fc.initial.probes(seq, now) && s.sendProbe(seq, now, out) {
 		return
 	}
-	s.em.emit(frame, seq, out)
+	s.em.emitFirst(frame, seq, out, s.ring.capacity())
 }
 
 // Tick continues retransmits that did not fit in the batch earlier (see

@@ -46,6 +46,20 @@ func (e *emitter) canJoin(out *batch.Vec, n int, seq uint64) bool {
 	return !wire.UDPControl(typ) && le.Uint64(last[wire.HeaderSize:]) == seq-1
 }
 
+// emitFirst is emit for a first transmission, whose frame sits in its
+// hot-ring slot (ringSlots of them): without coalescing the message is a
+// view of the slot, not a copy, when out holds fewer messages than the
+// ring has slots, so that no Send reuses the slot before out is sent or
+// reset (a caller that keeps a message longer copies it, as cast.Loop's
+// backlog does). Retransmits copy (emit): an old slot may be reused
+// within the same batch.
+func (e *emitter) emitFirst(frame []byte, seq uint64, out *batch.Vec, ringSlots uint64) bool {
+	if e.coalesce || uint64(out.Cap()) >= ringSlots {
+		return e.emit(frame, seq, out)
+	}
+	return out.AppendView(frame, e.dest)
+}
+
 // emit appends a data frame to out, coalescing it with the previous data
 // datagram when configured. It returns false when out had no room.
 func (e *emitter) emit(frame []byte, seq uint64, out *batch.Vec) bool {
