@@ -69,14 +69,14 @@ func TestGroupNakGolden(t *testing.T) {
 	r := groupReceiver(t, 0x0123456789abcdef)
 	buf := make([]byte, wire.ControlFrameSize)
 	// Before the sender speaks probes: the reference's bytes.
-	r.putNak(buf, 2, 4)
+	r.loss.putNak(buf, 2, 4, r.peer.probes)
 	plain := make([]byte, wire.ControlFrameSize)
 	wire.PutNakFrame(plain, wire.Nak{From: 2, Count: 3})
 	if !bytes.Equal(buf, plain) {
 		t.Fatalf("un-negotiated group NAK %x differs from the reference's %x", buf, plain)
 	}
 	r.peer.probes = true
-	r.putNak(buf, 2, 4)
+	r.loss.putNak(buf, 2, 4, r.peer.probes)
 	if want := unhex(t, goldenGroupNakHex); !bytes.Equal(buf, want) {
 		t.Fatalf("group NAK\n got  %x\n want %x", buf, want)
 	}
@@ -88,7 +88,7 @@ func TestGroupNakGolden(t *testing.T) {
 	// A unicast receiver never adds the id.
 	u, _ := NewReceiver(DefaultReceiverConfig())
 	u.peer.probes = true
-	u.putNak(buf, 2, 4)
+	u.loss.putNak(buf, 2, 4, u.peer.probes)
 	if !bytes.Equal(buf, plain) {
 		t.Fatalf("unicast NAK carries extra bytes: %x", buf)
 	}

@@ -32,13 +32,11 @@ type Receiver struct {
 	loss     lossDetector // NAK state of the missing seqs and the re-NAK policy (receiver_loss.go)
 	st       statusReporter
 	peer     senderView
-	grp      groupState // multicast: the other receivers (receiver_group.go)
+	peers    peerSet // multicast: the other receivers of the group (receiver_group.go)
 	overrun  overrunDetector
 	hole     skipHole // a Skip marker waiting for the records before its hole
 	lastSkip SkipNotice
 	end      endState // session end marker (session_end.go)
-	rtt      RTT      // own NAK → repair estimate
-	sampleAt int64    // gap.at of the last RTT sample (one sample per NAK batch)
 	id       uint64
 	silence  int64 // the silence time: HeartbeatInterval × SilenceIntervals
 
@@ -96,9 +94,9 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 	for r.id == 0 {
 		r.id = rand.Uint64()
 	}
-	r.loss = newLossDetector(cfg, r.id)
+	r.loss = newLossDetector(cfg, r.id, &r.stats)
 	r.st.lastAt = never
-	r.grp.init(cfg)
+	r.peers.ttl = r.silence
 	r.begin()
 	return r, nil
 }
@@ -302,7 +300,7 @@ func (r *Receiver) raise(seq uint64, held bool, now int64, out *batch.Vec) {
 	if last >= from {
 		r.firstNak(from, last, now, out)
 	}
-	if r.gapOpen() && r.pinned() {
+	if gapOpen(r.expected, r.highest) && r.pinned() {
 		// highest just reached the edge: the left edge's re-NAK may now
 		// be due sooner (highest only grows here, so this fires once).
 		r.loss.nextDue = min(r.loss.nextDue, now)
@@ -359,10 +357,10 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 		return
 	}
 	if r.loss.delay.order.arrived(seq, r.st.maxEdge) {
-		r.orderSeen(seq, now)
+		r.loss.orderSeen(seq, r.peer.probes, r.st.maxEdge, r.highest, now)
 	}
-	r.rttSample(seq&r.mask, now)
-	r.groupSample(seq & r.mask)
+	r.loss.rttSample(seq&r.mask, now)
+	r.loss.groupSample(seq & r.mask)
 	if seq > r.maxData {
 		r.maxData = seq
 	}
@@ -451,7 +449,7 @@ func (r *Receiver) Tick(now int64, out *batch.Vec) {
 		r.peer.lastHeard, r.peer.clocked = now, true // silence counts from the first Tick
 	}
 	if now-r.peer.lastHeard >= r.silence {
-		if r.gapOpen() {
+		if gapOpen(r.expected, r.highest) {
 			end := r.expected
 			for end < r.highest && end-r.expected < r.window-1 && !r.ring.has(end+1) {
 				end++

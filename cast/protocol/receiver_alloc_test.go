@@ -70,7 +70,7 @@ func TestReceiverZeroAllocs(t *testing.T) {
 	// draw and the backlog hold decide when it NAKs itself.
 	g := groupReceiver(t, 1)
 	g.peer.probes = true
-	g.rtt.Sample(int64(ms))
+	g.loss.rtt.Sample(int64(ms))
 	gn := 0
 	peerNaks := make([][]byte, 600)
 	for k := range peerNaks {

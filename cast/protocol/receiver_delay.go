@@ -7,9 +7,9 @@ import (
 
 // The re-NAK delay policy: when the loss detector may NAK a missing run
 // (again). Five rules, each a small type below with the state it needs;
-// delayPolicy holds them and the Receiver methods at the end of this
-// file feed them what they judge by (the RTT estimate, whether the
-// sender speaks probes, the group size, the stream position).
+// delayPolicy holds them and the loss detector (receiver_renak.go) feeds
+// them what they judge by (the RTT estimate, whether the sender speaks
+// probes, the group size, the stream position).
 //
 //   - rttTimer: a NAKed run is asked for again after the RTT timeout,
 //     doubled per retry (NakDebounce with a reference sender).

@@ -57,27 +57,11 @@ func (p *peerSet) group(now int64) int {
 	return g
 }
 
-// groupState is the Receiver's view of its multicast group: whether it
-// is in one (NAKs go to a multicast address, the group's control group)
-// and the other receivers it hears. size is the group estimate taken at
-// the last NAK decision; the re-NAK timer's cap, the order and pinned
-// rules and the group RTT samples read it between decisions.
-type groupState struct {
-	peers peerSet
-	on    bool
-	size  int
-}
-
-func (g *groupState) init(cfg ReceiverConfig) {
-	g.on = cfg.Sender.Addr().IsMulticast()
-	g.peers.ttl = int64(cfg.HeartbeatInterval) * int64(cfg.SilenceIntervals)
-}
-
 // GroupSize is the receiver's estimate of its group: itself plus the
 // other receivers whose Status or NAKs it heard within the silence time.
 // 1 means it is alone (unicast, or the only receiver): it then NAKs at
 // once, exactly as in unicast.
-func (r *Receiver) GroupSize(now int64) int { return r.grp.peers.group(now) }
+func (r *Receiver) GroupSize(now int64) int { return r.peers.group(now) }
 
 // heardNak handles a NAK another receiver sent to the group: the seqs it
 // asks for that this receiver also misses need no NAK of its own until
@@ -96,7 +80,7 @@ func (r *Receiver) heardNak(p []byte, now int64) {
 	}
 	r.stats.GroupNaks++
 	if id != 0 {
-		r.grp.peers.heard(id, now)
+		r.peers.heard(id, now)
 	}
 	if r.expected == 0 || nak.Count == 0 || nak.From > r.highest {
 		return
@@ -109,18 +93,7 @@ func (r *Receiver) heardNak(p []byte, now int64) {
 	if edge := r.expected + r.window - 1; to > edge {
 		to = edge
 	}
-	for seq := from; seq <= to && seq >= from; seq++ {
-		i := seq & r.mask
-		if r.ring.has(seq) {
-			continue
-		}
-		r.loss.gaps[i].heard = true
-		nb := now + max(r.renakDelay(max(r.loss.gaps[i].retries, 1)), 1)
-		if nb > r.loss.gaps[i].notBefore {
-			r.loss.gaps[i].notBefore = nb
-			r.stats.Suppressed++
-		}
-	}
+	r.loss.heard(from, to, &r.ring, r.RTT(), r.peer.probes, now)
 }
 
 // heardStatus notes the receiver of another receiver's Status (a group
@@ -133,21 +106,6 @@ func (r *Receiver) heardStatus(p []byte, now int64) {
 	}
 	if st.ReceiverID != r.id {
 		r.stats.GroupStatus++
-		r.grp.peers.heard(st.ReceiverID, now)
+		r.peers.heard(st.ReceiverID, now)
 	}
-}
-
-// putNak writes the NAK frame for from … to into buf. In a group (NAKs
-// to a multicast address), once the sender speaks probes (a walcast
-// sender: negotiated), the NAK's padding carries this receiver's id at
-// payload offset 16, so the other receivers count it and this one
-// recognises its own NAK when the host loops it back; otherwise it is
-// the reference's bytes exactly.
-func (r *Receiver) putNak(buf []byte, from, to uint64) int {
-	n := wire.PutNakFrame(buf, wire.Nak{From: from, Count: to - from + 1})
-	if r.peer.probes && r.grp.on {
-		le.PutUint64(buf[wire.HeaderSize+16:], r.id)
-		_ = wire.Seal(buf[:n], wire.TypeNak)
-	}
-	return n
 }

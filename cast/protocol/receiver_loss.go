@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"math"
+	"net/netip"
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wire"
@@ -9,10 +10,12 @@ import (
 
 // lossDetector holds the NAK state of the seqs missing from the window
 // (ReorderSlots seqs from the next expected one), one gap per seq mod
-// ReorderSlots, and the time the next NAK pass is due. The pump walks
-// the missing seqs in runs and asks the re-NAK delay policy
-// (receiver_delay.go) when each run is due; sendNak stamps a run with
-// its new NAK history.
+// ReorderSlots, and the time the next NAK pass is due. Its pass (pump)
+// walks the missing seqs in runs and asks the re-NAK delay policy
+// (receiver_delay.go) when each run is due; nak stamps a run with its
+// new NAK history. It also measures its own NAK → repair round trip from
+// that history (rtt). What it judges by that other parts of the Receiver
+// own comes in as a lossInput.
 //
 // Invariants: gaps[seq&mask] describes seq only while seq is missing
 // and inside the window; delivering a seq, or a Skip declaring it
@@ -20,11 +23,26 @@ import (
 // keeps only its group fields (heard, notBefore) until it is delivered.
 // A run is a maximal stretch of missing seqs with equal retries, at and
 // notBefore, so all its seqs were NAKed together. nextDue is at or
-// before the time any run becomes due (noDue: none open).
+// before the time any run becomes due (noDue: none open). size is the
+// group size taken at the last NAK decision (runDue, first).
 type lossDetector struct {
 	gaps    []gap
+	mask    uint64      // ReorderSlots − 1
+	window  uint64      // ReorderSlots
 	nextDue int64       // earliest time a run may be NAKed (noDue: none)
 	delay   delayPolicy // when each run is due
+
+	group bool // NAKs go to a multicast group (the sender address is one)
+	size  int  // group size at the last NAK decision
+
+	rtt      RTT   // own NAK → repair estimate
+	sampleAt int64 // gap.at of the last RTT sample (one sample per NAK batch)
+
+	maxRuns    int            // MaxNakRunsPerPump
+	maxRetries int            // MaxNakRetries
+	dest       netip.AddrPort // where NAKs go (ReceiverConfig.Sender)
+	id         uint64         // this receiver's id (group NAKs carry it)
+	stats      *ReceiverStats // the counters it adds to
 }
 
 // gap is the NAK history of one missing seq.
@@ -38,10 +56,40 @@ type gap struct {
 	heard     bool   // group: another receiver NAKed it
 }
 
+// lossInput is what the loss detector judges by that the rest of the
+// Receiver owns, as of the call: the stream position, the highest edge
+// its Status advertised, what it knows of the sender, the RTT estimate,
+// and which seqs are not missing (buffered, or in a pending Skip's
+// hole).
+type lossInput struct {
+	expected  uint64 // next seq to deliver (0: not synced)
+	highest   uint64 // highest seq known to exist
+	edge      uint64 // highest edge advertised (statusReporter.maxEdge)
+	probes    bool   // the sender speaks probes
+	lastHeard int64  // when the sender was last heard
+	rtt       RTT    // Receiver.RTT
+	ring      *reorderRing
+	hole      *skipHole
+	peers     *peerSet // the other receivers of a group (the group size)
+	live      bool     // no sticky outcome is set
+}
+
 const noDue = math.MaxInt64
 
-func newLossDetector(cfg ReceiverConfig, id uint64) lossDetector {
-	return lossDetector{gaps: make([]gap, cfg.ReorderSlots), nextDue: noDue, delay: newDelayPolicy(cfg, id)}
+func newLossDetector(cfg ReceiverConfig, id uint64, stats *ReceiverStats) lossDetector {
+	return lossDetector{
+		gaps:       make([]gap, cfg.ReorderSlots),
+		mask:       uint64(cfg.ReorderSlots - 1),
+		window:     uint64(cfg.ReorderSlots),
+		nextDue:    noDue,
+		delay:      newDelayPolicy(cfg, id),
+		group:      cfg.Sender.Addr().IsMulticast(),
+		maxRuns:    cfg.MaxNakRunsPerPump,
+		maxRetries: cfg.MaxNakRetries,
+		dest:       cfg.Sender,
+		id:         id,
+		stats:      stats,
+	}
 }
 
 // found notes that the seq of slot i arrived out of order: its NAK
@@ -53,80 +101,86 @@ func (l *lossDetector) clear(i uint64) { l.gaps[i] = gap{} }
 
 // gapOpen reports whether a seq known to exist has not been delivered.
 // expected itself is then always missing (it would have been delivered).
-func (r *Receiver) gapOpen() bool { return r.expected != 0 && r.highest >= r.expected }
+func gapOpen(expected, highest uint64) bool { return expected != 0 && highest >= expected }
 
 // pump walks the window expected … min(highest, expected+window−1) and
 // NAKs each missing run that the delay policy says is due (at most
 // MaxNakRunsPerPump). A run is a maximal stretch of missing seqs with the
 // same NAK history, so a run that was split by a late arrival keeps its
 // retry count and delay, and newly missing seqs next to it get their
-// own first NAK.
-func (r *Receiver) pump(now int64, out *batch.Vec) {
-	if r.heldByBacklog(now) {
-		return // nextDue stays due: the pump runs once the input is read
+// own first NAK. When a NAK spends the last of a run's retry budget it
+// stops and returns that run: the Receiver raises Faulted. A pass that
+// starts while a sticky outcome is set stops after its first NAK.
+func (l *lossDetector) pump(in *lossInput, now int64, out *batch.Vec) (from, to uint64, faulted bool) {
+	if l.heldByBacklog(now) {
+		return 0, 0, false // nextDue stays due: the pump runs once the input is read
 	}
-	r.loss.nextDue = noDue
-	r.loss.delay.order.reset()
-	if !r.gapOpen() {
-		return
+	l.nextDue = noDue
+	l.delay.order.reset()
+	if !gapOpen(in.expected, in.highest) {
+		return 0, 0, false
 	}
-	upper := r.highest
-	if upper-r.expected >= r.window {
-		upper = r.expected + r.window - 1
+	upper := in.highest
+	if upper-in.expected >= l.window {
+		upper = in.expected + l.window - 1
 	}
 	runs := 0
-	for seq := r.expected; ; {
-		start, end, ok := r.nextRun(seq, upper)
+	for seq := in.expected; ; {
+		start, end, ok := l.nextRun(seq, upper, in.ring, in.hole)
 		if !ok {
-			return
+			return 0, 0, false
 		}
 		seq = end + 1
-		i := start & r.mask
-		g := &r.loss.gaps[i]
+		i := start & l.mask
+		g := &l.gaps[i]
 		rt, at := g.retries, g.at
-		if due := r.runDue(start, i, rt, at, now); now < due {
-			r.loss.nextDue = min(r.loss.nextDue, due)
+		if due := l.runDue(in, start, i, rt, at, now); now < due {
+			l.nextDue = min(l.nextDue, due)
 			if rt != 0 {
-				r.loss.delay.order.awaiting(g.edge)
+				l.delay.order.awaiting(g.edge)
 			}
 			continue
 		}
-		count, byOrder, byPin := r.judge(start, i, rt, at, now)
-		if runs == r.cfg.MaxNakRunsPerPump || !r.sendNak(start, end, rt, count, now, out) {
-			r.loss.nextDue = now // more to do on the next Tick
-			r.loss.delay.order.unsure()
-			return
+		count, byOrder, byPin := l.judge(in, start, i, rt, at, now)
+		sent, spent := false, false
+		if runs != l.maxRuns {
+			sent, spent = l.nak(in, start, end, rt, count, now, out)
+		}
+		if !sent {
+			l.nextDue = now // more to do on the next Tick
+			l.delay.order.unsure()
+			return 0, 0, false
 		}
 		if byOrder {
-			r.stats.OrderReNaks++
+			l.stats.OrderReNaks++
 		} else if byPin {
-			r.stats.PinnedReNaks++
+			l.stats.PinnedReNaks++
 		}
 		runs++
-		if r.out.Kind != Live {
-			return
+		if spent || !in.live {
+			return start, end, spent
 		}
 	}
 }
 
 // nextRun finds the first missing run at or after seq, up to upper:
-// start … end. A pending Skip's hole has no record and is never part of
-// a run.
-func (r *Receiver) nextRun(seq, upper uint64) (start, end uint64, ok bool) {
+// start … end. A seq the ring holds is not missing; a pending Skip's
+// hole has no record and is never part of a run.
+func (l *lossDetector) nextRun(seq, upper uint64, ring *reorderRing, hole *skipHole) (start, end uint64, ok bool) {
 	for seq <= upper {
-		if seq == r.hole.from && seq != 0 && r.hole.to >= seq {
-			seq = r.hole.to + 1
+		if seq == hole.from && seq != 0 && hole.to >= seq {
+			seq = hole.to + 1
 			continue
 		}
-		if r.ring.has(seq) {
+		if ring.has(seq) {
 			seq++
 			continue
 		}
-		g := &r.loss.gaps[seq&r.mask]
+		g := &l.gaps[seq&l.mask]
 		start = seq
-		for seq++; seq <= upper && seq != r.hole.from; seq++ {
-			h := &r.loss.gaps[seq&r.mask]
-			if r.ring.has(seq) || h.retries != g.retries || h.at != g.at || h.notBefore != g.notBefore {
+		for seq++; seq <= upper && seq != hole.from; seq++ {
+			h := &l.gaps[seq&l.mask]
+			if ring.has(seq) || h.retries != g.retries || h.at != g.at || h.notBefore != g.notBefore {
 				break
 			}
 		}
@@ -135,78 +189,112 @@ func (r *Receiver) nextRun(seq, upper uint64) (start, end uint64, ok bool) {
 	return 0, 0, false
 }
 
-// sendNak appends NAK{from, to−from+1} to out and stamps the run's seqs
+// nak appends NAK{from, to−from+1} to out and stamps the run's seqs
 // with their new retry count (and, when count, the NAKs the budget
-// counts). It raises Faulted when the counted NAKs exceed the budget. It
-// returns false when out is full.
-func (r *Receiver) sendNak(from, to uint64, rt uint16, count bool, now int64, out *batch.Vec) bool {
+// counts). sent is false when out is full; spent is true when the
+// counted NAKs exceed the budget (the caller raises Faulted).
+func (l *lossDetector) nak(in *lossInput, from, to uint64, rt uint16, count bool, now int64, out *batch.Vec) (sent, spent bool) {
 	buf := out.Next()
 	if len(buf) < wire.ControlFrameSize {
-		r.stats.NakDropped++
-		if r.loss.nextDue > now {
-			r.loss.nextDue = now
+		l.stats.NakDropped++
+		if l.nextDue > now {
+			l.nextDue = now
 		}
-		return false
+		return false, false
 	}
-	n := r.putNak(buf, from, to)
-	out.Commit(n, r.cfg.Sender)
+	n := l.putNak(buf, from, to, in.probes)
+	out.Commit(n, l.dest)
 	var sp uint16
 	if rt != 0 {
-		sp = r.loss.gaps[from&r.mask].spent
+		sp = l.gaps[from&l.mask].spent
 	}
 	rt++
 	if count {
 		sp++
 	}
-	first := rt == 1 && r.grp.on
+	first := rt == 1 && l.group
 	for seq := from; seq <= to; seq++ {
-		i := seq & r.mask
-		r.loss.gaps[i].retries = rt
-		r.loss.gaps[i].spent = sp
-		r.loss.gaps[i].at = now
-		r.loss.gaps[i].edge = r.st.maxEdge
-		r.loss.gaps[i].notBefore = 0
+		i := seq & l.mask
+		l.gaps[i].retries = rt
+		l.gaps[i].spent = sp
+		l.gaps[i].at = now
+		l.gaps[i].edge = in.edge
+		l.gaps[i].notBefore = 0
 		if first {
-			r.loss.gaps[i].first = now
+			l.gaps[i].first = now
 		}
 	}
-	r.loss.delay.order.awaiting(r.st.maxEdge)
-	r.stats.NaksSent++
-	r.stats.NakSeqs += to - from + 1
-	r.stats.NakRounds[min(int(rt), len(r.stats.NakRounds)-1)]++
-	if uint64(rt) > r.stats.MaxRetries {
-		r.stats.MaxRetries = uint64(rt)
+	l.delay.order.awaiting(in.edge)
+	st := l.stats
+	st.NaksSent++
+	st.NakSeqs += to - from + 1
+	st.NakRounds[min(int(rt), len(st.NakRounds)-1)]++
+	if uint64(rt) > st.MaxRetries {
+		st.MaxRetries = uint64(rt)
 	}
-	if count && int(sp) == r.cfg.MaxNakRetries {
-		r.stats.NearFaults++
+	if count && int(sp) == l.maxRetries {
+		st.NearFaults++
 	}
-	if int(sp) > r.cfg.MaxNakRetries {
-		r.stats.Faults++
-		r.setOutcome(Outcome{Kind: Faulted, Cause: RetryBudget, LastDelivered: r.expected - 1, GapStart: from, GapEnd: to}, now)
-		return true
+	if int(sp) > l.maxRetries {
+		return true, true
 	}
-	if due := now + r.retryDelay(from, rt); due < r.loss.nextDue {
-		r.loss.nextDue = due
+	if due := now + l.retryDelay(in, from, rt); due < l.nextDue {
+		l.nextDue = due
 	}
-	return true
+	return true, false
 }
 
-// firstNak asks for seqs from … to, just found missing: at once when the
+// first asks for seqs from … to, just found missing: at once when the
 // receiver is alone; in a group after a back-off (the pump sends it when
 // due, unless a NAK heard from another receiver or the repair comes
-// first). Their NAK history starts now.
-func (r *Receiver) firstNak(from, to uint64, now int64, out *batch.Vec) {
-	g := r.grp.peers.group(now)
-	r.grp.size = g
+// first). Their NAK history starts now. spent is nak's.
+func (l *lossDetector) first(in *lossInput, from, to uint64, now int64, out *batch.Vec) (spent bool) {
+	g := in.peers.group(now)
+	l.size = g
 	if g <= 1 {
-		r.sendNak(from, to, 0, true, now, out)
-		return
+		_, spent = l.nak(in, from, to, 0, true, now, out)
+		return spent
 	}
 	for seq := from; seq <= to; seq++ {
-		i := seq & r.mask
-		r.loss.gaps[i].at, r.loss.gaps[i].retries, r.loss.gaps[i].notBefore = now, 0, 0
+		i := seq & l.mask
+		l.gaps[i].at, l.gaps[i].retries, l.gaps[i].notBefore = now, 0, 0
 	}
-	if due := now + r.loss.delay.backoff.delay(from, 0, g, r.RTT()); due < r.loss.nextDue {
-		r.loss.nextDue = due
+	if due := now + l.delay.backoff.delay(from, 0, g, in.rtt); due < l.nextDue {
+		l.nextDue = due
+	}
+	return false
+}
+
+// putNak writes the NAK frame for from … to into buf. In a group (NAKs
+// to a multicast address), once the sender speaks probes (a walcast
+// sender: negotiated), the NAK's padding carries this receiver's id at
+// payload offset 16, so the other receivers count it and this one
+// recognises its own NAK when the host loops it back; otherwise it is
+// the reference's bytes exactly.
+func (l *lossDetector) putNak(buf []byte, from, to uint64, probes bool) int {
+	n := wire.PutNakFrame(buf, wire.Nak{From: from, Count: to - from + 1})
+	if probes && l.group {
+		le.PutUint64(buf[wire.HeaderSize+16:], l.id)
+		_ = wire.Seal(buf[:n], wire.TypeNak)
+	}
+	return n
+}
+
+// heard applies a NAK another receiver sent for from … to (clamped to
+// the window by the caller): the seqs of it that this receiver also
+// misses need no NAK of its own until the repair has had time to come
+// (one re-NAK delay).
+func (l *lossDetector) heard(from, to uint64, ring *reorderRing, rtt RTT, probes bool, now int64) {
+	for seq := from; seq <= to && seq >= from; seq++ {
+		i := seq & l.mask
+		if ring.has(seq) {
+			continue
+		}
+		l.gaps[i].heard = true
+		nb := now + max(l.renakDelay(rtt, probes, max(l.gaps[i].retries, 1)), 1)
+		if nb > l.gaps[i].notBefore {
+			l.gaps[i].notBefore = nb
+			l.stats.Suppressed++
+		}
 	}
 }

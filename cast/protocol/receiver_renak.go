@@ -1,53 +1,50 @@
 package protocol
 
-// What the Receiver feeds its delay policy (receiver_delay.go): the RTT
-// estimate, whether the sender speaks probes, the group size at the last
-// NAK decision, the stream position and the highest advertised edge.
-
-// NakDelay is the current first re-NAK delay in ns: adaptive while the
-// sender speaks probes, else NakDebounce.
-func (r *Receiver) NakDelay() int64 { return r.renakDelay(1) }
+// The loss detector's judgments: what it feeds its delay policy
+// (receiver_delay.go) — the RTT estimate, whether the sender speaks
+// probes, the group size at the last NAK decision, the stream position
+// and the highest advertised edge — and the round trips it measures.
 
 // renakDelay is how long a run waits after its rt-th NAK before the next
 // on the RTT timer.
-func (r *Receiver) renakDelay(rt uint16) int64 {
-	return r.loss.delay.timer.delay(r.RTT(), r.peer.probes, r.grp.size, rt)
+func (l *lossDetector) renakDelay(rtt RTT, probes bool, rt uint16) int64 {
+	return l.delay.timer.delay(rtt, probes, l.size, rt)
 }
 
 // retryDelay is how long the run starting at start waits after its
 // rt-th NAK before the next on the timer: renakDelay, or for the window's
 // oldest gap while pinned the shorter pinned delay.
-func (r *Receiver) retryDelay(start uint64, rt uint16) int64 {
-	d := r.renakDelay(rt)
-	if start == r.expected && r.pinned() {
-		d = min(d, r.loss.delay.pinned.delay(rt))
+func (l *lossDetector) retryDelay(in *lossInput, start uint64, rt uint16) int64 {
+	d := l.renakDelay(in.rtt, in.probes, rt)
+	if start == in.expected && l.pinned(in.probes, in.expected, in.highest, in.edge) {
+		d = min(d, l.delay.pinned.delay(rt))
 	}
 	return d
 }
 
 // pinned reports whether this unicast receiver holds its sender exactly
 // at the highest edge it advertised (pinnedRule).
-func (r *Receiver) pinned() bool {
-	return r.loss.delay.pinned.pinned(r.rackOn(), r.expected, r.highest, r.st.maxEdge)
+func (l *lossDetector) pinned(probes bool, expected, highest, edge uint64) bool {
+	return l.delay.pinned.pinned(l.rackOn(probes, edge, highest), expected, highest, edge)
 }
 
 // rackOn reports whether the order rule (and the pinned one) may judge
 // repairs (orderRule.on).
-func (r *Receiver) rackOn() bool {
-	return r.loss.delay.order.on(r.peer.probes, r.grp.size, r.st.maxEdge, r.highest)
+func (l *lossDetector) rackOn(probes bool, edge, highest uint64) bool {
+	return l.delay.order.on(probes, l.size, edge, highest)
 }
 
 // lostByOrder reports whether data the sender sent after answering the
 // last NAK of the run in slot i has arrived while its repair has not.
-func (r *Receiver) lostByOrder(i uint64) bool {
-	return r.rackOn() && r.loss.delay.order.lost(r.loss.gaps[i].edge)
+func (l *lossDetector) lostByOrder(in *lossInput, i uint64) bool {
+	return l.rackOn(in.probes, in.edge, in.highest) && l.delay.order.lost(l.gaps[i].edge)
 }
 
 // orderSeen feeds data seq, news to the order rule (orderRule.arrived),
 // to it: a NAKed run may be due at once when seq shows a repair lost.
-func (r *Receiver) orderSeen(seq uint64, now int64) {
-	if r.rackOn() && r.loss.delay.order.saw(seq) {
-		r.loss.nextDue = min(r.loss.nextDue, now) // a repair sent before seq is lost
+func (l *lossDetector) orderSeen(seq uint64, probes bool, edge, highest uint64, now int64) {
+	if l.rackOn(probes, edge, highest) && l.delay.order.saw(seq) {
+		l.nextDue = min(l.nextDue, now) // a repair sent before seq is lost
 	}
 }
 
@@ -56,16 +53,13 @@ func (r *Receiver) orderSeen(seq uint64, now int64) {
 // delay, else its first re-NAK delay. The sender keeps its dedup window
 // below half of it. (An order re-NAK can come sooner; a sender that
 // dedups it is asked again once newer data passes the run again.)
-func (r *Receiver) shortestRenak() int64 {
-	d := r.renakDelay(1)
-	if r.peer.probes && r.grp.size <= 1 {
-		d = min(d, r.loss.delay.pinned.delay(1))
+func (l *lossDetector) shortestRenak(rtt RTT, probes bool) int64 {
+	d := l.renakDelay(rtt, probes, 1)
+	if probes && l.size <= 1 {
+		d = min(d, l.delay.pinned.delay(1))
 	}
 	return d
 }
-
-// backoffLimit is the largest group back-off now, ns (groupBackoff).
-func (r *Receiver) backoffLimit() int64 { return r.loss.delay.backoff.bound(r.RTT()) }
 
 // runDue is when the run starting at start (slot i), NAKed rt times, the
 // last at at (for rt = 0: when it was found missing, 0 in unicast), may
@@ -74,21 +68,21 @@ func (r *Receiver) backoffLimit() int64 { return r.loss.delay.backoff.bound(r.RT
 // repair lost); in a group plus a back-off drawn for the run and round,
 // and never before a NAK heard from another receiver has had time to
 // bring the repair.
-func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
-	g := r.grp.peers.group(now)
-	r.grp.size = g
+func (l *lossDetector) runDue(in *lossInput, start, i uint64, rt uint16, at, now int64) int64 {
+	g := in.peers.group(now)
+	l.size = g
 	due := at
 	if rt != 0 {
 		// Never twice at one instant, whatever the delay: frames of one
 		// datagram cannot spend a run's budget.
-		d := r.retryDelay(start, rt)
-		if r.lostByOrder(i) {
+		d := l.retryDelay(in, start, rt)
+		if l.lostByOrder(in, i) {
 			d = 0
 		}
 		due = at + max(d, 1)
 	}
-	due += r.loss.delay.backoff.delay(start, rt, g, r.RTT())
-	return max(due, r.loss.gaps[i].notBefore)
+	due += l.delay.backoff.delay(start, rt, g, in.rtt)
+	return max(due, l.gaps[i].notBefore)
 }
 
 // judge says, for a run due now (start, slot i, NAKed rt times, the
@@ -107,64 +101,50 @@ func (r *Receiver) runDue(start, i uint64, rt uint16, at, now int64) int64 {
 // it either: the budget keeps the timer's pace, so a repair the sender
 // serves late (a cold read that newer data overtook) cannot spend it
 // faster than before.
-func (r *Receiver) judge(start, i uint64, rt uint16, at, now int64) (count, byOrder, byPin bool) {
+func (l *lossDetector) judge(in *lossInput, start, i uint64, rt uint16, at, now int64) (count, byOrder, byPin bool) {
 	if rt == 0 {
 		return true, false, false
 	}
-	count = !r.peer.probes || (r.peer.lastHeard > at && !r.loss.delay.backlog.pending())
-	byOrder, byPin = r.lostByOrder(i), start == r.expected && r.pinned()
-	if byOrder && now-at < r.retryDelay(start, rt) {
+	count = !in.probes || (in.lastHeard > at && !l.delay.backlog.pending())
+	byOrder, byPin = l.lostByOrder(in, i), start == in.expected && l.pinned(in.probes, in.expected, in.highest, in.edge)
+	if byOrder && now-at < l.retryDelay(in, start, rt) {
 		count = false
 	}
 	return count, byOrder, byPin
 }
 
-// SetBacklog tells the Receiver whether more datagrams wait to be handled
-// than the caller is about to hand it (its last receive filled the
-// batch): a loop calls it before each batch. In a group (NAKs to a
-// multicast address) the Receiver then makes no NAK decision until it has
-// caught up with its input, for at most NakDebounce: the repair it would
-// re-NAK, or another receiver's NAK that would suppress its own, may be
-// among the datagrams not read yet. A receiver a loaded machine did not
-// run for a while would otherwise NAK, on waking, everything whose timer
-// expired meanwhile, repairs already queued for it included, and every
-// such NAK goes to the whole group. Unicast receivers keep the
-// reference's NAK timing; while their sender speaks probes, a re-NAK made
-// with input unread does not spend the run's retry budget (see pump).
-func (r *Receiver) SetBacklog(pending bool, now int64) { r.loss.delay.backlog.set(pending, now) }
-
 // heldByBacklog reports whether a group receiver defers its NAK decisions
 // now because input waits unread (SetBacklog), counting the deferral.
-func (r *Receiver) heldByBacklog(now int64) bool {
-	if !r.loss.delay.backlog.holds(r.grp.on, now) {
+func (l *lossDetector) heldByBacklog(now int64) bool {
+	if !l.delay.backlog.holds(l.group, now) {
 		return false
 	}
-	r.stats.BacklogHolds++
+	l.stats.BacklogHolds++
 	return true
 }
 
 // rttSample takes a NAK → retransmit round trip when the record in slot
 // i was NAKed exactly once (Karn: a run NAKed twice is ambiguous), once
 // per NAK batch.
-func (r *Receiver) rttSample(i uint64, now int64) {
-	if g := &r.loss.gaps[i]; g.retries == 1 && g.at != r.sampleAt {
-		r.sampleAt = g.at
-		r.rtt.Sample(now - g.at)
-		r.loss.delay.backoff.pathSample(now-g.at, now)
-		r.stats.RTTSamples++
+func (l *lossDetector) rttSample(i uint64, now int64) {
+	if g := &l.gaps[i]; g.retries == 1 && g.at != l.sampleAt {
+		l.sampleAt = g.at
+		l.rtt.Sample(now - g.at)
+		l.delay.backoff.pathSample(now-g.at, now)
+		l.stats.RTTSamples++
 		return
 	}
-	r.groupRTTSample(i, now)
+	l.groupRTTSample(i, now)
 }
 
 // groupSample learns, when a seq this receiver missed (slot i) arrives,
 // whether another receiver had NAKed it too.
-func (r *Receiver) groupSample(i uint64) {
-	g := &r.loss.gaps[i]
-	if !r.grp.on || (g.retries == 0 && g.at == 0 && !g.heard) {
+func (l *lossDetector) groupSample(i uint64) {
+	g := &l.gaps[i]
+	if !l.group || (g.retries == 0 && g.at == 0 && !g.heard) {
 		return
 	}
-	r.loss.delay.backoff.sample(g.heard)
+	l.delay.backoff.sample(g.heard)
 }
 
 // groupRTTSample takes, in a group, an RTT sample when a record arrives
@@ -178,18 +158,14 @@ func (r *Receiver) groupSample(i uint64) {
 // is the true round trip when the first repair was merely slow and an
 // overestimate when it was lost (rare: the loss rate), which errs on the
 // side of fewer NAKs.
-func (r *Receiver) groupRTTSample(i uint64, now int64) {
-	if !r.grp.on || r.grp.size <= 1 || r.loss.gaps[i].retries < 2 {
+func (l *lossDetector) groupRTTSample(i uint64, now int64) {
+	if !l.group || l.size <= 1 || l.gaps[i].retries < 2 {
 		return
 	}
-	if at := r.loss.gaps[i].first; at != 0 && at != r.sampleAt && now > at {
-		r.sampleAt = at
-		r.rtt.Sample(now - at)
-		r.stats.RTTSamples++
-		r.stats.GroupRTTSamples++
+	if at := l.gaps[i].first; at != 0 && at != l.sampleAt && now > at {
+		l.sampleAt = at
+		l.rtt.Sample(now - at)
+		l.stats.RTTSamples++
+		l.stats.GroupRTTSamples++
 	}
 }
-
-// SharedLoss is the receiver's estimate (0..1) of how often a seq it
-// misses is missed by another receiver of its group too.
-func (r *Receiver) SharedLoss() float64 { return float64(r.loss.delay.backoff.shared) / sharedOne }

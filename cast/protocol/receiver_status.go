@@ -48,10 +48,10 @@ func (r *Receiver) ID() uint64 { return r.id }
 // first NAK), and it still carries what its own repairs take: the
 // sender's time, a cold read, its own time off the CPU.
 func (r *Receiver) RTT() RTT {
-	if r.grp.on && r.grp.size > 1 && r.rtt.samples >= groupOwnSamples {
-		return r.rtt
+	if r.loss.group && r.loss.size > 1 && r.loss.rtt.samples >= groupOwnSamples {
+		return r.loss.rtt
 	}
-	return RTT{srtt: max(r.rtt.srtt, r.peer.srtt), rttvar: max(r.rtt.rttvar, r.peer.rttvar), samples: r.rtt.samples}
+	return RTT{srtt: max(r.loss.rtt.srtt, r.peer.srtt), rttvar: max(r.loss.rtt.rttvar, r.peer.rttvar), samples: r.loss.rtt.samples}
 }
 
 // groupOwnSamples is how many NAK → repair round trips of its own a
