@@ -90,12 +90,11 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		id:      cfg.ID,
 		overrun: overrunDetector{span: int64(cfg.NakDebounce), need: cfg.OverrunEvidence},
 	}
-	r.st.room = UnlimitedRoom
 	for r.id == 0 {
 		r.id = rand.Uint64()
 	}
 	r.loss = newLossDetector(cfg, r.id, &r.stats)
-	r.st.lastAt = never
+	r.st = newStatusReporter(cfg, r.id)
 	r.peers.ttl = r.silence
 	r.begin()
 	return r, nil
@@ -220,7 +219,7 @@ func (r *Receiver) heartbeat(p []byte, now int64, out *batch.Vec) {
 		}
 		sameSender = hb.SenderID == r.peer.id
 		r.peer.id, r.peer.ts = hb.SenderID, hb.TS
-		r.st.echoTS, r.st.echoAt = hb.TS, now
+		r.st.echo(hb.TS, now)
 		r.peer.srtt, r.peer.rttvar = int64(hb.SRTT), int64(hb.RTTVar)
 	}
 	if r.expected == 0 {

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"math"
+	"net/netip"
 
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/wire"
@@ -9,9 +10,15 @@ import (
 
 // statusReporter is the Receiver's side of flow control: what its last
 // Status told the sender, the probe it owes an echo, and the consumer
-// room it advertises. Invariants: maxEdge = max over the Status frames
-// sent of delivered+window, never lowered (the sender never lowers an
-// edge either); echoTS ≠ 0 only until the next Status carries it.
+// room it advertises; it decides when the next Status is due
+// (docs/protocol.md, "Status cadence at the receiver") and writes it.
+// What a Status says of the rest of the Receiver comes in as a
+// statusInput.
+//
+// Invariants: maxEdge = max over the Status frames sent by a synced
+// receiver of delivered+window, never lowered (the sender never lowers
+// an edge either); echoTS ≠ 0 only until the next Status carries it;
+// window ≤ slots; lastAt is never until the first Status.
 type statusReporter struct {
 	lastAt    int64 // when the last Status went out; never: none yet
 	delivered uint64
@@ -27,7 +34,140 @@ type statusReporter struct {
 
 	room     int    // consumer room (SetConsumerRoom) or UnlimitedRoom
 	roomBase uint64 // delivered seq when room was set
+
+	slots     uint64         // ReorderSlots: the largest window
+	interval  int64          // StatusInterval, ns
+	heartbeat int64          // HeartbeatInterval, ns
+	dest      netip.AddrPort // where Status goes (ReceiverConfig.Sender)
+	id        uint64         // this receiver's id
 }
+
+// statusInput is what a Status reports of the rest of the Receiver now.
+type statusInput struct {
+	delivered uint64      // every seq ≤ delivered was delivered (0: none)
+	highest   uint64      // highest seq known to exist
+	state     OutcomeKind // the Receiver's outcome
+	synced    bool        // it has a stream position
+}
+
+func newStatusReporter(cfg ReceiverConfig, id uint64) statusReporter {
+	return statusReporter{
+		lastAt:    never,
+		room:      UnlimitedRoom,
+		slots:     uint64(cfg.ReorderSlots),
+		interval:  int64(cfg.StatusInterval),
+		heartbeat: int64(cfg.HeartbeatInterval),
+		dest:      cfg.Sender,
+		id:        id,
+	}
+}
+
+// UnlimitedRoom is the consumer room of a consumer that takes every
+// record in the delivery callback (the default).
+const UnlimitedRoom = math.MaxInt
+
+// advWindow is the number of records the receiver accepts beyond the
+// last delivered one: the reorder window, bounded by the consumer's room
+// (what it said it could take, less what was delivered since).
+func (s *statusReporter) advWindow(delivered uint64) uint64 {
+	if s.room == UnlimitedRoom {
+		return s.slots
+	}
+	room := uint64(s.room)
+	if used := delivered - s.roomBase; used < room {
+		room -= used
+	} else {
+		room = 0
+	}
+	return min(room, s.slots)
+}
+
+// setRoom records the consumer room n (n < 0 counts as 0) as of
+// delivered.
+func (s *statusReporter) setRoom(n int, delivered uint64) { s.room, s.roomBase = max(n, 0), delivered }
+
+// echo notes a probe's ts, heard at now, for the next Status to echo.
+func (s *statusReporter) echo(ts uint64, now int64) { s.echoTS, s.echoAt = ts, now }
+
+// news reports whether a non-urgent Status has something to say:
+// a change since the last one, an echo, or a sender that looks blocked
+// (everything up to the advertised edge is known to exist).
+func (s *statusReporter) news(in *statusInput) bool {
+	if in.delivered != s.delivered || in.highest != s.highest || s.advWindow(in.delivered) != s.window || s.echoTS != 0 {
+		return true
+	}
+	return in.state == Live && in.synced && in.highest >= s.delivered+s.window
+}
+
+// due reports whether a Status should go out now: at once when it is
+// urgent (none sent yet, a new outcome, a quarter window delivered, the
+// window opened by a quarter of the slots), else once StatusInterval
+// has passed with news, and at least every HeartbeatInterval.
+func (s *statusReporter) due(in *statusInput, now int64) bool {
+	w := s.advWindow(in.delivered)
+	urgent := s.lastAt == never || in.state != s.state ||
+		in.delivered >= s.delivered+max(s.window/4, 1) ||
+		(w > s.window && (s.window == 0 || w-s.window >= s.slots/4))
+	if urgent {
+		return true
+	}
+	since := now - s.lastAt
+	if since < s.interval {
+		return false
+	}
+	return since >= s.heartbeat || s.news(in)
+}
+
+// deadline lowers d to when the next Status is due (math.MinInt64: now).
+func (s *statusReporter) deadline(d int64, in *statusInput) int64 {
+	if s.lastAt == never || in.state != s.state {
+		return math.MinInt64
+	}
+	if s.news(in) {
+		return min(d, s.lastAt+s.interval)
+	}
+	return min(d, s.lastAt+s.heartbeat)
+}
+
+// send appends a Status with flags to out and records what it said;
+// renak is the shortest re-NAK delay to announce (0: none). False: out
+// is full (it is retried on the next call).
+func (s *statusReporter) send(in *statusInput, renak int64, flags uint8, now int64, out *batch.Vec) bool {
+	buf := out.Next()
+	if len(buf) < 80 {
+		return false
+	}
+	s.serial++
+	s.lastAt = now
+	s.delivered = in.delivered
+	s.highest = in.highest
+	s.window = s.advWindow(in.delivered)
+	s.state = in.state
+	if in.synced && s.delivered+s.window > s.maxEdge {
+		s.maxEdge = s.delivered + s.window
+	}
+	st := wire.Status{
+		Delivered:  s.delivered,
+		Highest:    s.highest,
+		ReceiverID: s.id,
+		Window:     uint32(min(s.window, math.MaxUint32)),
+		Serial:     s.serial,
+		State:      uint8(s.state),
+		Flags:      flags,
+		ReNak:      sat32(renak),
+	}
+	if in.synced {
+		st.Flags |= wire.StatusSynced
+	}
+	if s.echoTS != 0 {
+		st.EchoTS, st.EchoHold = s.echoTS, sat32(now-s.echoAt)
+		s.echoTS = 0
+	}
+	out.Commit(wire.PutStatusFrame(buf, st), s.dest)
+	return true
+}
+
+// The Receiver's side of Status.
 
 // ID is the receiver id carried in Status.
 func (r *Receiver) ID() uint64 { return r.id }
@@ -63,35 +203,9 @@ const groupOwnSamples = 8
 // it has heard this receiver's Status and honours its window.
 func (r *Receiver) SpeaksProbes() bool { return r.peer.probes }
 
-// advWindow is the number of records the receiver accepts beyond the
-// last delivered one: the reorder window, bounded by the consumer's room
-// (what it said it could take, less what was delivered since).
-func (r *Receiver) advWindow() uint64 {
-	if r.st.room == UnlimitedRoom {
-		return r.window
-	}
-	room := uint64(r.st.room)
-	if used := r.deliveredSeq() - r.st.roomBase; used < room {
-		room -= used
-	} else {
-		room = 0
-	}
-	return min(room, r.window)
-}
-
-// UnlimitedRoom is the consumer room of a consumer that takes every
-// record in the delivery callback (the default).
-const UnlimitedRoom = math.MaxInt
-
-// SetConsumerRoom tells the Receiver how many more records its consumer
-// can take beyond those delivered so far (e.g. the free slots of the
-// ring it delivers into); n < 0 counts as 0, UnlimitedRoom is the
-// default. Records delivered after the call use up that room. The advertised window is min(ReorderSlots, room left), and a
-// Status goes out at once when a closed window opens. Call it whenever n
-// may have changed; it is cheap when nothing is due.
-func (r *Receiver) SetConsumerRoom(n int, now int64, out *batch.Vec) {
-	r.st.room, r.st.roomBase = max(n, 0), r.deliveredSeq()
-	r.maybeStatus(now, out)
+// statusIn is what a Status reports of the Receiver now.
+func (r *Receiver) statusIn() statusInput {
+	return statusInput{delivered: r.deliveredSeq(), highest: r.highest, state: r.out.Kind, synced: r.expected != 0}
 }
 
 func (r *Receiver) deliveredSeq() uint64 {
@@ -101,79 +215,41 @@ func (r *Receiver) deliveredSeq() uint64 {
 	return r.expected - 1
 }
 
-// statusNews reports whether a non-urgent Status has something to say:
-// a change since the last one, an echo, or a sender that looks blocked
-// (everything up to the advertised edge is known to exist).
-func (r *Receiver) statusNews() bool {
-	st := &r.st
-	if r.deliveredSeq() != st.delivered || r.highest != st.highest || r.advWindow() != st.window || st.echoTS != 0 {
-		return true
-	}
-	return r.out.Kind == Live && r.expected != 0 && r.highest >= st.delivered+st.window
+// advWindow is the window the Receiver advertises now.
+func (r *Receiver) advWindow() uint64 { return r.st.advWindow(r.deliveredSeq()) }
+
+// SetConsumerRoom tells the Receiver how many more records its consumer
+// can take beyond those delivered so far (e.g. the free slots of the
+// ring it delivers into); n < 0 counts as 0, UnlimitedRoom is the
+// default. Records delivered after the call use up that room. The advertised window is min(ReorderSlots, room left), and a
+// Status goes out at once when a closed window opens. Call it whenever n
+// may have changed; it is cheap when nothing is due.
+func (r *Receiver) SetConsumerRoom(n int, now int64, out *batch.Vec) {
+	r.st.setRoom(n, r.deliveredSeq())
+	r.maybeStatus(now, out)
 }
 
-// maybeStatus sends a Status when one is due (docs/protocol.md, "Status
-// cadence at the receiver").
+// maybeStatus sends a Status when one is due.
 func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
 	if r.cfg.NoStatus || !r.peer.heard {
 		return
 	}
-	st := &r.st
-	w := r.advWindow()
-	urgent := st.lastAt == never || r.out.Kind != st.state ||
-		r.deliveredSeq() >= st.delivered+max(st.window/4, 1) ||
-		(w > st.window && (st.window == 0 || w-st.window >= r.window/4))
-	if !urgent {
-		since := now - st.lastAt
-		if since < int64(r.cfg.StatusInterval) {
-			return
-		}
-		if since < int64(r.cfg.HeartbeatInterval) && !r.statusNews() {
-			return
-		}
+	in := r.statusIn()
+	if r.st.due(&in, now) {
+		r.sendStatus(&in, now, out, 0)
 	}
-	r.sendStatus(now, out, 0)
 }
 
-// sendStatus appends a Status to out (to the configured sender). False:
-// out is full (it is retried on the next call).
-func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
-	buf := out.Next()
-	if len(buf) < 80 {
-		return false
-	}
-	st := &r.st
-	st.serial++
-	st.lastAt = now
-	st.delivered = r.deliveredSeq()
-	st.highest = r.highest
-	st.window = r.advWindow()
-	st.state = r.out.Kind
-	if r.expected != 0 && st.delivered+st.window > st.maxEdge {
-		st.maxEdge = st.delivered + st.window
-	}
-	s := wire.Status{
-		Delivered:  st.delivered,
-		Highest:    st.highest,
-		ReceiverID: r.id,
-		Window:     uint32(min(st.window, math.MaxUint32)),
-		Serial:     st.serial,
-		State:      uint8(st.state),
-		Flags:      flags,
-	}
-	if r.expected != 0 {
-		s.Flags |= wire.StatusSynced
-	}
+// sendStatus appends a Status to out (to the configured sender), with
+// the re-NAK delay while the sender speaks probes.
+func (r *Receiver) sendStatus(in *statusInput, now int64, out *batch.Vec, flags uint8) {
+	var renak int64
 	if r.peer.probes {
-		s.ReNak = sat32(r.shortestRenak())
+		renak = r.shortestRenak()
 	}
-	if st.echoTS != 0 {
-		s.EchoTS, s.EchoHold = st.echoTS, sat32(now-st.echoAt)
-		st.echoTS = 0
+	if r.st.send(in, renak, flags, now, out) {
+		r.stats.StatusSent++
 	}
-	out.Commit(wire.PutStatusFrame(buf, s), r.cfg.Sender)
-	r.stats.StatusSent++
-	return true
 }
 
 // Leave tells the sender that this receiver is closing (a Status with the
@@ -181,7 +257,8 @@ func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
 // closing the path; it sends even while a sticky outcome is set.
 func (r *Receiver) Leave(now int64, out *batch.Vec) {
 	if !r.cfg.NoStatus && r.peer.heard {
-		r.sendStatus(now, out, wire.StatusClosing)
+		in := r.statusIn()
+		r.sendStatus(&in, now, out, wire.StatusClosing)
 	}
 }
 
@@ -196,15 +273,8 @@ func (r *Receiver) Deadline() int64 {
 		}
 	}
 	if !r.cfg.NoStatus && r.peer.heard {
-		st := &r.st
-		if st.lastAt == never || r.out.Kind != st.state {
-			return math.MinInt64
-		}
-		if r.statusNews() {
-			d = min(d, st.lastAt+int64(r.cfg.StatusInterval))
-		} else {
-			d = min(d, st.lastAt+int64(r.cfg.HeartbeatInterval))
-		}
+		in := r.statusIn()
+		d = r.st.deadline(d, &in)
 	}
 	return d
 }
