@@ -172,37 +172,6 @@ func (s *statusReporter) send(in *statusInput, renak int64, flags uint8, now int
 // ID is the receiver id carried in Status.
 func (r *Receiver) ID() uint64 { return r.id }
 
-// RTT returns the receiver's view of the round trip: the larger of its
-// own NAK → retransmit estimate (which includes the sender's repair time,
-// e.g. a cold read) and the sender's probe estimate (which keeps it right
-// when Karn's rule starves its own: a run whose RTT grew past the re-NAK
-// delay is NAKed twice and gives no sample). Samples counts its own.
-//
-// In a group, once it has groupOwnSamples of its own, it is its own
-// estimate alone. The sender's estimate is then one for the whole group,
-// fed by every member's Status echoes, and on a loaded host those carry
-// the other members' time off the CPU: it stretched this receiver's
-// re-NAK timer, so a repair lost on its own link waited tens of ms where
-// a receiver alone asks again at once. Its own estimate cannot starve
-// there (groupRTTSample measures a run NAKed more than once from its
-// first NAK), and it still carries what its own repairs take: the
-// sender's time, a cold read, its own time off the CPU.
-func (r *Receiver) RTT() RTT {
-	if r.loss.group && r.loss.size > 1 && r.loss.rtt.samples >= groupOwnSamples {
-		return r.loss.rtt
-	}
-	return RTT{srtt: max(r.loss.rtt.srtt, r.peer.srtt), rttvar: max(r.loss.rtt.rttvar, r.peer.rttvar), samples: r.loss.rtt.samples}
-}
-
-// groupOwnSamples is how many NAK → repair round trips of its own a
-// group receiver measures before its own estimate alone times its NAKs
-// (an RFC 6298 estimator has settled after a few).
-const groupOwnSamples = 8
-
-// SpeaksProbes reports whether the sender's last heartbeat was a probe:
-// it has heard this receiver's Status and honours its window.
-func (r *Receiver) SpeaksProbes() bool { return r.peer.probes }
-
 // statusIn is what a Status reports of the Receiver now.
 func (r *Receiver) statusIn() statusInput {
 	return statusInput{delivered: r.deliveredSeq(), highest: r.highest, state: r.out.Kind, synced: r.expected != 0}
