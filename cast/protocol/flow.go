@@ -76,9 +76,7 @@ type flowController struct {
 	initial    initialWindow
 	hasLog     bool // cold reads can repair a receiver from the WAL
 
-	events *senderEvents
-	stats  *SenderStats
-	probe  *prober // to tell a receiver's echo of a real probe
+	stats *SenderStats // the counters it adds to
 }
 
 // statusNews is what one Status tells the rest of the Sender.
@@ -89,21 +87,20 @@ type statusNews struct {
 	rtt      int64 // the round trip that echo measured, ns
 }
 
-func newFlowController(cfg *SenderConfig, hasLog bool, events *senderEvents, stats *SenderStats, probe *prober) flowController {
+func newFlowController(cfg *SenderConfig, hasLog bool, stats *SenderStats) flowController {
 	return flowController{
-		probe:   probe,
 		cfg:     cfg,
 		rcv:     make([]rcvSlot, cfg.MaxReceivers),
 		initial: newInitialWindow(cfg, hasLog, stats),
 		hasLog:  hasLog,
-		events:  events,
 		stats:   stats,
 	}
 }
 
-// status processes one Status frame payload from addr. The caller folds
-// the table again when the news is accepted.
-func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statusNews {
+// status processes one Status frame payload from addr, queueing the
+// receiver's changes on ev; probe tells an echo of one of the sender's
+// probes. The caller folds the table again when the news is accepted.
+func (fc *flowController) status(p []byte, from netip.AddrPort, now int64, probe *prober, ev *senderEvents) statusNews {
 	if fc.cfg.NoFlowControl {
 		fc.stats.Ignored++
 		return statusNews{}
@@ -132,7 +129,7 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 			// The table is full: the least recently heard receiver
 			// that never echoed a probe makes room.
 			fc.stats.ReceiversEvicted++
-			fc.event(ReceiverLost, now, r, 0)
+			fc.event(ev, ReceiverLost, now, r, 0)
 			fc.drop(r)
 		}
 		if r.used {
@@ -164,7 +161,7 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 	}
 	if st.EchoTS != 0 && int64(st.EchoTS) <= now {
 		news.echo, news.rtt = true, now-int64(st.EchoTS)-int64(st.EchoHold)
-		if fc.probe != nil && fc.probe.echoes(int64(st.EchoTS)) {
+		if probe.echoes(int64(st.EchoTS)) {
 			r.proven = true
 		}
 		r.rtt.Sample(news.rtt)
@@ -172,17 +169,17 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64) statu
 	}
 	switch {
 	case joined != 0:
-		fc.event(joined, now, r, prev)
+		fc.event(ev, joined, now, r, prev)
 		if in.State != Live {
-			fc.event(ReceiverFaulted, now, r, 0)
+			fc.event(ev, ReceiverFaulted, now, r, 0)
 		}
 	case wasState == Live && in.State != Live:
-		fc.event(ReceiverFaulted, now, r, 0)
+		fc.event(ev, ReceiverFaulted, now, r, 0)
 	case wasState != Live && in.State == Live, progressed:
-		fc.event(ReceiverRecovered, now, r, 0)
+		fc.event(ev, ReceiverRecovered, now, r, 0)
 	}
 	if in.Closing {
-		fc.event(ReceiverLeft, now, r, 0)
+		fc.event(ev, ReceiverLeft, now, r, 0)
 		fc.drop(r)
 	}
 	return news
@@ -235,11 +232,11 @@ func (fc *flowController) drop(r *rcvSlot) {
 	fc.active--
 }
 
-// event queues a change of receiver r.
-func (fc *flowController) event(k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
+// event queues a change of receiver r on ev.
+func (fc *flowController) event(ev *senderEvents, k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
 	e := SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
 	e.Receiver.Throttles = false
-	if !fc.events.push(e) {
+	if !ev.push(e) {
 		fc.stats.EventsDropped++
 		return
 	}
@@ -342,13 +339,14 @@ func (fc *flowController) refused(now int64) {
 }
 
 // tick drops receivers silent for ReceiverTimeout and releases those that
-// stalled the sender; next is the Sender's next seq. It reports whether
-// the table changed (the caller folds it again).
-func (fc *flowController) tick(now int64, next uint64) (changed bool) {
+// stalled the sender, queueing their events on ev; next is the Sender's
+// next seq. It reports whether the table changed (the caller folds it
+// again).
+func (fc *flowController) tick(now int64, next uint64, ev *senderEvents) (changed bool) {
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
 		if r.used && now-r.info.LastHeard >= int64(fc.cfg.ReceiverTimeout) {
-			fc.event(ReceiverLost, now, r, 0)
+			fc.event(ev, ReceiverLost, now, r, 0)
 			fc.drop(r)
 			changed = true
 		}
@@ -365,7 +363,7 @@ func (fc *flowController) tick(now int64, next uint64) (changed bool) {
 		for i := range fc.rcv {
 			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < next && r.info.Highest <= r.info.Delivered {
 				r.info.Stalled = true
-				fc.event(ReceiverStalled, now, r, 0)
+				fc.event(ev, ReceiverStalled, now, r, 0)
 				changed = true
 			}
 		}

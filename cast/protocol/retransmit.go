@@ -2,9 +2,10 @@ package protocol
 
 import "github.com/walcast/walcast/batch"
 
-// retransmitter answers NAKed ranges: hits from the hot ring into the
-// batch, misses queued for cold reads, and ranges that did not fit in the
-// batch continued on a later Tick.
+// retransmitter answers NAKed ranges: hits from the hot ring (passed in
+// by the Sender) into the batch through the emitter, misses queued for
+// cold reads, and ranges that did not fit in the batch continued on a
+// later Tick.
 //
 // Invariants: a hot slot is retransmitted at most once per dedup ns (its
 // retxAt); deferred ranges are served oldest first, and while any waits a
@@ -14,8 +15,6 @@ import "github.com/walcast/walcast/batch"
 // (flowController.fold): RetxDedupWindow, or below every receiver's
 // re-NAK delay.
 type retransmitter struct {
-	ring     *hotRing
-	em       *emitter
 	cold     coldQueue
 	dedup    int64       // ns; ≤ 0: no dedup
 	deferred []retxRange // NAKed ranges waiting for room in the batch
@@ -27,33 +26,33 @@ const maxDeferred = 64
 
 type retxRange struct{ from, end uint64 }
 
-// serve retransmits from … end−1, or defers it behind ranges that wait.
-// next is the Sender's next seq.
-func (t *retransmitter) serve(from, end, next uint64, now int64, out *batch.Vec) {
+// serve retransmits from … end−1 from ring through em, or defers it
+// behind ranges that wait. next is the Sender's next seq.
+func (t *retransmitter) serve(ring *hotRing, em *emitter, from, end, next uint64, now int64, out *batch.Vec) {
 	if len(t.deferred) > 0 {
 		// Earlier retransmits still wait for room: queue behind them.
 		t.deferRange(from, end)
 		return
 	}
-	if seq := t.serveRange(from, end, next, now, out); seq < end {
+	if seq := t.serveRange(ring, em, from, end, next, now, out); seq < end {
 		t.deferRange(seq, end)
 	}
 }
 
 // serveRange retransmits seqs from … end−1: hot hits into out, misses
 // queued as cold reads. It returns end, or the seq at which out filled.
-func (t *retransmitter) serveRange(from, end, next uint64, now int64, out *batch.Vec) uint64 {
+func (t *retransmitter) serveRange(ring *hotRing, em *emitter, from, end, next uint64, now int64, out *batch.Vec) uint64 {
 	// Seqs more than the ring's capacity behind the next one cannot be in
 	// it (their slot holds a newer seq): queue them without walking the
 	// ring, so a NAK for old seqs costs O(1) here, flood or not.
-	if ring := t.ring.capacity(); next > ring && from < next-ring {
-		oldEnd := min(end, next-ring)
+	if c := ring.capacity(); next > c && from < next-c {
+		oldEnd := min(end, next-c)
 		t.cold.queue(from, oldEnd-from, now, t.dedup)
 		from = oldEnd
 	}
 	var coldFrom uint64
 	for seq := from; seq < end; seq++ {
-		sl, frame := t.ring.lookup(seq)
+		sl, frame := ring.lookup(seq)
 		if sl == nil {
 			if coldFrom == 0 {
 				coldFrom = seq
@@ -68,7 +67,7 @@ func (t *retransmitter) serveRange(from, end, next uint64, now int64, out *batch
 			t.stats.RetxDedup++
 			continue
 		}
-		if !t.em.emit(frame, seq, out) {
+		if !em.emit(frame, seq, out) {
 			return seq
 		}
 		sl.retxAt = now
@@ -94,11 +93,11 @@ func (t *retransmitter) deferRange(from, end uint64) {
 func (t *retransmitter) pending() bool { return len(t.deferred) > 0 }
 
 // drain continues the deferred ranges until out fills.
-func (t *retransmitter) drain(next uint64, now int64, out *batch.Vec) {
+func (t *retransmitter) drain(ring *hotRing, em *emitter, next uint64, now int64, out *batch.Vec) {
 	k := 0
 	for k < len(t.deferred) {
 		r := &t.deferred[k]
-		seq := t.serveRange(r.from, r.end, next, now, out)
+		seq := t.serveRange(ring, em, r.from, r.end, next, now, out)
 		if seq < r.end {
 			r.from = seq
 			break

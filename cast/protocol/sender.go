@@ -87,14 +87,12 @@ func NewSender(cfg SenderConfig, log Log) (*Sender, error) {
 		em:   emitter{dest: cfg.Dest, coalesce: cfg.Coalesce, maxFrame: cfg.MaxFrame},
 	}
 	s.retx = retransmitter{
-		ring:     &s.ring,
-		em:       &s.em,
 		cold:     newColdQueue(cfg, log != nil, &s.stats),
 		dedup:    int64(cfg.RetxDedupWindow),
 		deferred: make([]retxRange, 0, maxDeferred),
 		stats:    &s.stats,
 	}
-	s.fc = newFlowController(&s.cfg, log != nil, &s.events, &s.stats, &s.probe)
+	s.fc = newFlowController(&s.cfg, log != nil, &s.stats)
 	s.probe = newProber(&s.cfg, &s.stats)
 	if log != nil {
 		s.next = log.NextSeq()
@@ -271,7 +269,7 @@ func (s *Sender) sent(seq uint64, frame []byte, now int64, out *batch.Vec) {
 func (s *Sender) Tick(now int64, out *batch.Vec) {
 	s.noteLog(now)
 	if s.retx.pending() {
-		s.retx.drain(s.next, now, out)
+		s.retx.drain(&s.ring, &s.em, s.next, now, out)
 	}
 	if s.skip.due {
 		s.sendSkip(now, out)
@@ -329,7 +327,7 @@ func (s *Sender) heartbeat(now int64, out *batch.Vec) bool {
 // flowTick runs the flow controller's timers and sends the probe that
 // is due. It returns true when it sent a heartbeat.
 func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
-	if s.fc.tick(now, s.next) {
+	if s.fc.tick(now, s.next, &s.events) {
 		s.refold()
 	}
 	if s.fc.active == 0 {
@@ -386,7 +384,7 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 		first = false
 		dgram = dgram[n:]
 		if h.Type == wire.TypeStatus {
-			if news := s.fc.status(p, from, now); news.accepted {
+			if news := s.fc.status(p, from, now, &s.probe, &s.events); news.accepted {
 				s.probe.heard(news)
 				s.refold()
 			}
@@ -466,12 +464,12 @@ func (s *Sender) serveNak(nak wire.Nak, now int64, out *batch.Vec) {
 		// Seqs the log skipped have no record: the Skip marker answers
 		// for them (and for itself).
 		if from < sk.from {
-			s.retx.serve(from, sk.from, s.next, now, out)
+			s.retx.serve(&s.ring, &s.em, from, sk.from, s.next, now, out)
 		}
-		s.retx.serve(sk.seq, max(end, sk.seq+1), s.next, now, out)
+		s.retx.serve(&s.ring, &s.em, sk.seq, max(end, sk.seq+1), s.next, now, out)
 		return
 	}
-	s.retx.serve(from, end, s.next, now, out)
+	s.retx.serve(&s.ring, &s.em, from, end, s.next, now, out)
 }
 
 // ColdRequests copies queued cold reads into dst, lowest seqs first (the
