@@ -100,7 +100,7 @@ func newFlowController(cfg *SenderConfig, hasLog bool, stats *SenderStats) flowC
 // status processes one Status frame payload from addr, queueing the
 // receiver's changes on ev; probe tells an echo of one of the sender's
 // probes. The caller folds the table again when the news is accepted.
-func (fc *flowController) status(p []byte, from netip.AddrPort, now int64, probe *prober, ev *senderEvents) statusNews {
+func (fc *flowController) status(p []byte, from netip.AddrPort, now int64, probe *prober, ev *eventQueue[SenderEvent]) statusNews {
 	if fc.cfg.NoFlowControl {
 		fc.stats.Ignored++
 		return statusNews{}
@@ -233,10 +233,10 @@ func (fc *flowController) drop(r *rcvSlot) {
 }
 
 // event queues a change of receiver r on ev.
-func (fc *flowController) event(ev *senderEvents, k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
+func (fc *flowController) event(ev *eventQueue[SenderEvent], k SenderEventKind, now int64, r *rcvSlot, prev uint64) {
 	e := SenderEvent{Kind: k, At: now, Receiver: r.info, PrevID: prev}
 	e.Receiver.Throttles = false
-	if !ev.push(e) {
+	if !ev.push(e, 0) {
 		fc.stats.EventsDropped++
 		return
 	}
@@ -342,7 +342,7 @@ func (fc *flowController) refused(now int64) {
 // stalled the sender, queueing their events on ev; next is the Sender's
 // next seq. It reports whether the table changed (the caller folds it
 // again).
-func (fc *flowController) tick(now int64, next uint64, ev *senderEvents) (changed bool) {
+func (fc *flowController) tick(now int64, next uint64, ev *eventQueue[SenderEvent]) (changed bool) {
 	for i := range fc.rcv {
 		r := &fc.rcv[i]
 		if r.used && now-r.info.LastHeard >= int64(fc.cfg.ReceiverTimeout) {

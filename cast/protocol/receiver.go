@@ -45,8 +45,8 @@ type Receiver struct {
 
 	out     Outcome
 	stats   ReceiverStats
-	events  eventQueue // unread events (NextEvent)
-	lastNow int64      // now of the last Handle or Tick: the time of events ResetAfterReplay raises
+	events  eventQueue[ReceiverEvent] // unread events (NextEvent)
+	lastNow int64                     // now of the last Handle or Tick: the time of events ResetAfterReplay raises
 }
 
 // endState is what a session end marker said. Invariant: final is

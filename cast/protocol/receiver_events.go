@@ -49,38 +49,6 @@ type ReceiverEvent struct {
 	Skip    SkipNotice // SkipApplied: the marker and what it meant here
 }
 
-const maxReceiverEvents = 32
-
-// eventQueue is a bounded FIFO of events. Invariant: n ≤ len(q); the
-// unread events are q[head], q[head+1], … (mod len(q)). A full queue
-// drops the new event (the caller counts it). Its last slot is kept for
-// OutcomeSet: a sticky outcome stops the Receiver until its loop handles
-// it, and a loop that learns of it from the queue alone would wait
-// forever for a dropped one.
-type eventQueue struct {
-	q       [maxReceiverEvents]ReceiverEvent
-	head, n int
-}
-
-func (e *eventQueue) push(ev ReceiverEvent) bool {
-	if e.n == len(e.q) || (e.n == len(e.q)-1 && ev.Kind != OutcomeSet) {
-		return false
-	}
-	e.q[(e.head+e.n)%len(e.q)] = ev
-	e.n++
-	return true
-}
-
-func (e *eventQueue) pop() (ReceiverEvent, bool) {
-	if e.n == 0 {
-		return ReceiverEvent{}, false
-	}
-	ev := e.q[e.head]
-	e.head = (e.head + 1) % len(e.q)
-	e.n--
-	return ev, true
-}
-
 // NextEvent returns the oldest unread event. The loop drains it after
 // Handle, Tick, ResetAfterReplay and Resync; it is the one method the
 // deliver callback may call, so that LateStart and SkipApplied are read
@@ -89,9 +57,16 @@ func (e *eventQueue) pop() (ReceiverEvent, bool) {
 // counted in ReceiverStats.EventsDropped). It allocates nothing.
 func (r *Receiver) NextEvent() (ReceiverEvent, bool) { return r.events.pop() }
 
-// event queues an event of kind k at now with the current outcome.
+// event queues an event of kind k at now with the current outcome. The
+// queue's last slot is kept for OutcomeSet: a sticky outcome stops the
+// Receiver until its loop handles it, and a loop that learns of it from
+// the queue alone would wait forever for a dropped one.
 func (r *Receiver) event(k ReceiverEventKind, now int64, seq uint64, sk SkipNotice) {
-	if !r.events.push(ReceiverEvent{Kind: k, At: now, Outcome: r.out, Seq: seq, Skip: sk}) {
+	reserve := 1
+	if k == OutcomeSet {
+		reserve = 0
+	}
+	if !r.events.push(ReceiverEvent{Kind: k, At: now, Outcome: r.out, Seq: seq, Skip: sk}, reserve) {
 		r.stats.EventsDropped++
 	}
 }

@@ -205,7 +205,7 @@ func TestReceiverEventOrder(t *testing.T) {
 		t.Fatalf("pending skip: saw %q, want %q", seen, want)
 	}
 
-	for range maxReceiverEvents + 3 {
+	for range maxEvents + 3 {
 		r.event(PeerHeard, 6, 0, SkipNotice{})
 	}
 	n := 0
@@ -213,7 +213,7 @@ func TestReceiverEventOrder(t *testing.T) {
 		n++
 	}
 	// The last slot is kept for OutcomeSet.
-	if n != maxReceiverEvents-1 || r.Stats().EventsDropped != 4 {
-		t.Fatalf("read %d events, %d dropped; want %d, 4", n, r.Stats().EventsDropped, maxReceiverEvents-1)
+	if n != maxEvents-1 || r.Stats().EventsDropped != 4 {
+		t.Fatalf("read %d events, %d dropped; want %d, 4", n, r.Stats().EventsDropped, maxEvents-1)
 	}
 }

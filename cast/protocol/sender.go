@@ -48,7 +48,7 @@ type Sender struct {
 	retx   retransmitter
 	fc     flowController
 	probe  prober
-	events senderEvents
+	events eventQueue[SenderEvent]
 	skip   skipMarker
 	src    nakSource
 

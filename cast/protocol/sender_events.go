@@ -63,40 +63,8 @@ type SenderEvent struct {
 	Err      error  // LogError: the log's error (its own value: nothing is allocated)
 }
 
-const maxSenderEvents = 32
-
-// senderEvents is the queue NextEvent drains: a ring of the oldest
-// maxSenderEvents unread events. Invariant: n ≤ len(q); the unread
-// events are q[head], q[head+1], … (mod len(q)), oldest first; an event
-// that finds the queue full is not queued (the caller counts it).
-type senderEvents struct {
-	q       [maxSenderEvents]SenderEvent
-	head, n int
-}
-
-// push queues e; false when the queue is full.
-func (q *senderEvents) push(e SenderEvent) bool {
-	if q.n == len(q.q) {
-		return false
-	}
-	q.q[(q.head+q.n)%len(q.q)] = e
-	q.n++
-	return true
-}
-
-// pop returns the oldest unread event.
-func (q *senderEvents) pop() (SenderEvent, bool) {
-	if q.n == 0 {
-		return SenderEvent{}, false
-	}
-	e := q.q[q.head]
-	q.head = (q.head + 1) % len(q.q)
-	q.n--
-	return e, true
-}
-
 // NextEvent returns the oldest unread event. The loop drains it after
-// Handle and Tick; at most maxSenderEvents (32) wait
+// Handle and Tick; at most maxEvents (32) wait
 // (more are counted in SenderStats.EventsDropped).
 func (s *Sender) NextEvent() (SenderEvent, bool) { return s.events.pop() }
 
@@ -122,7 +90,7 @@ func (s *Sender) noteLog(now int64) {
 	if err != nil {
 		e.Kind, e.Err = LogError, err
 	}
-	if !s.events.push(e) {
+	if !s.events.push(e, 0) {
 		s.stats.EventsDropped++
 		return // reported on a later Tick
 	}

@@ -47,19 +47,23 @@ func TestLogHealthEvents(t *testing.T) {
 // TestOutcomeEventNeverDropped: a full event queue drops new events but
 // keeps its last slot for OutcomeSet, the event a loop must not miss.
 func TestOutcomeEventNeverDropped(t *testing.T) {
-	var q eventQueue
-	for i := 0; i < maxReceiverEvents-1; i++ {
-		if !q.push(ReceiverEvent{Kind: PeerSilent}) {
+	r, err := NewReceiver(DefaultReceiverConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped := func() uint64 { return r.Stats().EventsDropped }
+	for i := 0; i < maxEvents-1; i++ {
+		if r.event(PeerSilent, 0, 0, SkipNotice{}); dropped() != 0 {
 			t.Fatalf("event %d refused", i)
 		}
 	}
-	if q.push(ReceiverEvent{Kind: PeerHeard}) {
+	if r.event(PeerHeard, 0, 0, SkipNotice{}); dropped() != 1 {
 		t.Fatal("an event took the slot kept for OutcomeSet")
 	}
-	if !q.push(ReceiverEvent{Kind: OutcomeSet}) {
+	if r.event(OutcomeSet, 0, 0, SkipNotice{}); dropped() != 1 {
 		t.Fatal("OutcomeSet dropped")
 	}
-	if q.push(ReceiverEvent{Kind: OutcomeSet}) {
+	if r.event(OutcomeSet, 0, 0, SkipNotice{}); dropped() != 2 {
 		t.Fatal("a full queue took another event")
 	}
 }
