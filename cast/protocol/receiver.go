@@ -280,7 +280,7 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 		r.stats.Duplicates++
 		return
 	}
-	if r.hole.from != 0 && seq >= r.hole.from && seq <= r.hole.to {
+	if r.hole.holds(seq) {
 		r.stats.SkipDiscarded++ // a pending Skip says this seq has no record
 		return
 	}
@@ -307,12 +307,11 @@ func (r *Receiver) clear(i uint64) {
 // drain delivers buffered records that are now in order.
 func (r *Receiver) drain(now int64, deliver func(wire.Header, []byte)) {
 	for {
-		if r.hole.from != 0 && r.expected == r.hole.from {
+		if next, ok := r.hole.jump(r.expected); ok {
 			// Everything before a pending Skip is in: jump over its hole
 			// (empty when the marker's From is its own seq) to the
 			// marker, which is buffered.
-			r.expected = r.hole.to + 1
-			r.hole.from, r.hole.to = 0, 0
+			r.expected = next
 			r.lastSkip = r.hole.marker
 			r.stats.Skips++
 			r.event(SkipApplied, now, 0, r.lastSkip)
@@ -399,7 +398,7 @@ func (r *Receiver) clearAll() {
 	for i := range r.ring.slots {
 		r.clear(uint64(i))
 	}
-	r.hole.from, r.hole.to = 0, 0
+	r.hole.clear()
 	r.out = Outcome{}
 	r.peer.clocked = false
 	if r.peer.silent {

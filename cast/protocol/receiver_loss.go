@@ -168,7 +168,7 @@ func (l *lossDetector) pump(in *lossInput, now int64, out *batch.Vec) (from, to 
 // hole has no record and is never part of a run.
 func (l *lossDetector) nextRun(seq, upper uint64, ring *reorderRing, hole *skipHole) (start, end uint64, ok bool) {
 	for seq <= upper {
-		if seq == hole.from && seq != 0 && hole.to >= seq {
+		if seq == hole.from && hole.holds(seq) {
 			seq = hole.to + 1
 			continue
 		}

@@ -14,6 +14,35 @@ type skipHole struct {
 	marker   SkipNotice
 }
 
+// wait makes the marker wait for the records before its hole
+// from … to.
+func (h *skipHole) wait(from, to uint64, marker SkipNotice) {
+	h.from, h.to, h.marker = from, to, marker
+}
+
+// clear forgets the waiting marker, if any.
+func (h *skipHole) clear() { h.from, h.to = 0, 0 }
+
+// holds reports whether seq lies in the hole of a waiting marker: it has
+// no record.
+func (h *skipHole) holds(seq uint64) bool { return h.from != 0 && seq >= h.from && seq <= h.to }
+
+// differs reports whether a marker waits whose hole starts elsewhere
+// than from.
+func (h *skipHole) differs(from uint64) bool { return h.from != 0 && h.from != from }
+
+// jump reports, once every seq before the hole is delivered (expected
+// is its first), the seq after the hole, and forgets the hole (marker
+// still says what the marker meant).
+func (h *skipHole) jump(expected uint64) (next uint64, ok bool) {
+	if h.from == 0 || expected != h.from {
+		return 0, false
+	}
+	next = h.to + 1
+	h.clear()
+	return next, true
+}
+
 // skipMarker applies a Skip marker at seq: the seqs sk.From … seq−1 have
 // no record. When every seq before them is delivered (sk.From ≤
 // expected) the stream jumps to the marker at once, dropping what was
@@ -33,7 +62,7 @@ func (r *Receiver) skipMarker(h wire.Header, p, frame []byte, seq uint64, now in
 	}
 	if sk.From > r.expected {
 		// Records before the hole are still missing.
-		if seq-r.expected >= r.window || (r.hole.from != 0 && r.hole.from != sk.From) {
+		if seq-r.expected >= r.window || r.hole.differs(sk.From) {
 			r.reconnect(seq, now)
 			return
 		}
@@ -42,8 +71,7 @@ func (r *Receiver) skipMarker(h wire.Header, p, frame []byte, seq uint64, now in
 			r.stats.Duplicates++
 			return
 		}
-		r.hole.from, r.hole.to = sk.From, seq-1
-		r.hole.marker = SkipNotice{Skip: sk}
+		r.hole.wait(sk.From, seq-1, SkipNotice{Skip: sk})
 		r.ring.put(seq, frame)
 		r.loss.found(i)
 		r.stats.Buffered++
@@ -66,7 +94,7 @@ func (r *Receiver) skipMarker(h wire.Header, p, frame []byte, seq uint64, now in
 		}
 		r.clear(i)
 	}
-	r.hole.from, r.hole.to = 0, 0
+	r.hole.clear()
 	r.expected = seq
 	r.lastSkip = n
 	r.stats.Skips++
