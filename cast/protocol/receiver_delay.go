@@ -23,7 +23,8 @@ import (
 //   - backlogHold: a group receiver makes no NAK decision while its
 //     input waits unread.
 
-// delayPolicy is the loss detector's re-NAK delay policy.
+// delayPolicy is the loss detector's re-NAK delay policy. Invariant:
+// it holds no state but its rules', each of which keeps its own.
 type delayPolicy struct {
 	timer   rttTimer
 	order   orderRule
@@ -53,6 +54,9 @@ func newDelayPolicy(cfg ReceiverConfig, id uint64) delayPolicy {
 // behind than a loss, and every re-NAK and repair goes to every member:
 // the delays keep doubling, so a run is asked for about log2(its repair
 // latency / RTT) times rather than latency / NakDebounce times.
+//
+// Invariant: debounce ≤ groupCap, and delay never exceeds limit(group):
+// a receiver in a group never waits less than one alone would.
 type rttTimer struct {
 	floor    int64 // NakFloor
 	debounce int64 // NakDebounce: the fixed delay, and the cap alone
@@ -137,6 +141,10 @@ func (o *orderRule) unsure() { o.min = 0 }
 // to it exists and none beyond, so nothing but repairs can be in flight
 // to it. The window's oldest gap is then asked for again after floor
 // (NakFloor), doubled per retry, if that is sooner than the timer.
+//
+// Invariant: it keeps no state of its own; pinned is false whenever the
+// order rule is off (a group, a sender without probes), and delay is at
+// least floor, or MaxInt64 (never sooner than the timer) when floor ≤ 0.
 type pinnedRule struct {
 	floor int64 // NakFloor; ≤ 0: the rule never shortens a delay
 }

@@ -18,6 +18,10 @@ import (
 const maxPeers = 64
 
 // peerSet remembers the other receivers heard recently, by receiver id.
+//
+// Invariant: n ≤ maxPeers; id[0:n] are distinct (the Receiver never
+// adds its own id) and at[i] is when id[i] was last heard; a full set
+// replaces its longest silent member.
 type peerSet struct {
 	id  [maxPeers]uint64
 	at  [maxPeers]int64

@@ -46,6 +46,11 @@ type lossDetector struct {
 }
 
 // gap is the NAK history of one missing seq.
+//
+// Invariant, while its seq is missing: spent ≤ retries (only the NAKs
+// the budget counts spend); retries = 0 means no NAK went out yet, and
+// then at is when a group receiver found the seq missing (0 alone);
+// first, notBefore and heard are set only in a group.
 type gap struct {
 	at        int64  // last NAK; in a group, for a seq not yet NAKed: when it was found missing
 	first     int64  // group: when the seq's first NAK went out (groupRTTSample)

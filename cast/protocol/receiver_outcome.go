@@ -187,6 +187,10 @@ type SkipNotice struct {
 // moved on without this receiver (it released it) — all at least two
 // windows ahead. A burst before the sender heard the first Status is
 // repaired by NAK instead.
+//
+// Invariant: far ≤ n; while n > 0 the run's datagrams came at since …
+// last with no pause longer than span between two of them; counted says
+// whether the Handle call under way already counted (each resets it).
 type overrunDetector struct {
 	n, far      int   // datagrams in the current run; of those, two windows ahead
 	since, last int64 // first and last of the run

@@ -5,11 +5,13 @@ import (
 )
 
 // reorderRing holds the records that arrived ahead of the next expected
-// seq until the ones before them are in. Slot i may hold seq s only when
-// s ≡ i (mod ReorderSlots); the Receiver stores only seqs in
-// expected+1 … expected+ReorderSlots−1, so no two stored seqs share a
-// slot. Seq 0 marks an empty slot. A slot is size bytes (MaxFrame rounded
-// up to 64), the whole ring one allocation made in NewReceiver.
+// seq until the ones before them are in. A slot is size bytes (MaxFrame
+// rounded up to 64), the whole ring one allocation made in NewReceiver.
+//
+// Invariants: slot i holds seq s only when s ≡ i (mod ReorderSlots), its
+// frame in buf[i*size : i*size+n] with n ≤ size; seq 0 marks an empty
+// slot. The Receiver stores only seqs in expected+1 …
+// expected+ReorderSlots−1, so no two stored seqs share a slot.
 type reorderRing struct {
 	slots []ringSlot
 	buf   []byte

@@ -6,6 +6,9 @@ import "math"
 // first sample R sets SRTT = R and RTTVar = R/2; each later sample sets
 // RTTVar = ¾·RTTVar + ¼·|SRTT − R| and then SRTT = ⅞·SRTT + ⅛·R. All
 // values are ns. The zero value has no sample. Sample allocates nothing.
+//
+// Invariant: srtt > 0 exactly once a sample or a seed was taken (Valid);
+// rttvar ≥ 0; samples counts the samples taken, not seeds.
 type RTT struct {
 	srtt, rttvar int64
 	samples      uint64

@@ -59,7 +59,7 @@ type Sender struct {
 }
 
 // nakSource is the one address whose NAKs and Status the Sender accepts
-// (check false: any).
+// (check false: any). Invariant: check implies addr is valid.
 type nakSource struct {
 	addr  netip.AddrPort
 	check bool
