@@ -28,3 +28,56 @@ func TestSkipWithEmptyHole(t *testing.T) {
 		t.Fatalf("expected %d, skips %d, last skip %+v; want 6, 1, the marker", got, d.r.Stats().Skips, d.r.LastSkip())
 	}
 }
+
+// TestSkipHole: a waiting marker's hole holds exactly from … to (none
+// when empty), a marker for another hole differs, and the jump comes
+// when the next expected seq is the hole's first.
+func TestSkipHole(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		from, to uint64
+		holds    []uint64
+		not      []uint64
+		jumpAt   uint64
+		next     uint64
+	}{
+		{"a hole", 5, 7, []uint64{5, 6, 7}, []uint64{4, 8}, 5, 8},
+		{"an empty hole", 5, 4, nil, []uint64{4, 5}, 5, 5},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var h skipHole
+			if h.holds(c.from) || h.differs(c.from) {
+				t.Fatal("no marker waits, yet the hole holds or differs")
+			}
+			if _, ok := h.jump(c.from); ok {
+				t.Fatal("jumped with no marker waiting")
+			}
+			h.wait(c.from, c.to, SkipNotice{LostFrom: 1})
+			for _, s := range c.holds {
+				if !h.holds(s) {
+					t.Errorf("holds(%d) false", s)
+				}
+			}
+			for _, s := range c.not {
+				if h.holds(s) {
+					t.Errorf("holds(%d) true", s)
+				}
+			}
+			if h.differs(c.from) || !h.differs(c.from+1) {
+				t.Error("differs wrong")
+			}
+			if _, ok := h.jump(c.jumpAt - 1); ok {
+				t.Fatal("jumped before the hole's first seq was expected")
+			}
+			next, ok := h.jump(c.jumpAt)
+			if !ok || next != c.next || h.holds(c.from) || h.marker.LostFrom != 1 {
+				t.Fatalf("jump: %d %v, hole %+v; want %d, cleared, marker kept", next, ok, h, c.next)
+			}
+			h.wait(c.from, c.to, SkipNotice{})
+			h.clear()
+			if h.holds(c.from) || h.differs(0) {
+				t.Fatal("clear left the hole")
+			}
+		})
+	}
+}
