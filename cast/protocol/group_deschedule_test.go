@@ -98,11 +98,11 @@ func (c *repairClock) latencies(i int) []int64 {
 // What it guards: the group's NAK timers follow a round trip, and on a
 // loaded host every round trip sampled carries someone's time off the
 // CPU. Drawn on the sender's estimate (every member's echoes), the
-// back-off put this receiver's first NAK past its next deschedule (p50
-// 8× a lone receiver's), and the re-NAK timer made a repair lost on its
-// own link wait 20–40 ms where a receiver alone asks again at once (p99
-// up to 2.5× with shared loss). The back-off now follows the path's
-// shortest round trip, and a group receiver's timers its own estimate.
+// back-off would put a receiver's first NAK past its next deschedule,
+// and the re-NAK timer would make a repair lost on its own link wait
+// many round trips where a receiver alone asks again at once. So the
+// back-off follows the path's shortest round trip, and a group
+// receiver's timers its own estimate.
 func TestGroupDescheduledRepairLatency(t *testing.T) {
 	const (
 		n       = 8

@@ -11,7 +11,7 @@ import (
 )
 
 // The group behaviours that keep a loaded multicast group out of a NAK
-// storm (issue 15): a receiver behind on its input defers its NAKs until
+// storm: a receiver behind on its input defers its NAKs until
 // it has read it; a group receiver's re-NAK delay follows the repair
 // latency it measures, beyond NakDebounce; the sender's dedup window
 // follows the group's re-NAK delays. Unicast receivers and a sender with

@@ -76,7 +76,7 @@ func lossRunWith(t testing.TB, ref bool, records int, loss float64, retries int,
 	return res
 }
 
-// lossCases are the sustained-loss runs of issue 3: defaults at 1, 10
+// lossCases are the sustained-loss runs: defaults at 1, 10
 // and 30 % loss in both directions, and 50 % with a raised budget.
 var lossCases = []struct {
 	loss    float64

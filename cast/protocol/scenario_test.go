@@ -11,7 +11,7 @@ import (
 const ms = time.Millisecond
 
 // TestScenarios are the table-driven protocol scenarios on datapath/mem
-// with the virtual clock (spec §9 UDP part and issue 3). Each runs twice
+// with the virtual clock (spec §9 UDP part). Each runs twice
 // unless marked: between reference peers (the receiver sends no Status,
 // so nothing is negotiated) and between walcast peers (Status, probes,
 // flow control, adaptive timers); refOnly marks expectations that hold

@@ -314,7 +314,7 @@ func serveColdNow(t testing.TB, s *Sender, log *fakeLog, now int64, out *batch.V
 
 // TestSenderColdBudget: cold retransmits are de-duplicated across NAKs
 // and budgeted, so a flood of NAKs for old seqs cannot amplify from the
-// WAL (issue 16 item 9: {1, 2^64−1} from the peer's address).
+// WAL (a flood of {1, 2^64−1} from the peer's address).
 func TestSenderColdBudget(t *testing.T) {
 	t.Run("flood of {1, 2^64-1} for one second", func(t *testing.T) {
 		log := newFakeLog(1)

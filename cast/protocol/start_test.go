@@ -10,7 +10,7 @@ import (
 
 // TestReceiverStart: a Receiver begins at a configured seq (default the
 // stream's first) or at "now", never silently wherever its first datagram
-// lands (issue 16 item 2).
+// lands.
 func TestReceiverStart(t *testing.T) {
 	startAt := func(s uint64) ReceiverConfig { c := DefaultReceiverConfig(); c.Start = s; return c }
 	now := func() ReceiverConfig { c := DefaultReceiverConfig(); c.StartNow = true; return c }
@@ -111,11 +111,9 @@ func TestReceiverStart(t *testing.T) {
 	})
 }
 
-// TestReceiverStartUnderLoss is the reproduction of issue 16 item 2 on the
-// virtual clock: 30 % of what reaches the receiver is lost, the first
-// datagrams included; every run delivers from seq 1 (before, a receiver
-// began wherever its first surviving datagram landed: seq 2 or 4 in 7 of
-// 20 runs).
+// TestReceiverStartUnderLoss: on the virtual clock, 30 % of what
+// reaches the receiver is lost, the first datagrams included; every run
+// delivers from seq 1, not wherever its first surviving datagram landed.
 func TestReceiverStartUnderLoss(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
 		o := defaultOpt()
