@@ -76,11 +76,16 @@
 // ResetAfterReplay (or Resync).
 //
 // Inside, a Receiver is a reorder ring (receiver_ring.go), a loss
-// detector holding one gap per missing seq (receiver_loss.go) that asks
-// its re-NAK delay policy when each run is due — the RTT timer, the
-// order, pinned, group back-off and backlog rules, each a small type
-// (receiver_delay.go) — a status reporter (receiver_status.go) and the
-// set of other receivers of a multicast group (receiver_group.go).
+// detector holding one gap per missing seq and running the NAK pass
+// (receiver_loss.go, receiver_renak.go) that asks its re-NAK delay policy
+// when each run is due — the RTT timer, the order, pinned, group
+// back-off and backlog rules, each a small type (receiver_delay.go) — a
+// status reporter (receiver_status.go), the set of other receivers of a
+// multicast group (receiver_group.go), an overrun detector and a Skip
+// hole; the Receiver hands each what it judges by. A Sender is a hot
+// ring, an emitter, a retransmitter with its cold queue, a flow
+// controller with its initial window, a prober and the same event queue
+// (docs/protocol.md, "Inside the core").
 //
 // # Flow control, RTT and probes (negotiated)
 //
