@@ -3,9 +3,11 @@ package batch
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -321,5 +323,70 @@ func TestGROViewsKeepPending(t *testing.T) {
 	}
 	if next != 128 {
 		t.Fatalf("received %d segments, want 128", next)
+	}
+}
+
+// TestTxJoinsAdjacentViews: messages that lie back to back in memory go
+// to the kernel as one iovec (a GSO send of views of one buffer), others
+// as one iovec each; the datagrams are the same either way.
+func TestTxJoinsAdjacentViews(t *testing.T) {
+	tx, _, dst := pair(t, false)
+	old := Sys
+	t.Cleanup(func() { Sys = old })
+	var iovs []int
+	var stream []byte
+	Sys.Sendmmsg = func(_ int, hs []unix.Mmsghdr, _ int) (int, unix.Errno) {
+		for _, h := range hs {
+			iovs = append(iovs, int(h.Hdr.Iovlen))
+			for _, iov := range unsafe.Slice(h.Hdr.Iov, h.Hdr.Iovlen) {
+				stream = append(stream, unsafe.Slice(iov.Base, iov.Len)...)
+			}
+		}
+		return len(hs), 0
+	}
+	buf := make([]byte, 10*100)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	for _, tc := range []struct {
+		name string
+		fill func(v *Vec)
+		want []int
+	}{
+		{"adjacent views", func(v *Vec) {
+			for i := range 10 {
+				v.AppendView(buf[i*100:(i+1)*100], dst)
+			}
+		}, []int{1}},
+		{"a gap", func(v *Vec) {
+			for i := range 10 {
+				if i != 5 {
+					v.AppendView(buf[i*100:(i+1)*100], dst)
+				}
+			}
+		}, []int{2}},
+		{"own slots", func(v *Vec) {
+			for i := range 10 {
+				v.Append(buf[i*100:(i+1)*100], dst)
+			}
+		}, []int{10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			iovs, stream = nil, nil
+			v := New(16, 2048)
+			tc.fill(v)
+			ttx := NewTx(tx, 16, TxConfig{Family: unix.AF_INET, GSO: true})
+			if n, e := ttx.Send(v); n != v.Len() || e != 0 {
+				t.Fatalf("send %d %v", n, e)
+			}
+			var exp []byte
+			for i := range v.Len() {
+				m, _ := v.Msg(i)
+				exp = append(exp, m...)
+			}
+			if fmt.Sprint(iovs) != fmt.Sprint(tc.want) || !bytes.Equal(stream, exp) {
+				t.Fatalf("iovecs per header %v, want %v; bytes equal %v", iovs, tc.want, bytes.Equal(stream, exp))
+			}
+		})
 	}
 }

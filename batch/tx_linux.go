@@ -135,19 +135,21 @@ func (t *Tx) SendRange(v *Vec, from int) (int, unix.Errno) {
 }
 
 // build fills the header array from v and returns the number of headers
-// and how many of them carry a GSO cmsg.
+// and how many of them carry a GSO cmsg. Messages that lie back to back
+// in memory (views of one buffer, such as a sender's ring) share one
+// iovec: the kernel pays per iovec, not per byte, when it copies in.
 func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 	n := min(v.Len(), from+len(t.iovs))
 	gso := t.gso.Load()
 	limit := t.cfg.Coalesce
-	i := from
+	i, k := from, 0 // next message, next iovec
 	for i < n && nh < len(t.hs) {
-		first := i
+		first, k0 := i, k
 		p0, raw := v.Msg(i)
 		addr := t.peer(raw)
 		unit := len(p0)
 		hdr := &t.hs[nh].Hdr
-		hdr.Iov = &t.iovs[i-from]
+		hdr.Iov = &t.iovs[k]
 		hdr.Flags = 0
 		if addr.IsValid() {
 			hdr.Name = (*byte)(unsafe.Pointer(&t.names[nh]))
@@ -159,7 +161,7 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 			hdr.Name = nil
 			hdr.Namelen = 0
 		}
-		t.setIov(i-from, p0)
+		k = t.addIov(k0, k, p0)
 		i++
 		switch {
 		case gso && unit > 0:
@@ -177,7 +179,7 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 				if len(p) != unit || a != raw && t.peer(a) != addr {
 					break
 				}
-				t.setIov(i-from, p)
+				k = t.addIov(k0, k, p)
 				i++
 			}
 			cnt := i - first
@@ -198,7 +200,7 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 					break
 				}
 				total += len(p)
-				t.setIov(i-from, p)
+				k = t.addIov(k0, k, p)
 				i++
 			}
 			hdr.Control = nil
@@ -207,11 +209,34 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 			hdr.Control = nil
 			hdr.Controllen = 0
 		}
-		hdr.SetIovlen(i - first)
+		hdr.SetIovlen(k - k0)
 		t.ends[nh] = i
 		nh++
 	}
 	return nh, supers
+}
+
+// addIov adds p to the iovecs k0..k−1 of one header: it extends the last
+// one when p starts where that one ends, else it fills iovec k. It
+// returns the next free iovec.
+func (t *Tx) addIov(k0, k int, p []byte) int {
+	if len(p) == 0 {
+		if k == k0 {
+			t.iovs[k] = unix.Iovec{}
+			return k + 1
+		}
+		return k
+	}
+	if k > k0 {
+		last := &t.iovs[k-1]
+		if last.Base != nil && unsafe.Add(unsafe.Pointer(last.Base), last.Len) == unsafe.Pointer(&p[0]) {
+			last.SetLen(int(last.Len) + len(p))
+			return k
+		}
+	}
+	t.iovs[k].Base = &p[0]
+	t.iovs[k].SetLen(len(p))
+	return k + 1
 }
 
 // peer is a as the kernel is told it: the zero address (the connected
@@ -221,14 +246,4 @@ func (t *Tx) peer(a netip.AddrPort) netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	return a
-}
-
-func (t *Tx) setIov(i int, p []byte) {
-	if len(p) == 0 {
-		t.iovs[i].Base = nil
-		t.iovs[i].Len = 0
-		return
-	}
-	t.iovs[i].Base = &p[0]
-	t.iovs[i].SetLen(len(p))
 }
