@@ -514,7 +514,9 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 func (l *Loop) deliver(h wire.Header, p []byte) {
 	// What the Receiver queued before this record (a late start, the
 	// Skip marker this record is) reaches the application first.
-	l.receiverEvents()
+	if l.rcv.Events() > 0 {
+		l.receiverEvents()
+	}
 	l.ls.Delivered++
 	if l.cfg.OnRecord != nil {
 		l.cfg.OnRecord(l, h, p)

@@ -16,12 +16,12 @@ var outcomeEvents = [...]EventKind{protocol.Faulted: EventFaulted, protocol.Reco
 // before a record (a late start, a Skip marker) reaches the application
 // before that record.
 func (l *Loop) checkEvents() {
-	if l.snd != nil {
+	if l.snd != nil && l.snd.Events() > 0 {
 		for e, ok := l.snd.NextEvent(); ok; e, ok = l.snd.NextEvent() {
 			l.emit(Event{Kind: senderEvents[e.Kind], At: e.At, Receiver: e.Receiver, PrevID: e.PrevID, Err: e.Err})
 		}
 	}
-	if l.rcv != nil {
+	if l.rcv != nil && l.rcv.Events() > 0 {
 		l.receiverEvents()
 	}
 }

@@ -57,6 +57,10 @@ type ReceiverEvent struct {
 // counted in ReceiverStats.EventsDropped). It allocates nothing.
 func (r *Receiver) NextEvent() (ReceiverEvent, bool) { return r.events.pop() }
 
+// Events is the number of unread events: a loop checks it before it
+// calls NextEvent, on every delivered record.
+func (r *Receiver) Events() int { return r.events.n }
+
 // event queues an event of kind k at now with the current outcome. The
 // queue's last slot is kept for OutcomeSet: a sticky outcome stops the
 // Receiver until its loop handles it, and a loop that learns of it from

@@ -68,6 +68,10 @@ type SenderEvent struct {
 // (more are counted in SenderStats.EventsDropped).
 func (s *Sender) NextEvent() (SenderEvent, bool) { return s.events.pop() }
 
+// Events is the number of unread events: a loop checks it before it
+// calls NextEvent.
+func (s *Sender) Events() int { return s.events.n }
+
 // logCheckInterval is how often Tick reads the log's health: a loop
 // ticks far more often under load, and the read may cost a clock read
 // (the log's stall check).
