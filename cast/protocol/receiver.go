@@ -262,14 +262,28 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 		r.maxData = seq
 	}
 	if d == 0 {
-		r.raise(seq, true, now, out)
+		// news is the common case: the next seq, beyond everything known.
+		// Then no seq is missing below it and nothing is buffered above
+		// it (buffered seqs and a pending Skip's hole are ≤ highest), so
+		// raise has nothing to NAK and drain nothing to deliver.
+		news := seq > r.highest
+		if news {
+			r.highest = seq
+			if r.pinned() { // raise's check: a gap is open until expected moves
+				r.loss.nextDue = min(r.loss.nextDue, now)
+			}
+		} else {
+			r.raise(seq, true, now, out)
+		}
 		r.stats.Delivered++
 		r.clear(seq & r.mask)
 		r.expected++
 		r.live = seq
 		r.lateDelivery(now)
 		deliver(h, p)
-		r.drain(now, deliver)
+		if !news {
+			r.drain(now, deliver)
+		}
 		if now >= r.loss.nextDue {
 			r.pump(now, out)
 		}
