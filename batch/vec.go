@@ -71,7 +71,7 @@ func (v *Vec) Append(p []byte, addr netip.AddrPort) bool {
 		return false
 	}
 	v.msgs[v.n] = v.bufs[v.n][:copy(v.bufs[v.n], p)]
-	v.addrs[v.n] = addr
+	v.setAddr(v.n, addr)
 	v.n++
 	return true
 }
@@ -85,7 +85,7 @@ func (v *Vec) AppendView(p []byte, addr netip.AddrPort) bool {
 		return false
 	}
 	v.msgs[v.n] = p
-	v.addrs[v.n] = addr
+	v.setAddr(v.n, addr)
 	v.n++
 	return true
 }
@@ -119,7 +119,7 @@ func (v *Vec) Next() []byte {
 // Commit marks the slot returned by [Vec.Next] as used with n bytes.
 func (v *Vec) Commit(n int, addr netip.AddrPort) {
 	v.msgs[v.n] = v.bufs[v.n][:n]
-	v.addrs[v.n] = addr
+	v.setAddr(v.n, addr)
 	v.n++
 }
 
@@ -133,7 +133,16 @@ func (v *Vec) Buf(i int) []byte { return v.bufs[i] }
 // n bytes of its own slot.
 func (v *Vec) Set(i, n int, addr netip.AddrPort) {
 	v.msgs[i] = v.bufs[i][:n]
-	v.addrs[i] = addr
+	v.setAddr(i, addr)
+}
+
+// setAddr records message i's peer. A slot is mostly reused for the same
+// peer: comparing is cheaper than storing an address (it holds a pointer,
+// so the store goes through the GC's write barrier check).
+func (v *Vec) setAddr(i int, addr netip.AddrPort) {
+	if v.addrs[i] != addr {
+		v.addrs[i] = addr
+	}
 }
 
 // SetLen sets the number of messages in use (for datapaths that filled

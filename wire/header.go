@@ -95,7 +95,13 @@ func DecodeFrame(b []byte) (h Header, payload []byte, size int, err error) {
 		return h, nil, 0, ErrLen
 	}
 	payload = b[HeaderSize:end]
-	if CRC(payload) != h.CRC {
+	var c uint32
+	if crcFast {
+		c = ^crc3way(^uint32(0), payload, &crcShift)
+	} else {
+		c = crcTable(payload)
+	}
+	if c != h.CRC {
 		return h, nil, 0, ErrCRC
 	}
 	return h, payload, end, nil
@@ -114,7 +120,13 @@ func Seal(frame []byte, typ uint16) error {
 	if n > MaxPayload {
 		return ErrLen
 	}
-	Header{Type: typ, Len: uint16(n), CRC: CRC(frame[HeaderSize:])}.Put(frame)
+	var c uint32
+	if crcFast {
+		c = ^crc3way(^uint32(0), frame[HeaderSize:], &crcShift)
+	} else {
+		c = crcTable(frame[HeaderSize:])
+	}
+	Header{Type: typ, Len: uint16(n), CRC: c}.Put(frame)
 	return nil
 }
 
