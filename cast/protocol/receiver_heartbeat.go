@@ -40,17 +40,7 @@ type senderView struct {
 // there (groupRTTSample measures a run NAKed more than once from its
 // first NAK), and it still carries what its own repairs take: the
 // sender's time, a cold read, its own time off the CPU.
-func (r *Receiver) RTT() RTT {
-	if r.loss.group && r.loss.size > 1 && r.loss.rtt.samples >= groupOwnSamples {
-		return r.loss.rtt
-	}
-	return RTT{srtt: max(r.loss.rtt.srtt, r.peer.srtt), rttvar: max(r.loss.rtt.rttvar, r.peer.rttvar), samples: r.loss.rtt.samples}
-}
-
-// groupOwnSamples is how many NAK → repair round trips of its own a
-// group receiver measures before its own estimate alone times its NAKs
-// (an RFC 6298 estimator has settled after a few).
-const groupOwnSamples = 8
+func (r *Receiver) RTT() RTT { return r.loss.roundTrip(&r.peer) }
 
 // SpeaksProbes reports whether the sender's last heartbeat was a probe:
 // it has heard this receiver's Status and honours its window.

@@ -63,20 +63,18 @@ type gap struct {
 
 // lossInput is what the loss detector judges by that the rest of the
 // Receiver owns, as of the call: the stream position, the highest edge
-// its Status advertised, what it knows of the sender, the RTT estimate,
-// and which seqs are not missing (buffered, or in a pending Skip's
-// hole).
+// its Status advertised, what it knows of the sender (whether it speaks
+// probes, when it was last heard, its RTT estimate), and which seqs are
+// not missing (buffered, or in a pending Skip's hole).
 type lossInput struct {
-	expected  uint64 // next seq to deliver (0: not synced)
-	highest   uint64 // highest seq known to exist
-	edge      uint64 // highest edge advertised (statusReporter.maxEdge)
-	probes    bool   // the sender speaks probes
-	lastHeard int64  // when the sender was last heard
-	rtt       RTT    // Receiver.RTT
-	ring      *reorderRing
-	hole      *skipHole
-	peers     *peerSet // the other receivers of a group (the group size)
-	live      bool     // no sticky outcome is set
+	expected uint64 // next seq to deliver (0: not synced)
+	highest  uint64 // highest seq known to exist
+	edge     uint64 // highest edge advertised (statusReporter.maxEdge)
+	peer     *senderView
+	ring     *reorderRing
+	hole     *skipHole
+	peers    *peerSet // the other receivers of a group (the group size)
+	live     bool     // no sticky outcome is set
 }
 
 const noDue = math.MaxInt64
@@ -207,7 +205,7 @@ func (l *lossDetector) nak(in *lossInput, from, to uint64, rt uint16, count bool
 		}
 		return false, false
 	}
-	n := l.putNak(buf, from, to, in.probes)
+	n := l.putNak(buf, from, to, in.peer.probes)
 	out.Commit(n, l.dest)
 	var sp uint16
 	if rt != 0 {
@@ -264,7 +262,7 @@ func (l *lossDetector) first(in *lossInput, from, to uint64, now int64, out *bat
 		i := seq & l.mask
 		l.gaps[i].at, l.gaps[i].retries, l.gaps[i].notBefore = now, 0, 0
 	}
-	if due := now + l.delay.backoff.delay(from, 0, g, in.rtt); due < l.nextDue {
+	if due := now + l.delay.backoff.delay(from, 0, g, l.roundTrip(in.peer)); due < l.nextDue {
 		l.nextDue = due
 	}
 	return false
@@ -284,6 +282,22 @@ func (l *lossDetector) putNak(buf []byte, from, to uint64, probes bool) int {
 	}
 	return n
 }
+
+// roundTrip is the Receiver's RTT (Receiver.RTT) given what it heard
+// from its sender (peer): its own NAK → repair estimate, or the larger
+// of it and the sender's probe estimate. It reads the group size of the
+// last NAK decision, so a pass reads it anew after each.
+func (l *lossDetector) roundTrip(peer *senderView) RTT {
+	if l.group && l.size > 1 && l.rtt.samples >= groupOwnSamples {
+		return l.rtt
+	}
+	return RTT{srtt: max(l.rtt.srtt, peer.srtt), rttvar: max(l.rtt.rttvar, peer.rttvar), samples: l.rtt.samples}
+}
+
+// groupOwnSamples is how many NAK → repair round trips of its own a
+// group receiver measures before its own estimate alone times its NAKs
+// (an RFC 6298 estimator has settled after a few).
+const groupOwnSamples = 8
 
 // heard applies a NAK another receiver sent for from … to (clamped to
 // the window by the caller): the seqs of it that this receiver also

@@ -15,6 +15,7 @@ type lossRig struct {
 	ring  reorderRing
 	hole  skipHole
 	peers peerSet
+	peer  senderView
 	stats ReceiverStats
 	out   *batch.Vec
 }
@@ -37,7 +38,7 @@ func newLossRig(mod func(*ReceiverConfig)) *lossRig {
 }
 
 func (g *lossRig) in(expected, highest uint64) lossInput {
-	return lossInput{expected: expected, highest: highest, ring: &g.ring, hole: &g.hole, peers: &g.peers, live: true}
+	return lossInput{expected: expected, highest: highest, peer: &g.peer, ring: &g.ring, hole: &g.hole, peers: &g.peers, live: true}
 }
 
 // naks returns the NAKs sent since the last call as "from+count".
@@ -207,16 +208,17 @@ func TestLossDetectorGroup(t *testing.T) {
 	g := newLossRig(func(cfg *ReceiverConfig) { cfg.Sender = testControl })
 	g.peers.heard(testPeerID, 0)
 	in := g.in(1, 4)
-	in.rtt = rttOf(100 * time.Microsecond)
+	g.peer.srtt, g.peer.rttvar = int64(100*time.Microsecond), int64(50*time.Microsecond)
+	rtt := g.l.roundTrip(&g.peer)
 	if g.l.first(&in, 1, 4, 0, g.out) || len(g.naks()) != 0 {
 		t.Fatal("a group receiver's first NAK went out at once")
 	}
-	bound := g.l.delay.backoff.bound(in.rtt)
+	bound := g.l.delay.backoff.bound(rtt)
 	if g.l.size != 2 || g.l.nextDue < 0 || g.l.nextDue > bound || g.l.gaps[1].at != 0 {
 		t.Fatalf("size %d, nextDue %d (bound %d), gap %+v", g.l.size, g.l.nextDue, bound, g.l.gaps[1])
 	}
 	g.ring.put(2, frame(2, 8))
-	g.l.heard(1, 3, &g.ring, in.rtt, in.probes, 500) // seq 2 is buffered: not held
+	g.l.heard(1, 3, &g.ring, rtt, g.peer.probes, 500) // seq 2 is buffered: not held
 	if g.stats.Suppressed != 2 || g.l.gaps[2].heard || !g.l.gaps[3].heard || g.l.gaps[1].notBefore != 1500 {
 		t.Fatalf("suppressed %d, gaps %+v", g.stats.Suppressed, g.l.gaps[1:4])
 	}
@@ -248,5 +250,30 @@ func TestLossDetectorRTTSample(t *testing.T) {
 	g.l.rttSample(3, 2100)
 	if g.l.rtt.Samples() != 1 || g.stats.RTTSamples != 1 {
 		t.Fatalf("a twice-NAKed record gave a sample: %d", g.l.rtt.Samples())
+	}
+}
+
+// TestLossDetectorRTTAtDecision: the RTT a NAK decision uses is read
+// after the decision took the group size: a receiver with enough round
+// trips of its own that finds itself in a group draws its back-off on
+// its own estimate at once, not on the sender's it used alone.
+func TestLossDetectorRTTAtDecision(t *testing.T) {
+	g := newLossRig(func(cfg *ReceiverConfig) { cfg.Sender, cfg.NakDebounce = testControl, 50*time.Millisecond })
+	for range groupOwnSamples {
+		g.l.rtt.Sample(int64(100 * time.Microsecond))
+	}
+	g.peer.srtt, g.peer.rttvar = int64(10*time.Millisecond), int64(time.Millisecond)
+	if g.l.size != 0 || g.l.roundTrip(&g.peer).SRTT() != g.peer.srtt {
+		t.Fatal("alone, the receiver's RTT is not the larger estimate")
+	}
+	g.peers.heard(testPeerID, 0)
+	in := g.in(1, 1)
+	g.l.first(&in, 1, 1, 0, g.out)
+	own := backoff(7, 1, 0, 2, g.l.delay.backoff.bound(g.l.rtt))
+	if g.l.nextDue != own {
+		t.Fatalf("first NAK due %d, want %d (the back-off on its own estimate)", g.l.nextDue, own)
+	}
+	if sender := backoff(7, 1, 0, 2, g.l.delay.backoff.bound(rttOf(10*time.Millisecond))); sender == own {
+		t.Fatalf("the test cannot tell the estimates apart (%d)", own)
 	}
 }

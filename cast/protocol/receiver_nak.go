@@ -9,16 +9,14 @@ import "github.com/walcast/walcast/batch"
 // lossIn is the loss detector's view of the rest of the Receiver now.
 func (r *Receiver) lossIn() lossInput {
 	return lossInput{
-		expected:  r.expected,
-		highest:   r.highest,
-		edge:      r.st.maxEdge,
-		probes:    r.peer.probes,
-		lastHeard: r.peer.lastHeard,
-		rtt:       r.RTT(),
-		ring:      &r.ring,
-		hole:      &r.hole,
-		peers:     &r.peers,
-		live:      r.out.Kind == Live,
+		expected: r.expected,
+		highest:  r.highest,
+		edge:     r.st.maxEdge,
+		peer:     &r.peer,
+		ring:     &r.ring,
+		hole:     &r.hole,
+		peers:    &r.peers,
+		live:     r.out.Kind == Live,
 	}
 }
 

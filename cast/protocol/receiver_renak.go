@@ -15,8 +15,8 @@ func (l *lossDetector) renakDelay(rtt RTT, probes bool, rt uint16) int64 {
 // rt-th NAK before the next on the timer: renakDelay, or for the window's
 // oldest gap while pinned the shorter pinned delay.
 func (l *lossDetector) retryDelay(in *lossInput, start uint64, rt uint16) int64 {
-	d := l.renakDelay(in.rtt, in.probes, rt)
-	if start == in.expected && l.pinned(in.probes, in.expected, in.highest, in.edge) {
+	d := l.renakDelay(l.roundTrip(in.peer), in.peer.probes, rt)
+	if start == in.expected && l.pinned(in.peer.probes, in.expected, in.highest, in.edge) {
 		d = min(d, l.delay.pinned.delay(rt))
 	}
 	return d
@@ -37,7 +37,7 @@ func (l *lossDetector) rackOn(probes bool, edge, highest uint64) bool {
 // lostByOrder reports whether data the sender sent after answering the
 // last NAK of the run in slot i has arrived while its repair has not.
 func (l *lossDetector) lostByOrder(in *lossInput, i uint64) bool {
-	return l.rackOn(in.probes, in.edge, in.highest) && l.delay.order.lost(l.gaps[i].edge)
+	return l.rackOn(in.peer.probes, in.edge, in.highest) && l.delay.order.lost(l.gaps[i].edge)
 }
 
 // orderSeen feeds data seq, news to the order rule (orderRule.arrived),
@@ -81,7 +81,7 @@ func (l *lossDetector) runDue(in *lossInput, start, i uint64, rt uint16, at, now
 		}
 		due = at + max(d, 1)
 	}
-	due += l.delay.backoff.delay(start, rt, g, in.rtt)
+	due += l.delay.backoff.delay(start, rt, g, l.roundTrip(in.peer))
 	return max(due, l.gaps[i].notBefore)
 }
 
@@ -105,8 +105,8 @@ func (l *lossDetector) judge(in *lossInput, start, i uint64, rt uint16, at, now 
 	if rt == 0 {
 		return true, false, false
 	}
-	count = !in.probes || (in.lastHeard > at && !l.delay.backlog.pending())
-	byOrder, byPin = l.lostByOrder(in, i), start == in.expected && l.pinned(in.probes, in.expected, in.highest, in.edge)
+	count = !in.peer.probes || (in.peer.lastHeard > at && !l.delay.backlog.pending())
+	byOrder, byPin = l.lostByOrder(in, i), start == in.expected && l.pinned(in.peer.probes, in.expected, in.highest, in.edge)
 	if byOrder && now-at < l.retryDelay(in, start, rt) {
 		count = false
 	}
