@@ -92,25 +92,31 @@ func (s *statusReporter) echo(ts uint64, now int64) { s.echoTS, s.echoAt = ts, n
 // news reports whether a non-urgent Status has something to say:
 // a change since the last one, an echo, or a sender that looks blocked
 // (everything up to the advertised edge is known to exist).
-func (s *statusReporter) news(in *statusInput) bool {
+func (s *statusReporter) news(in statusInput) bool {
 	if in.delivered != s.delivered || in.highest != s.highest || s.advWindow(in.delivered) != s.window || s.echoTS != 0 {
 		return true
 	}
 	return in.state == Live && in.synced && in.highest >= s.delivered+s.window
 }
 
-// due reports whether a Status should go out now: at once when it is
-// urgent (none sent yet, a new outcome, a quarter window delivered, the
-// window opened by a quarter of the slots), else once StatusInterval
-// has passed with news, and at least every HeartbeatInterval.
-func (s *statusReporter) due(in *statusInput, now int64) bool {
-	w := s.advWindow(in.delivered)
-	urgent := s.lastAt == never || in.state != s.state ||
-		in.delivered >= s.delivered+max(s.window/4, 1) ||
-		(w > s.window && (s.window == 0 || w-s.window >= s.slots/4))
-	if urgent {
-		return true
-	}
+// urgent reports whether a Status must go out at once for news of the
+// stream: none sent yet, a new outcome, a quarter window delivered since
+// the last (opened is the other urgent news).
+func (s *statusReporter) urgent(delivered uint64, state OutcomeKind) bool {
+	return s.lastAt == never || state != s.state || delivered >= s.delivered+max(s.window/4, 1)
+}
+
+// opened reports whether the window opened since the last Status, from
+// closed or by a quarter of the slots: a Status must go out at once.
+func (s *statusReporter) opened(delivered uint64) bool {
+	w := s.advWindow(delivered)
+	return w > s.window && (s.window == 0 || w-s.window >= s.slots/4)
+}
+
+// onInterval reports whether a Status that is not urgent is due now:
+// once StatusInterval has passed with news, and at least every
+// HeartbeatInterval.
+func (s *statusReporter) onInterval(in statusInput, now int64) bool {
 	since := now - s.lastAt
 	if since < s.interval {
 		return false
@@ -118,8 +124,14 @@ func (s *statusReporter) due(in *statusInput, now int64) bool {
 	return since >= s.heartbeat || s.news(in)
 }
 
+// due reports whether a Status should go out now: urgent or opened, or
+// due on the interval.
+func (s *statusReporter) due(in statusInput, now int64) bool {
+	return s.urgent(in.delivered, in.state) || s.opened(in.delivered) || s.onInterval(in, now)
+}
+
 // deadline lowers d to when the next Status is due (math.MinInt64: now).
-func (s *statusReporter) deadline(d int64, in *statusInput) int64 {
+func (s *statusReporter) deadline(d int64, in statusInput) int64 {
 	if s.lastAt == never || in.state != s.state {
 		return math.MinInt64
 	}
@@ -129,14 +141,10 @@ func (s *statusReporter) deadline(d int64, in *statusInput) int64 {
 	return min(d, s.lastAt+s.heartbeat)
 }
 
-// send appends a Status with flags to out and records what it said;
-// renak is the shortest re-NAK delay to announce (0: none). False: out
-// is full (it is retried on the next call).
-func (s *statusReporter) send(in *statusInput, renak int64, flags uint8, now int64, out *batch.Vec) bool {
-	buf := out.Next()
-	if len(buf) < 80 {
-		return false
-	}
+// put writes a Status with flags into buf (room for one: at least
+// statusRoom bytes) and records what it said; renak is the shortest
+// re-NAK delay to announce (0: none). It returns the frame's length.
+func (s *statusReporter) put(buf []byte, in statusInput, renak int64, flags uint8, now int64) int {
 	s.serial++
 	s.lastAt = now
 	s.delivered = in.delivered
@@ -163,9 +171,11 @@ func (s *statusReporter) send(in *statusInput, renak int64, flags uint8, now int
 		st.EchoTS, st.EchoHold = s.echoTS, sat32(now-s.echoAt)
 		s.echoTS = 0
 	}
-	out.Commit(wire.PutStatusFrame(buf, st), s.dest)
-	return true
+	return wire.PutStatusFrame(buf, st)
 }
+
+// statusRoom is the room a Status frame needs in a batch slot, bytes.
+const statusRoom = 80
 
 // The Receiver's side of Status.
 
@@ -203,22 +213,30 @@ func (r *Receiver) maybeStatus(now int64, out *batch.Vec) {
 	if r.cfg.NoStatus || !r.peer.heard {
 		return
 	}
-	in := r.statusIn()
-	if r.st.due(&in, now) {
-		r.sendStatus(&in, now, out, 0)
+	// st.due spelt out, so that its common case (not urgent, the
+	// interval not passed) inlines here: this runs on every Handle.
+	d := r.deliveredSeq()
+	if r.st.urgent(d, r.out.Kind) || r.st.opened(d) ||
+		(now-r.st.lastAt >= r.st.interval && r.st.onInterval(r.statusIn(), now)) {
+		r.sendStatus(now, out, 0)
 	}
 }
 
 // sendStatus appends a Status to out (to the configured sender), with
-// the re-NAK delay while the sender speaks probes.
-func (r *Receiver) sendStatus(in *statusInput, now int64, out *batch.Vec, flags uint8) {
+// the re-NAK delay while the sender speaks probes. False: out is full
+// (it is retried on the next call).
+func (r *Receiver) sendStatus(now int64, out *batch.Vec, flags uint8) bool {
+	buf := out.Next()
+	if len(buf) < statusRoom {
+		return false
+	}
 	var renak int64
 	if r.peer.probes {
 		renak = r.shortestRenak()
 	}
-	if r.st.send(in, renak, flags, now, out) {
-		r.stats.StatusSent++
-	}
+	out.Commit(r.st.put(buf, r.statusIn(), renak, flags, now), r.st.dest)
+	r.stats.StatusSent++
+	return true
 }
 
 // Leave tells the sender that this receiver is closing (a Status with the
@@ -226,8 +244,7 @@ func (r *Receiver) sendStatus(in *statusInput, now int64, out *batch.Vec, flags 
 // closing the path; it sends even while a sticky outcome is set.
 func (r *Receiver) Leave(now int64, out *batch.Vec) {
 	if !r.cfg.NoStatus && r.peer.heard {
-		in := r.statusIn()
-		r.sendStatus(&in, now, out, wire.StatusClosing)
+		r.sendStatus(now, out, wire.StatusClosing)
 	}
 }
 
@@ -242,8 +259,7 @@ func (r *Receiver) Deadline() int64 {
 		}
 	}
 	if !r.cfg.NoStatus && r.peer.heard {
-		in := r.statusIn()
-		d = r.st.deadline(d, &in)
+		d = r.st.deadline(d, r.statusIn())
 	}
 	return d
 }

@@ -19,10 +19,10 @@ func newTestReporter(t *testing.T) (*statusReporter, statusInput) {
 	s := new(statusReporter)
 	*s = newStatusReporter(cfg.withDefaults(), 9)
 	in := statusInput{delivered: 10, highest: 10, state: Live, synced: true}
-	if !s.due(&in, 0) {
+	if !s.due(in, 0) {
 		t.Fatal("no Status due before the first")
 	}
-	if !s.send(&in, 0, 0, 0, batch.New(4, 2048)) {
+	if !sendStatus(s, in, 0, 0, 0, batch.New(4, 2048)) {
 		t.Fatal("first Status not sent")
 	}
 	return s, in
@@ -61,13 +61,13 @@ func TestStatusReporterDue(t *testing.T) {
 				s.setRoom(c.room, in.delivered)
 			}
 			if c.again {
-				s.send(&in, 0, 0, 0, batch.New(1, 2048))
+				sendStatus(s, in, 0, 0, 0, batch.New(1, 2048))
 			}
-			if got := s.due(&in, c.now); got != c.want {
+			if got := s.due(in, c.now); got != c.want {
 				t.Errorf("due at %d = %v, want %v", c.now, got, c.want)
 			}
 			if c.dline != 0 {
-				if d := s.deadline(1<<40, &in); d != c.dline {
+				if d := s.deadline(1<<40, in); d != c.dline {
 					t.Errorf("deadline %d, want %d", d, c.dline)
 				}
 			}
@@ -91,12 +91,12 @@ func TestStatusReporterWindow(t *testing.T) {
 		}
 	}
 	in.delivered = 15
-	s.send(&in, 0, 0, 1, out)
+	sendStatus(s, in, 0, 0, 1, out)
 	if s.window != 0 || s.maxEdge != 74 {
 		t.Fatalf("closed window: window %d, maxEdge %d; want 0, 74", s.window, s.maxEdge)
 	}
 	s.setRoom(1, 15)
-	if !s.due(&in, 2) {
+	if !s.due(in, 2) {
 		t.Fatal("a window opening from closed is not urgent")
 	}
 	s.setRoom(-3, 15)
@@ -105,7 +105,7 @@ func TestStatusReporterWindow(t *testing.T) {
 	}
 	s.setRoom(UnlimitedRoom, 15)
 	un := statusInput{state: Live}
-	s.send(&un, 0, 0, 3, out)
+	sendStatus(s, un, 0, 0, 3, out)
 	if s.maxEdge != 74 {
 		t.Fatalf("an unsynced Status moved maxEdge to %d", s.maxEdge)
 	}
@@ -117,8 +117,8 @@ func TestStatusReporterFrame(t *testing.T) {
 	s, in := newTestReporter(t)
 	out := batch.New(8, 2048)
 	s.echo(777, 40)
-	s.send(&in, 5000, wire.StatusClosing, 100, out)
-	s.send(&in, 0, 0, 200, out)
+	sendStatus(s, in, 5000, wire.StatusClosing, 100, out)
+	sendStatus(s, in, 0, 0, 200, out)
 	if out.Len() != 2 {
 		t.Fatalf("%d frames", out.Len())
 	}
@@ -143,9 +143,15 @@ func TestStatusReporterFrame(t *testing.T) {
 	if b.EchoTS != 0 || b.ReNak != 0 || b.Serial != 3 || b.Flags != wire.StatusSynced {
 		t.Fatalf("second Status %+v", b)
 	}
-	full := batch.New(1, 2048)
-	full.Append(make([]byte, 8), s.dest)
-	if s.send(&in, 0, 0, 300, full) {
-		t.Fatal("a Status went into a batch with no room")
+}
+
+// sendStatus has s write a Status into out as the Receiver does; false
+// when out has no room.
+func sendStatus(s *statusReporter, in statusInput, renak int64, flags uint8, now int64, out *batch.Vec) bool {
+	buf := out.Next()
+	if len(buf) < statusRoom {
+		return false
 	}
+	out.Commit(s.put(buf, in, renak, flags, now), s.dest)
+	return true
 }
