@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,14 @@ type Consumer struct {
 	udpRecords, tcpRecords, escalations, faults, reconnects, catchUps, stale, skips, lost atomic.Uint64
 	lastRecovery                                                                          atomic.Int64
 	tipNow                                                                                atomic.Uint64
+
+	// awaitAuth counts what a keyed consumer refused while it waited for
+	// its producer (awaitSender: before its loop exists); Stats adds it to
+	// the loop's.
+	awaitAuth struct {
+		mu sync.Mutex
+		s  AuthStats
+	}
 }
 
 // NewConsumer checks cfg and opens the UDP socket (or takes cfg.Path);
@@ -104,8 +113,12 @@ func (c *Consumer) Stats() ConsumerStats {
 		CatchUps: c.catchUps.Load(), StaleRestarts: c.stale.Load(), LastRecovery: time.Duration(c.lastRecovery.Load()),
 		Skips: c.skips.Load(), LostSeqs: c.lost.Load(),
 	}
+	c.awaitAuth.mu.Lock()
+	s.Auth = c.awaitAuth.s
+	c.awaitAuth.mu.Unlock()
 	if l := c.loopNow(); l != nil {
-		s.Receiver, s.Loop, s.Auth = l.ReceiverStats(), l.Stats(), l.AuthStats()
+		s.Receiver, s.Loop = l.ReceiverStats(), l.Stats()
+		s.Auth = s.Auth.plus(l.AuthStats())
 	}
 	if cl := c.client(); cl != nil {
 		s.Replay = cl.Stats()
@@ -258,6 +271,11 @@ func (c *Consumer) awaitSender(ctx context.Context) ([][]byte, netip.AddrPort, e
 				applied = k // SetKeys while the consumer waits for its producer
 			}
 			n, err := op.Open(d, from)
+			if err != nil {
+				c.awaitAuth.mu.Lock()
+				c.awaitAuth.s.refuse(err)
+				c.awaitAuth.mu.Unlock()
+			}
 			if errors.Is(err, wire.ErrAuthKeyID) {
 				if id := d[len(d)-wire.TrailerSize+16]; warned[id/64]&(1<<(id%64)) == 0 {
 					warned[id/64] |= 1 << (id % 64)

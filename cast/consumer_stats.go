@@ -28,5 +28,5 @@ type ConsumerStats struct {
 	Receiver      protocol.ReceiverStats // at most a tick old while Run runs
 	Loop          LoopStats
 	Replay        replay.ClientStats
-	Auth          AuthStats // datagrams refused by authentication (with Keys; see docs/auth.md)
+	Auth          AuthStats // with Keys: datagrams sealed, opened and refused by authentication, refusals while waiting for the producer included (docs/auth.md)
 }

@@ -152,49 +152,59 @@ func TestCountersOff(t *testing.T) {
 
 // TestLoopIterateAllocsWithCounters: with counters on, iterations over
 // a lossy link (ticks, publishing, loss episodes opening and closing)
-// allocate nothing.
+// allocate nothing, with keys too (sealing, opening and the auth slots).
 func TestLoopIterateAllocsWithCounters(t *testing.T) {
-	clock := mem.NewClock(1)
-	net := mem.NewNetwork(clock)
-	net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 1, DropProb: 0.1})
-	a, _ := net.Listen(mem.AddrA, mem.AddrB)
-	b, _ := net.Listen(mem.AddrB, mem.AddrA)
-	dir := t.TempDir()
-	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
-	rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
-	p := make([]byte, 64)
-	n := 0
-	ls, err := NewLoop(LoopConfig{Path: a, Sender: snd, Counters: Counters{Dir: dir},
-		OnPoll: func(l *Loop, now int64) {
-			if n++; n%3 == 0 {
-				_, _ = l.Send(1, p)
+	for _, keys := range []*Keys{nil, testKeys} {
+		t.Run(fmt.Sprintf("keyed=%v", keys != nil), func(t *testing.T) {
+			clock := mem.NewClock(1)
+			net := mem.NewNetwork(clock)
+			net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 1, DropProb: 0.1})
+			a, _ := net.Listen(mem.AddrA, mem.AddrB)
+			b, _ := net.Listen(mem.AddrB, mem.AddrA)
+			dir := t.TempDir()
+			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+			rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
+			p := make([]byte, 64)
+			n := 0
+			ls, err := NewLoop(LoopConfig{Path: a, Sender: snd, Counters: Counters{Dir: dir}, Keys: keys,
+				OnPoll: func(l *Loop, now int64) {
+					if n++; n%3 == 0 {
+						_, _ = l.Send(1, p)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr, err := NewLoop(LoopConfig{Path: b, Receiver: rcv, Counters: Counters{Dir: dir}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls.vclock, lr.vclock = clock.Now, clock.Now
-	t.Cleanup(func() { ls.Close(); lr.Close() })
-	step := func() {
-		clock.Advance(100 * time.Microsecond)
-		ls.iterate()
-		lr.iterate()
-	}
-	for range 2000 {
-		step()
-	}
-	if a := testing.AllocsPerRun(2000, step); a != 0 {
-		t.Fatalf("%v allocations per iteration pair", a)
-	}
-	if lr.ctr.cl.episodes[counters.RepairUDP].Load() == 0 {
-		t.Fatalf("no loss episode repaired: %+v", lr.rcv.Stats())
-	}
-	if ls.ctr.pl.episodes[counters.RepairRing].Load() == 0 {
-		t.Fatalf("no producer episode repaired: %+v", ls.snd.Stats())
+			lr, err := NewLoop(LoopConfig{Path: b, Receiver: rcv, Counters: Counters{Dir: dir}, Keys: keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls.vclock, lr.vclock = clock.Now, clock.Now
+			t.Cleanup(func() { ls.Close(); lr.Close() })
+			step := func() {
+				clock.Advance(100 * time.Microsecond)
+				ls.iterate()
+				lr.iterate()
+			}
+			for range 2000 {
+				step()
+			}
+			if a := testing.AllocsPerRun(2000, step); a != 0 {
+				t.Fatalf("%v allocations per iteration pair", a)
+			}
+			if lr.ctr.cl.episodes[counters.RepairUDP].Load() == 0 {
+				t.Fatalf("no loss episode repaired: %+v", lr.rcv.Stats())
+			}
+			if ls.ctr.pl.episodes[counters.RepairRing].Load() == 0 {
+				t.Fatalf("no producer episode repaired: %+v", ls.snd.Stats())
+			}
+			if keys != nil {
+				lab := lr.ctr.roles["consumer"]
+				if v, _ := lr.ctr.f.Snapshot().Find("auth_opened" + lab); v == 0 {
+					t.Fatalf("auth_opened%s not published: %+v", lab, lr.auth.stats)
+				}
+			}
+		})
 	}
 }
 

@@ -11,7 +11,9 @@ import (
 )
 
 // AuthStats count the datagrams a keyed Loop refused, by reason (see
-// docs/auth.md). None of them reached a core.
+// docs/auth.md), and those it sealed and opened. None of the refused
+// reached a core. The counters file has them as auth_sealed, auth_opened
+// and auth_refused{reason=…} (docs/operate.md).
 type AuthStats struct {
 	Short   uint64 // shorter than a frame and a trailer: unauthenticated traffic
 	Version uint64 // an unknown trailer version
@@ -19,6 +21,7 @@ type AuthStats struct {
 	Tag     uint64 // the tag does not verify: forged or altered
 	Replay  uint64 // seen before, more than a window old, or of an older epoch
 	Sealed  uint64 // datagrams sent with a trailer
+	Opened  uint64 // datagrams received whose tag verified (handed to the cores)
 }
 
 // Refused is the number of datagrams refused for any reason.
@@ -91,26 +94,44 @@ func (l *Loop) open(d []byte, from netip.AddrPort) ([]byte, bool) {
 	a := l.auth
 	n, err := a.opener.Open(d, from)
 	if err == nil {
+		a.stats.Opened++
 		return d[:n], true
 	}
-	switch {
-	case errors.Is(err, wire.ErrAuthShort):
-		a.stats.Short++
-	case errors.Is(err, wire.ErrAuthVersion):
-		a.stats.Version++
-	case errors.Is(err, wire.ErrAuthKeyID):
-		a.stats.KeyID++
+	if a.stats.refuse(err) == wire.ErrAuthKeyID {
 		if id := d[len(d)-wire.TrailerSize+16]; a.warned[id/64]&(1<<(id%64)) == 0 {
 			a.warned[id/64] |= 1 << (id % 64)
 			l.emit(Event{Kind: EventKeyUnknown, At: l.now, Sender: from,
 				Err: fmt.Errorf("%w: a datagram from %v is tagged with key id %d, which this endpoint does not hold", ErrKeyFile, from, id)})
 		}
-	case errors.Is(err, wire.ErrAuthTag):
-		a.stats.Tag++
-	default:
-		a.stats.Replay++
 	}
 	return nil, false
+}
+
+// refuse counts a datagram [wire.Opener.Open] refused with err under its
+// reason, and returns the reason's error (Replay for any other).
+func (s *AuthStats) refuse(err error) error {
+	switch {
+	case errors.Is(err, wire.ErrAuthShort):
+		s.Short++
+		return wire.ErrAuthShort
+	case errors.Is(err, wire.ErrAuthVersion):
+		s.Version++
+		return wire.ErrAuthVersion
+	case errors.Is(err, wire.ErrAuthKeyID):
+		s.KeyID++
+		return wire.ErrAuthKeyID
+	case errors.Is(err, wire.ErrAuthTag):
+		s.Tag++
+		return wire.ErrAuthTag
+	}
+	s.Replay++
+	return wire.ErrAuthReplay
+}
+
+// plus is s and o added field by field.
+func (s AuthStats) plus(o AuthStats) AuthStats {
+	return AuthStats{Short: s.Short + o.Short, Version: s.Version + o.Version, KeyID: s.KeyID + o.KeyID,
+		Tag: s.Tag + o.Tag, Replay: s.Replay + o.Replay, Sealed: s.Sealed + o.Sealed, Opened: s.Opened + o.Opened}
 }
 
 // seal appends a trailer to messages from… of v (their buffers have the

@@ -55,6 +55,7 @@ type loopCounters struct {
 	cStall, cThresh, cHB counters.Counter
 
 	loop, snd, rcv statSet
+	auth           statSet // a keyed loop's AuthStats (empty without keys)
 
 	// Producer levels.
 	lastSeq, edge, limited, nrcv, sSRTT counters.Counter
@@ -178,7 +179,48 @@ func newLoopCounters(l *Loop) *loopCounters {
 		c.cl.init(f, cl, []counters.Repair{counters.RepairUDP, counters.RepairReorder, counters.RepairEscalated,
 			counters.RepairSkip, counters.RepairClosed}, o)
 	}
+	if l.auth != nil {
+		// The loop's role: one stream role's labels, or with both the
+		// loop's own (role="producer_consumer").
+		lab := ll
+		switch {
+		case l.snd != nil && l.rcv == nil:
+			lab = c.roles["producer"]
+		case l.rcv != nil && l.snd == nil:
+			lab = c.roles["consumer"]
+		}
+		c.auth = newAuthSet(f, lab, o)
+	}
 	return c
+}
+
+// authReasons are the AuthStats fields of refused datagrams and their
+// reason label on auth_refused; authSlots adds the other two.
+var authReasons = [...]struct {
+	reason string
+	off    uintptr
+}{
+	{"short", unsafe.Offsetof(AuthStats{}.Short)},
+	{"version", unsafe.Offsetof(AuthStats{}.Version)},
+	{"key_id", unsafe.Offsetof(AuthStats{}.KeyID)},
+	{"tag", unsafe.Offsetof(AuthStats{}.Tag)},
+	{"replay", unsafe.Offsetof(AuthStats{}.Replay)},
+}
+
+// newAuthSet gives every AuthStats field a slot: auth_sealed,
+// auth_opened and auth_refused{reason=…} (a family with a reason label,
+// as Prometheus wants one measure split by a dimension).
+func newAuthSet(f *counters.File, lab string, owned *[]counters.Counter) statSet {
+	var s statSet
+	add := func(off uintptr, label string) {
+		s.fields = append(s.fields, statField{off: off, size: 8, c: slot(f, counters.KindCounter, label, owned)})
+	}
+	add(unsafe.Offsetof(AuthStats{}.Sealed), "auth_sealed"+lab)
+	add(unsafe.Offsetof(AuthStats{}.Opened), "auth_opened"+lab)
+	for _, r := range authReasons {
+		add(r.off, "auth_refused"+with(lab, "reason", r.reason))
+	}
+	return s
 }
 
 // with is the labels lab ({…}) with k="v" added.
@@ -266,6 +308,9 @@ func (l *Loop) publishCounters() {
 		c.sSRTT.Store(uint64(max(s.RTT().SRTT(), 0)))
 		c.publishRows(l)
 		c.watchProducerLoss(l, &l.snap.sender)
+	}
+	if a := l.auth; a != nil {
+		c.auth.publish(unsafe.Pointer(&a.stats))
 	}
 	if r := l.rcv; r != nil {
 		c.rcv.publish(unsafe.Pointer(&l.snap.receiver))

@@ -1,6 +1,8 @@
 package cast
 
 import (
+	"encoding/binary"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/counters"
 	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wire"
 )
 
 // parkPath is a mem End that a loop can park on: RecvWait moves the
@@ -181,5 +184,98 @@ func BenchmarkLoopIterateCounters(b *testing.B) {
 				lr.iterate()
 			}
 		})
+	}
+}
+
+// TestAuthCounters: a keyed loop publishes every AuthStats field:
+// auth_sealed, auth_opened and auth_refused{reason=…}, under its stream
+// and role; each kind of refused datagram lands in its reason's slot;
+// an unkeyed loop has no auth slots.
+func TestAuthCounters(t *testing.T) {
+	r := newAuthRig(t, testKeys, testKeys)
+	r.produce = 50
+	r.run(20 * time.Millisecond)
+	if len(r.delivered) != r.produce {
+		t.Fatalf("delivered %d of %d", len(r.delivered), r.produce)
+	}
+	toR, _ := forgeries(uint64(r.produce + 1))
+	short := make([]byte, wire.HeaderSize+8)
+	binary.LittleEndian.PutUint64(short[wire.HeaderSize:], uint64(r.produce+1))
+	_ = wire.Seal(short, 1)
+	wrongSecret := wire.Key{ID: testKeys.Send.ID, Secret: [16]byte{0xee}}
+	r.forge(mem.AddrB,
+		short,  // unsealed, shorter than a frame and a trailer
+		toR[0], // unsealed: its last bytes read as a trailer of version 0
+		sealAs(t, otherKeys.Send, NewEpoch(), toR[1]), // a key id the receiver does not hold
+		sealAs(t, wrongSecret, NewEpoch(), toR[2]),    // the right id, the wrong secret
+		r.sentAB[0], // a genuine datagram again
+	)
+	r.run(5 * time.Millisecond)
+
+	want := map[string]uint64{"short": 1, "version": 1, "key_id": 1, "tag": 1, "replay": 1}
+	for _, l := range []*Loop{r.snd, r.rcv} {
+		role := "producer"
+		if l == r.rcv {
+			role = "consumer"
+		}
+		lab := l.ctr.roles[role]
+		if lab == "" || !strings.Contains(lab, `role="`+role+`"`) {
+			t.Fatalf("%s labels %q", role, lab)
+		}
+		a := l.AuthStats()
+		s := l.ctr.f.Snapshot()
+		got := func(label string) uint64 {
+			v, ok := s.Find(label)
+			if !ok {
+				t.Fatalf("no slot %s", label)
+			}
+			return v
+		}
+		if v := got("auth_sealed" + lab); v != a.Sealed || v == 0 {
+			t.Errorf("%s auth_sealed %d, AuthStats %d", role, v, a.Sealed)
+		}
+		if v := got("auth_opened" + lab); v != a.Opened || v == 0 {
+			t.Errorf("%s auth_opened %d, AuthStats %d", role, v, a.Opened)
+		}
+		by := map[string]uint64{"short": a.Short, "version": a.Version, "key_id": a.KeyID, "tag": a.Tag, "replay": a.Replay}
+		var sum uint64
+		for _, rr := range authReasons {
+			v := got("auth_refused" + with(lab, "reason", rr.reason))
+			if v != by[rr.reason] {
+				t.Errorf("%s auth_refused reason %s: slot %d, AuthStats %d", role, rr.reason, v, by[rr.reason])
+			}
+			if l == r.rcv && v != want[rr.reason] {
+				t.Errorf("receiver refused %d for %s, want %d", v, rr.reason, want[rr.reason])
+			}
+			sum += v
+		}
+		if sum != a.Refused() {
+			t.Errorf("%s: reasons sum to %d, Refused %d", role, sum, a.Refused())
+		}
+	}
+	// Every number of AuthStats has a slot: a field added later must be
+	// given one (newAuthSet), or this fails.
+	n := 0
+	for _, f := range reflect.VisibleFields(reflect.TypeFor[AuthStats]()) {
+		if f.Type.Kind() == reflect.Uint64 {
+			n++
+		}
+	}
+	if len(r.rcv.ctr.auth.fields) != n {
+		t.Errorf("%d auth slots for %d AuthStats fields", len(r.rcv.ctr.auth.fields), n)
+	}
+
+	// Without keys: no auth slot.
+	pair := mem.NewPair(1)
+	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	l, err := NewLoop(LoopConfig{Path: pair.A, Sender: snd, Counters: Counters{Dir: t.TempDir()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, v := range l.ctr.f.Snapshot().Values {
+		if strings.HasPrefix(v.Name, "auth_") {
+			t.Errorf("unkeyed loop has %s", v.Label)
+		}
 	}
 }

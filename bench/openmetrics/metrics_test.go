@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,28 +18,37 @@ import (
 	"github.com/walcast/walcast/counters"
 	"github.com/walcast/walcast/counters/metrics"
 	"github.com/walcast/walcast/datapath/mem"
+	"github.com/walcast/walcast/wire"
 )
 
 type clock struct{ start time.Time }
 
 func (c clock) Now() int64 { return int64(time.Since(c.start)) + 1 }
 
-// TestMetricsParse: a Producer and a Consumer over a lossy link; their
-// /metrics, scraped over HTTP, parses with Prometheus's text parser and
-// every sample equals the slot it was made from (read through the file).
+// TestMetricsParse: a Producer and a Consumer over a lossy link, without
+// and with keys; their /metrics, scraped over HTTP, parses with
+// Prometheus's text parser and every sample equals the slot it was made
+// from (read through the file). With keys the auth families are there,
+// with their HELP and every refusal reason for both roles; without, none.
 func TestMetricsParse(t *testing.T) {
+	keys := &cast.Keys{Send: wire.Key{ID: 2, Secret: [16]byte{1, 2, 3}}}
+	t.Run("plain", func(t *testing.T) { testMetricsParse(t, nil) })
+	t.Run("keyed", func(t *testing.T) { testMetricsParse(t, keys) })
+}
+
+func testMetricsParse(t *testing.T, keys *cast.Keys) {
 	dir := t.TempDir()
 	ctr := cast.Counters{Dir: dir}
 	net := mem.NewNetwork(clock{time.Now()})
 	net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 5, DropProb: 0.03})
 	a, _ := net.Listen(mem.AddrA, mem.AddrB)
 	b, _ := net.Listen(mem.AddrB, mem.AddrA)
-	p, err := cast.NewProducer(cast.ProducerConfig{To: mem.AddrB, Path: a, Dir: t.TempDir(), Stream: 3, Advanced: cast.ProducerAdvanced{Counters: ctr}})
+	p, err := cast.NewProducer(cast.ProducerConfig{To: mem.AddrB, Path: a, Dir: t.TempDir(), Stream: 3, Keys: keys, Advanced: cast.ProducerAdvanced{Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	c, err := cast.NewConsumer(cast.ConsumerConfig{From: mem.AddrA, Path: b, Stream: 3, NoCatchUp: true, Advanced: cast.ConsumerAdvanced{SkipBootstrap: true, Counters: ctr}})
+	c, err := cast.NewConsumer(cast.ConsumerConfig{From: mem.AddrA, Path: b, Stream: 3, NoCatchUp: true, Keys: keys, Advanced: cast.ConsumerAdvanced{SkipBootstrap: true, Counters: ctr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,6 +166,7 @@ func TestMetricsParse(t *testing.T) {
 	if s := c.Stats(); s.Receiver.NaksSent == 0 {
 		t.Fatal("no NAK at 3 % loss")
 	}
+	checkAuthFamilies(t, fams, keys != nil)
 	t.Logf("%d families, %d samples checked", len(fams), checked)
 }
 
@@ -167,4 +178,54 @@ func label(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// checkAuthFamilies: with keys, walcast_auth_sealed_total,
+// walcast_auth_opened_total (both non-zero for each role) and
+// walcast_auth_refused_total with every reason for each role, counters
+// with their own HELP; without keys none of them.
+func checkAuthFamilies(t *testing.T, fams map[string]*dto.MetricFamily, keyed bool) {
+	t.Helper()
+	names := []string{"walcast_auth_sealed_total", "walcast_auth_opened_total", "walcast_auth_refused_total"}
+	if !keyed {
+		for _, n := range names {
+			if fams[n] != nil {
+				t.Errorf("%s without keys", n)
+			}
+		}
+		return
+	}
+	for _, n := range names {
+		f := fams[n]
+		if f == nil {
+			t.Errorf("no family %s", n)
+			continue
+		}
+		if f.GetType() != dto.MetricType_COUNTER || strings.Contains(f.GetHelp(), "walcast counter") {
+			t.Errorf("%s: type %v, help %q", n, f.GetType(), f.GetHelp())
+		}
+		got := map[string]float64{}
+		for _, m := range f.Metric {
+			if label(m, "stream") != "3" {
+				t.Errorf("%s: %v", n, m.GetLabel())
+			}
+			got[label(m, "role")+"/"+label(m, "reason")] = m.GetCounter().GetValue()
+		}
+		if n != "walcast_auth_refused_total" {
+			if len(got) != 2 || got["producer/"] == 0 || got["consumer/"] == 0 {
+				t.Errorf("%s: %v, want both roles non-zero", n, got)
+			}
+			continue
+		}
+		for _, role := range []string{"producer", "consumer"} {
+			for _, r := range []string{"short", "version", "key_id", "tag", "replay"} {
+				if v, ok := got[role+"/"+r]; !ok || v != 0 {
+					t.Errorf("%s{role=%q,reason=%q} = %v (listed %v), want 0", n, role, r, v, ok)
+				}
+			}
+		}
+		if len(got) != 10 {
+			t.Errorf("%s: %d samples: %v", n, len(got), got)
+		}
+	}
 }

@@ -147,6 +147,10 @@ var help = map[string]string{
 	"bad_seq_zero":      "Data records with seq 0.",
 	"bad_short_payload": "Frames with a payload too short for their type.",
 	"bad_trailing":      "Coalesced datagrams with trailing bytes too short for a header.",
+	// Authentication (a keyed loop; see docs/auth.md, docs/operate.md).
+	"auth_sealed":  "Datagrams sent with an authentication trailer.",
+	"auth_opened":  "Datagrams received whose authentication tag verified.",
+	"auth_refused": "Datagrams refused by authentication, by reason (short, version: unsealed, the peer has no key; key_id: a key this endpoint does not hold; tag: forged or altered; replay: seen before or an older run).",
 	// WAL.
 	"wal_direct":       "1 when WAL writes use O_DIRECT.",
 	"wal_align":        "WAL I/O block size, bytes.",
