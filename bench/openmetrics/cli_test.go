@@ -96,14 +96,20 @@ type sample struct {
 // in the same run; /metrics, scraped over HTTP every 50 ms and parsed with
 // Prometheus's own text parser, and the JSON views end on each side's
 // final summary: NAKs, retransmits from the ring and the WAL, records
-// sent, delivered seq (both commands hold their final values with -hold,
-// so the last scrape and refresh see them: within one refresh, exactly).
+// sent, delivered seq, and (both ends keyed) the datagrams each sealed
+// and opened (both commands hold their final values with -hold, so the
+// last scrape and refresh see them: within one refresh, exactly); no
+// datagram was refused, for any reason.
 func TestCLIMetricsCrossProcess(t *testing.T) {
 	bin := buildCast(t)
 	dir := t.TempDir()
 	env := []string{"WALCAST_COUNTERS=" + dir}
+	key := filepath.Join(t.TempDir(), "stream.key")
+	if err := os.WriteFile(key, []byte("5 00112233445566778899aabbccddeeff\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	const n = 30000
-	r := start(t, bin, env, "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park", "-hold", "3s")
+	r := start(t, bin, env, "recv", "-listen", "127.0.0.1:0", "-n", strconv.Itoa(n), "-drop", "1", "-idle", "park", "-hold", "3s", "-key-file", key)
 	addr := r.find(t, `listening on 127\.0\.0\.1:(\d+)`)
 	srv := start(t, bin, env, "stat", "-serve", "127.0.0.1:0", "-dir", dir)
 	url := "http://" + srv.find(t, `at http://(\S+)/metrics`) + "/metrics"
@@ -163,7 +169,7 @@ func TestCLIMetricsCrossProcess(t *testing.T) {
 	}()
 
 	s := start(t, bin, env, "send", "-to", "127.0.0.1:"+addr, "-bind", "127.0.0.1:0", "-n", strconv.Itoa(n), "-rate", "20000",
-		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park", "-hold", "3s")
+		"-wal", filepath.Join(t.TempDir(), "wal"), "-idle", "park", "-hold", "3s", "-key-file", key)
 	if code := s.wait(t); code != 0 {
 		t.Fatalf("send exit %d\n%s%s", code, s.out.String(), s.err.String())
 	}
@@ -181,7 +187,9 @@ func TestCLIMetricsCrossProcess(t *testing.T) {
 
 	sum := regexp.MustCompile(`naks (\d+), retransmits \d+ \(hot ring (\d+), WAL (\d+)\)`).FindStringSubmatch(s.out.String())
 	gaps := regexp.MustCompile(`gaps NAKed (\d+)`).FindStringSubmatch(r.out.String())
-	if sum == nil || gaps == nil {
+	authRe := regexp.MustCompile(`(?m)^authentication: (\d+) datagrams sealed, (\d+) opened, (\d+) refused`)
+	sAuth, rAuth := authRe.FindStringSubmatch(s.out.String()), authRe.FindStringSubmatch(r.out.String())
+	if sum == nil || gaps == nil || sAuth == nil || rAuth == nil {
 		t.Fatalf("summaries:\n%s\n%s", s.out.String(), r.out.String())
 	}
 	spid, rpid := strconv.Itoa(s.cmd.Process.Pid), strconv.Itoa(r.cmd.Process.Pid)
@@ -196,6 +204,10 @@ func TestCLIMetricsCrossProcess(t *testing.T) {
 		{"walcast_records_sent_total", spid, "producer", "records_sent", strconv.Itoa(n)},
 		{"walcast_naks_sent_total", rpid, "consumer", "naks_sent", gaps[1]},
 		{"walcast_delivered_seq", rpid, "consumer", "delivered_seq", strconv.Itoa(n)},
+		{"walcast_auth_sealed_total", spid, "producer", "auth_sealed", sAuth[1]},
+		{"walcast_auth_opened_total", spid, "producer", "auth_opened", sAuth[2]},
+		{"walcast_auth_sealed_total", rpid, "consumer", "auth_sealed", rAuth[1]},
+		{"walcast_auth_opened_total", rpid, "consumer", "auth_opened", rAuth[2]},
 	} {
 		final, _ := strconv.ParseFloat(c.final, 64)
 		key := c.metric + ",pid=" + c.pid + ",role=" + c.role + ",stream=1"
@@ -212,6 +224,17 @@ func TestCLIMetricsCrossProcess(t *testing.T) {
 	}
 	if gaps[1] == "0" {
 		t.Error("-drop 1 caused no NAK")
+	}
+	if sAuth[3] != "0" || rAuth[3] != "0" || sAuth[2] == "0" || rAuth[2] == "0" {
+		t.Errorf("authentication: send %q, recv %q", sAuth[0], rAuth[0])
+	}
+	for _, pr := range []struct{ pid, role string }{{spid, "producer"}, {rpid, "consumer"}} {
+		for _, reason := range []string{"short", "version", "key_id", "tag", "replay"} {
+			key := "walcast_auth_refused_total,pid=" + pr.pid + ",reason=" + reason + ",role=" + pr.role + ",stream=1"
+			if m := seen[key]; m == nil || m.last != 0 {
+				t.Errorf("%s: %+v, want scraped as 0", key, m)
+			}
+		}
 	}
 }
 

@@ -156,6 +156,8 @@ type recvResult struct {
 	lateStart              uint64 // -from now began after seq 1, here
 	tcp                    uint64 // records delivered by TCP catch-ups (-replay)
 	catchUps, recovered    uint64 // catch-ups completed; outcomes they repaired
+	keyed                  bool   // -key-file: auth is set
+	auth                   cast.AuthStats
 }
 
 func (r recvResult) print(w io.Writer) {
@@ -174,6 +176,9 @@ func (r recvResult) print(w io.Writer) {
 	}
 	if r.tcp > 0 || r.recovered > 0 {
 		fmt.Fprintf(w, "caught up over TCP: %d records in %d catch-ups, %d outcomes repaired\n", r.tcp, r.catchUps, r.recovered)
+	}
+	if r.keyed {
+		fmt.Fprintln(w, authLine(r.auth))
 	}
 	fmt.Fprintf(w, "outcome: %v\n", r.outcome)
 }
@@ -339,6 +344,8 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 		return res, err
 	}
 	defer nf.kw.attach(c.SetKeys)()
+	aw := watchAuth(nf.keys != nil, "cast recv", "the sender", os.Stderr, func() cast.AuthStats { return c.Stats().Auth })
+	defer aw.end()
 	switch {
 	case nf.mc.Enabled():
 		fmt.Fprintf(os.Stderr, "receiving groups %v on %s, NAKs to %s, over %s\n", nf.mc.Groups, ifaceName(nf.mc.Iface), peer, res.path)
@@ -349,8 +356,10 @@ func consume(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer netip
 	}
 	err = c.Run(runCtx, deliver)
 	stopFlush()
+	aw.end()
 	st := c.Stats()
 	res.stats, res.catchUps = st.Receiver, st.CatchUps
+	res.keyed, res.auth = nf.keys != nil, st.Auth
 	if res.delivered > 0 {
 		res.elapsed = lastAt.Sub(start)
 	}

@@ -311,6 +311,8 @@ func runSend(args []string) error {
 	}
 	defer nf.kw.attach(sr.p.SetKeys)()
 	prod, fw, rch, done := sr.p, sr.fw, sr.rch, sr.done
+	aw := watchAuth(nf.keys != nil, "cast send", "a receiver", os.Stderr, func() cast.AuthStats { return prod.Stats().Auth })
+	defer aw.end()
 	if *walDir != "" {
 		reportRecovery(os.Stderr, *walDir, prod.Stats().WAL.Recovery)
 	}
@@ -335,6 +337,8 @@ wait:
 				fmt.Fprintf(os.Stderr, "cast send: WAL: %v: sending paused (records wait for the disk; heartbeats withheld so receivers see the stream stall)\n", e.Err)
 			case cast.EventLogRecovered:
 				fmt.Fprintf(os.Stderr, "cast send: WAL: writing again; sending resumes\n")
+			case cast.EventKeyUnknown:
+				fmt.Fprintf(os.Stderr, "cast send: %v (check -key-file on both ends)\n", e.Err)
 			default:
 				fw.event(e) // the receiver's flow-control events
 			}
@@ -357,6 +361,7 @@ wait:
 		}
 	}
 	close(sr.stopWatch)
+	aw.end()
 	lv.stopProgress()
 	fverdict, spoke := fw.verdict(sr.lastSeq.Load())
 	cerr := prod.Close() // the WAL is flushed and closed too
@@ -374,6 +379,9 @@ wait:
 			r.Addr, r.Delivered, st.Backpressured, float64(r.SRTT)/1e3)
 	} else {
 		fmt.Printf("receiver sent no Status (a reference receiver?): no flow control, fixed timers\n")
+	}
+	if nf.keys != nil {
+		fmt.Println(authLine(pst.Auth))
 	}
 	fmt.Printf("naks %d, retransmits %d (hot ring %d, WAL %d), heartbeats %d\n", st.Naks, st.RetxHot+st.RetxCold, st.RetxHot, st.RetxCold, st.Heartbeats)
 	if st.ColdOverBudget+st.ColdRejected > 0 {
