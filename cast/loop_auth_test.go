@@ -33,7 +33,15 @@ type authRig struct {
 	delivered []uint64
 	events    []Event
 	sentAB    [][]byte
+	sentBA    [][]byte
 }
+
+// The rig's sender and receiver ids are fixed, so that two rigs run on
+// the same inputs send the same frames (see TestLoopAuthForgedProbes).
+const (
+	rigSenderID   = 0x5E4D
+	rigReceiverID = 0x2EC7
+)
 
 func newAuthRig(t *testing.T, sk, rk *Keys) *authRig {
 	t.Helper()
@@ -43,17 +51,25 @@ func newAuthRig(t *testing.T, sk, rk *Keys) *authRig {
 			r.sentAB = append(r.sentAB, slices.Clone(b))
 			return mem.Pass
 		}})
-	r.p.Net.Impair(mem.AddrB, mem.AddrA, mem.Impairment{Latency: 10 * time.Microsecond})
+	r.p.Net.Impair(mem.AddrB, mem.AddrA, mem.Impairment{Latency: 10 * time.Microsecond,
+		Script: func(i int, b []byte) mem.Action {
+			r.sentBA = append(r.sentBA, slices.Clone(b))
+			return mem.Pass
+		}})
 	f, err := r.p.Net.Listen(addrC, mem.AddrB)
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.forger = f
-	s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	sc := protocol.DefaultSenderConfig()
+	sc.ID = rigSenderID
+	s, err := protocol.NewSender(sc, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := protocol.NewReceiver(protocol.DefaultReceiverConfig())
+	rcc := protocol.DefaultReceiverConfig()
+	rcc.ID = rigReceiverID
+	rc, err := protocol.NewReceiver(rcc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +139,10 @@ func frame(n int, put func([]byte) int) []byte {
 }
 
 // forgeries are one frame of every type that steers a stream when
-// believed: data, heartbeat, session end and Skip for the receiver; NAK
-// and Status for the sender.
+// believed: data, heartbeat, session end, Skip and a probe (a heartbeat
+// in its extended form: its timestamp would be echoed, its RTT estimate
+// believed) for the receiver; NAK, Status and a probe echo (a Status
+// echoing a timestamp: an RTT sample) for the sender.
 func forgeries(next uint64) (toReceiver, toSender [][]byte) {
 	data := make([]byte, wire.HeaderSize+64)
 	binary.LittleEndian.PutUint64(data[wire.HeaderSize:], next)
@@ -136,11 +154,18 @@ func forgeries(next uint64) (toReceiver, toSender [][]byte) {
 		frame(128, func(b []byte) int {
 			return wire.PutSkipFrame(b, wire.Skip{Seq: next + 10, From: next, Reason: wire.SkipRepair})
 		}),
+		frame(128, func(b []byte) int {
+			return wire.PutProbeFrame(b, wire.Probe{Highest: next - 1, TS: 1, SenderID: rigSenderID, SRTT: 1e9, RTTVar: 1e8})
+		}),
 	}
 	toSender = [][]byte{
 		frame(128, func(b []byte) int { return wire.PutNakFrame(b, wire.Nak{From: 1, Count: next - 1}) }),
 		frame(128, func(b []byte) int {
 			return wire.PutStatusFrame(b, wire.Status{Delivered: next - 1, Highest: next - 1, ReceiverID: 99, Window: 1 << 20, Serial: 1})
+		}),
+		frame(128, func(b []byte) int {
+			return wire.PutStatusFrame(b, wire.Status{Delivered: next - 1, Highest: next - 1, ReceiverID: rigReceiverID,
+				EchoTS: 1, Window: 1 << 20, Serial: 1 << 30, Flags: wire.StatusSynced})
 		}),
 	}
 	return toReceiver, toSender
