@@ -1,6 +1,7 @@
 package cast
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"net/netip"
@@ -181,6 +182,22 @@ func sealAs(t *testing.T, k wire.Key, epoch uint64, d []byte) []byte {
 	b := make([]byte, len(d)+wire.TrailerSize)
 	copy(b, d)
 	return b[:s.Seal(b, len(d))]
+}
+
+// flips returns copies of sealed datagram d with one bit flipped in each
+// field: frame header, frame payload, the trailer's epoch (its random
+// half), counter (upwards: still ahead of the window), key id, version
+// and tag (first and last byte). Flips of d refuse, by reason: 6 on the
+// tag, 1 on the key id, 1 on the version.
+func flips(d []byte) [][]byte {
+	t0 := len(d) - wire.TrailerSize
+	var out [][]byte
+	for _, at := range []int{2, wire.HeaderSize + 3, t0, t0 + 13, t0 + 16, t0 + 17, t0 + 18, t0 + 33} {
+		m := bytes.Clone(d)
+		m[at] ^= 0x10
+		out = append(out, m)
+	}
+	return out
 }
 
 // With keys, no forged, altered or replayed datagram changes either
