@@ -15,8 +15,9 @@ import (
 )
 
 // statFixture writes a counters file for this test process in a fresh
-// directory: a counter it raises until the test ends, a counter of ns, a
-// gauge, two loss episodes and an error seen twice.
+// directory: counters it raises until the test ends (one with a label
+// beyond stream and role: a keyed consumer's refusals by reason), a
+// counter of ns, a gauge, two loss episodes and an error seen twice.
 func statFixture(t *testing.T) (dir string, at time.Time) {
 	t.Helper()
 	dir = t.TempDir()
@@ -27,8 +28,10 @@ func statFixture(t *testing.T) (dir string, at time.Time) {
 	sent, _ := f.Counter(counters.KindCounter, `records_sent{stream="1",role="producer"}`)
 	busy, _ := f.Counter(counters.KindCounterNs, `loop_busy_ns{stream="1",role="producer",loop="1"}`)
 	edge, _ := f.Counter(counters.KindGauge, `window_edge{stream="1",role="producer"}`)
+	refused, _ := f.Counter(counters.KindCounter, `auth_refused{stream="1",role="consumer",reason="tag"}`)
 	edge.Store(4096)
 	sent.Store(1)
+	refused.Store(1)
 	busy.Store(1e6)
 	at = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	t0 := at.UnixNano()
@@ -51,6 +54,7 @@ func statFixture(t *testing.T) (dir string, at time.Time) {
 			case <-time.After(10 * time.Millisecond):
 				sent.Store(1000 * i)
 				busy.Store(5e6 * i)
+				refused.Store(2 * i)
 			}
 		}
 	}()
@@ -67,9 +71,10 @@ func TestCLIStatViews(t *testing.T) {
 	clock := at.Format("15:04:05.000000")
 
 	st := runCast(t, "stat", "-dir", dir)
-	st.expect(0, "stdout", `window_edge`)
+	st.expect(0, "stdout", `auth_refused\[reason=tag\]`)
 	for _, re := range []string{fmt.Sprintf(`(?m)^pid %d  live  up `, me), `(?m)^  STREAM ROLE      COUNTER +VALUE$`,
-		`(?m)^  1      producer  window_edge +4096$`, `(?m)^  1      producer  loop_busy_ns\[loop=1\] +[\d.]+(ms|s)$`} {
+		`(?m)^  1      producer  window_edge +4096$`, `(?m)^  1      producer  loop_busy_ns\[loop=1\] +[\d.]+(ms|s)$`,
+		`(?m)^  1      consumer  auth_refused\[reason=tag\] +[1-9]\d*$`} {
 		if !regexp.MustCompile(re).MatchString(st.Stdout.String()) {
 			t.Errorf("stat: no /%s/ in\n%s", re, st.Stdout.String())
 		}
@@ -78,7 +83,8 @@ func TestCLIStatViews(t *testing.T) {
 	w := runCast(t, "stat", "-dir", dir, "-watch", "-n", "2", "-interval", "300ms")
 	w.expect(0, "stdout", `.`)
 	for _, re := range []string{`(?m)^  STREAM ROLE      COUNTER +VALUE +/s$`, `(?m)^  1      producer  records_sent +\d+ +[1-9]\d*$`,
-		`(?m)^  1      producer  loop_busy_ns\[loop=1\] +\S+ +[1-9]\d*%$`, `(?m)^  1      producer  window_edge +4096 +$`} {
+		`(?m)^  1      producer  loop_busy_ns\[loop=1\] +\S+ +[1-9]\d*%$`, `(?m)^  1      producer  window_edge +4096 +$`,
+		`(?m)^  1      consumer  auth_refused\[reason=tag\] +\d+ +[1-9]\d*$`} {
 		if !regexp.MustCompile(re).MatchString(w.Stdout.String()) {
 			t.Errorf("stat -watch: no /%s/ in\n%s", re, w.Stdout.String())
 		}
@@ -112,8 +118,10 @@ func TestCLIStatViews(t *testing.T) {
 		t.Fatalf("%d views, rates %v", len(sl.views[me]), sl.views[me])
 	}
 	last := sl.views[me][2]
-	if r := last.Rates[`records_sent{stream="1",role="producer"}`]; r <= 0 {
-		t.Errorf("records_sent rate %v", r)
+	for _, lab := range []string{`records_sent{stream="1",role="producer"}`, `auth_refused{stream="1",role="consumer",reason="tag"}`} {
+		if r := last.Rates[lab]; r <= 0 {
+			t.Errorf("%s rate %v", lab, r)
+		}
 	}
 	if len(last.Loss) != 2 || last.Loss[0].Repair != "udp" || last.Loss[0].LatencyNs != 2e6 || len(last.Errors) != 1 || last.Errors[0].Count != 2 {
 		t.Errorf("json loss %+v errors %+v", last.Loss, last.Errors)
