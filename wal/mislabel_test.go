@@ -332,3 +332,51 @@ func TestRefusalsWriteNothing(t *testing.T) {
 		check(t, parent, "Open", func() { Open(c) })
 	})
 }
+
+// TestOpenRepairRenamesMislabelled: Config.Repair (what `cast send
+// -wal-repair` sets) opens a mislabelled reference log by renaming its
+// segments, as Repair does: nothing quarantined, nothing lost, the
+// renames in the recovery report; the writer continues at the next seq
+// and every record reads back by ReadAt.
+func TestOpenRepairRenamesMislabelled(t *testing.T) {
+	root := t.TempDir()
+	// Two batches never fit a segment: every rotation is pre-write, so
+	// every sealed name claims one batch more than its segment holds.
+	names, err := reflog.Write(root, 1, reflog.Options{Records: 5000, SegmentSize: 80 * 1500, Batch: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := StreamDir(root, 1)
+	if rep, err := Verify(dir, 1); err != nil || !errors.Is(rep.Bad, ErrMislabelled) || len(rep.Mislabelled) != len(names) || len(names) == 0 {
+		t.Fatalf("fixture: %v %v, %d mislabelled of %v", err, rep.Bad, len(rep.Mislabelled), names)
+	}
+	c := refConfig(root)
+	c.Repair = true
+	w, err := Open(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr := w.Stats().Recovery.Repaired
+	if rr == nil || len(rr.Renamed) != len(names) || rr.Quarantine != "" || rr.Lost != 0 || len(rr.Damage) != 0 || rr.Relabel == "" {
+		t.Fatalf("recovery report: %+v", rr)
+	}
+	if w.NextSeq() != 5001 {
+		t.Fatalf("NextSeq %d, want 5001", w.NextSeq())
+	}
+	appendN(t, w, 10)
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	for seq := uint64(1); seq <= 5010; seq++ {
+		if n, err := w.ReadAt(seq, buf); err != nil || wire.Seq(buf[wire.HeaderSize:n]) != seq {
+			t.Fatalf("ReadAt(%d): %d bytes, %v", seq, n, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Verify(dir, 1); err != nil || rep.Bad != nil || rep.Records != 5010 || len(rep.Mislabelled) != 0 {
+		t.Fatalf("verify after: %v %v, %d records", err, rep.Bad, rep.Records)
+	}
+}

@@ -203,7 +203,7 @@ func runSend(args []string) error {
 	stream := fs.Uint("stream", 1, "stream id: of the WAL (the id `cast replay tail -stream` and `cast recv -stream` ask for), and the stream label of this process's counters (`cast stat`)")
 	ring := fs.Int("ring", protocol.DefaultSenderConfig().RingSlots, "records kept hot for retransmission (power of two; RAM: this many × 1472 bytes): at least the receiver's -reorder, so that its repairs come from memory, not the WAL")
 	coldRate := fs.Int64("cold-rate", protocol.DefaultColdRate, "with -wal: serve at most this many NAKed records per second from the WAL (a NAK flood cannot amplify beyond it)")
-	walRepair := fs.Bool("wal-repair", false, "open a damaged WAL by repairing it (damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
+	walRepair := fs.Bool("wal-repair", false, "open a damaged or mislabelled WAL by repairing it (mislabelled segments are renamed to what they hold; damaged records go to a quarantine directory, Skip markers take their place; see `cast wal repair`) instead of refusing it")
 	walSegment := fs.Int64("wal-segment", wal.DefaultConfig("").SegmentSize, "WAL segment size in bytes (each segment is preallocated to it)")
 	walVerify := fs.Bool("wal-verify", true, "on open, read and check every record of the WAL's sealed segments too (false: trust sealed segments whose index matches; the active one is always checked)")
 	replayAt := fs.String("replay", "", "with -wal: serve TCP catch-up from the WAL on this address HOST:PORT (port 0: any; the address is printed), live as records are appended: what `cast recv -replay` and `cast replay tail` connect to")

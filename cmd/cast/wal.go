@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(command{name: "wal", summary: "inspect and repair a WAL directory: `cast wal stat|dump|verify|repair DIR`", run: runWal})
+	register(command{name: "wal", summary: "inspect, repair and export a WAL directory: `cast wal stat|dump|verify|repair DIR`, `cast wal export DIR OUT`", run: runWal})
 }
 
 // walOut is where cast wal writes; tests swap it.

@@ -214,3 +214,29 @@ func serveAndTail(t *testing.T, root, want string) {
 	srv.signal(syscall.SIGTERM)
 	srv.wait(hangBudget)
 }
+
+// TestCLISendWalRepairMislabelled: `cast send -wal -wal-repair` over a
+// mislabelled reference log renames its segments (the report on stderr,
+// nothing quarantined) and continues at the next seq; the log then
+// verifies.
+func TestCLISendWalRepairMislabelled(t *testing.T) {
+	root := t.TempDir()
+	// Two batches never fit a segment: every sealed name claims one batch
+	// more than its segment holds.
+	names, err := reflog.Write(root, 1, reflog.Options{Records: 5000, SegmentSize: 80 * 1500, Batch: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runWalCmd(t, "verify", root); code != exitMislabelled {
+		t.Fatalf("fixture: verify %d %q", code, out)
+	}
+	c := runCast(t, "send", "-to", sink(t), "-wal", root, "-wal-repair", "-n", "10", "-path", "udp", "-linger", "0s")
+	c.expect(0, "stdout", `^wal .*: durable through seq 5010$`)
+	if want := fmt.Sprintf("stream 1: %d mislabelled segments renamed (no record moved or lost; undo: ", len(names)); !strings.Contains(c.Stderr.String(), want) ||
+		strings.Contains(c.Stderr.String(), "quarantine") {
+		t.Fatalf("-wal-repair report, want %q:\n%s", want, c.Stderr.String())
+	}
+	if code, out, _ := runWalCmd(t, "verify", root); code != 0 || !strings.Contains(out, "ok, 5010 records, seqs 1…5010") {
+		t.Fatalf("verify after -wal-repair: %d %q", code, out)
+	}
+}
