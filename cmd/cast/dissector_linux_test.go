@@ -112,9 +112,11 @@ func TestWiresharkDissector(t *testing.T) {
 	port := func(a string) uint16 { return netip.MustParseAddrPort(a).Port() }
 	args := []string{"-X", "lua_script:" + script, "-r", capFile,
 		"-o", fmt.Sprintf("casting.udp_ports:%d,%d,%d", port(tap), port(ktap), cport.Port()), "-o", fmt.Sprintf("casting.tcp_port:%d", port(ttap))}
-	fields := []string{"frame.number", "udp.port", "casting.type", "casting.seq", "casting.crc_ok", "casting.nak.from", "casting.nak.count",
-		"casting.nak.receiver_id", "casting.status.delivered", "casting.status.window", "casting.status.receiver_id",
-		"casting.status.serial", "casting.hb.highest", "casting.hb.ts", "casting.hb.sender_id", "casting.hb.srtt_ns", "casting.hb.rttvar_ns",
+	fields := []string{"frame.number", "udp.port", "casting.type", "casting.seq", "casting.crc_ok", "casting.version", "casting.len", "casting.crc",
+		"casting.nak.from", "casting.nak.count", "casting.nak.receiver_id", "casting.status.delivered", "casting.status.highest",
+		"casting.status.window", "casting.status.receiver_id", "casting.status.echo_ts", "casting.status.echo_hold",
+		"casting.status.renak_ns", "casting.status.serial", "casting.status.state", "casting.status.flags", "casting.status.synced",
+		"casting.hb.highest", "casting.hb.ts", "casting.hb.sender_id", "casting.hb.srtt_ns", "casting.hb.rttvar_ns",
 		"casting.end.final", "casting.rr.stream", "casting.rr.from", "casting.caughtup.stream", "casting.caughtup.live_seq",
 		"casting.na.stream", "casting.skip.from", "casting.skip.reason", "casting.auth.epoch", "casting.auth.counter",
 		"casting.auth.key_id", "casting.auth.version", "casting.auth.tag", "casting.auth.verified", "_ws.expert.message"}
@@ -183,7 +185,10 @@ func TestWiresharkDissector(t *testing.T) {
 		switch first("casting.type") {
 		case "0x0001":
 			if get("casting.auth.epoch") == "0x0000000000000001" {
+				// The header of the golden frame too: version 1, 8-byte
+				// payload, its CRC-32C as the bytes give it.
 				saw["golden trailer"] = get("casting.seq") == "1" && get("casting.crc_ok") == "1" &&
+					get("casting.version") == "1" && get("casting.len") == "8" && get("casting.crc") == "0xc514cfad" &&
 					get("casting.auth.epoch") == "0x0000000000000001" && get("casting.auth.counter") == "1" &&
 					get("casting.auth.key_id") == "1" && get("casting.auth.tag") == "be7316d4bdcd41273a7759ff0a54ec62"
 			}
@@ -192,8 +197,14 @@ func TestWiresharkDissector(t *testing.T) {
 				saw["Status from the receiver"] = true
 			}
 			if first("casting.status.receiver_id") == "0x0123456789abcdef" {
-				saw["golden Status"] = first("casting.status.delivered") == "1000" && first("casting.status.window") == "2048" &&
-					first("casting.status.serial") == "7"
+				saw["golden Status"] = first("casting.status.delivered") == "1000" && first("casting.status.highest") == "1003" &&
+					first("casting.status.echo_ts") == "5000000" && first("casting.status.echo_hold") == "12000" &&
+					first("casting.status.window") == "2048" && first("casting.status.renak_ns") == "200000" &&
+					first("casting.status.serial") == "7" && first("casting.status.state") == "0" &&
+					first("casting.status.flags") == "0x01" && first("casting.status.synced") == "1" && first("casting.len") == "64"
+				if !saw["golden Status"] {
+					t.Errorf("golden Status decoded as %q", line)
+				}
 			}
 		case "0x0011":
 			if first("casting.nak.count") == "0" || first("casting.nak.from") == "0" {
