@@ -361,7 +361,6 @@ func busyThreads(ts []benchkit.ThreadCPU, el time.Duration) (busy, all int, cpus
 	return busy, all, cpus
 }
 
-// demoStatus is the progress line: a bar, the count, the rate and the repairs.
 // demoStatus is the progress line: the consumer's records delivered and
 // NAKs sent from the process's counters (f nil: counters are off), the
 // datagrams the loss injector dropped.
