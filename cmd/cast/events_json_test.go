@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"reflect"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
@@ -19,40 +22,44 @@ import (
 	"github.com/walcast/walcast/wire"
 )
 
+// eventJSONCases: an event of each kind `cast recv -json` prints, and
+// the whole object it must print.
+var eventJSONCases = []struct {
+	e    cast.Event
+	want map[string]any // the whole object
+}{
+	{cast.Event{Kind: cast.EventFaulted, Handled: true, Tip: 10, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}},
+		map[string]any{"event": "faulted", "last_delivered": 10, "gap_start": 11, "gap_end": 12, "cause": "retry_budget"}},
+	{cast.Event{Kind: cast.EventFaulted, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 7, GapStart: 8, GapEnd: 8, Cause: protocol.Silence}},
+		map[string]any{"event": "faulted", "last_delivered": 7, "gap_start": 8, "gap_end": 8, "cause": "silence"}},
+	{cast.Event{Kind: cast.EventReconnect, Outcome: protocol.Outcome{Kind: protocol.Reconnect, LastDelivered: 20, Seq: 5000}},
+		map[string]any{"event": "reconnect", "last_delivered": 20, "seq": 5000}},
+	{cast.Event{Kind: cast.EventSenderRestarted, Handled: true, Outcome: protocol.Outcome{Kind: protocol.SenderRestarted, LastDelivered: 30, Highest: 3}},
+		map[string]any{"event": "sender_restarted", "last_delivered": 30, "highest": 3}},
+	// The loop's Outcome is Live (LastDelivered 0) while the sender is
+	// silent: last_delivered is the Consumer's tip.
+	{cast.Event{Kind: cast.EventPeerSilent, Tip: 49960, Outcome: protocol.Outcome{Kind: protocol.Live}},
+		map[string]any{"event": "peer_silent", "last_delivered": 49960}},
+	{cast.Event{Kind: cast.EventSkip, Skip: protocol.SkipNotice{Skip: wire.Skip{Seq: 90, From: 80, Reason: wire.SkipRestart}, LostFrom: 80, LostTo: 85}},
+		map[string]any{"event": "skip", "seq": 90, "from": 80, "reason": "restart", "lost_from": 80, "lost_to": 85}},
+	{cast.Event{Kind: cast.EventSkip, Skip: protocol.SkipNotice{Skip: wire.Skip{Seq: 9, From: 4, Reason: wire.SkipRepair}}},
+		map[string]any{"event": "skip", "seq": 9, "from": 4, "reason": "repair", "lost_from": 0, "lost_to": 0}},
+	{cast.Event{Kind: cast.EventLateStart, Seq: 1234},
+		map[string]any{"event": "late_start", "seq": 1234}},
+	{cast.Event{Kind: cast.EventEnded, Seq: 5000},
+		map[string]any{"event": "ended", "seq": 5000}},
+	{cast.Event{Kind: cast.EventCaughtUp, From: 1001, To: 3000, Records: 2000},
+		map[string]any{"event": "caught_up", "from": 1001, "to": 3000, "records": 2000}},
+	{cast.Event{Kind: cast.EventCaughtUp, Bootstrap: true, From: 1, To: 94, Records: 94},
+		map[string]any{"event": "caught_up", "from": 1, "to": 94, "records": 94}},
+	{cast.Event{Kind: cast.EventError, Err: errors.New(`cast: consumer: recv: "x"`)},
+		map[string]any{"event": "error", "error": `cast: consumer: recv: "x"`}},
+	{cast.Event{Kind: cast.EventKeyUnknown, Err: fmt.Errorf("%w: a datagram is tagged with key id %d, which this consumer does not hold", cast.ErrKeyFile, 7)},
+		map[string]any{"event": "key_unknown", "error": cast.ErrKeyFile.Error() + ": a datagram is tagged with key id 7, which this consumer does not hold"}},
+}
+
 func TestWriteEventFields(t *testing.T) {
-	cases := []struct {
-		e    cast.Event
-		want map[string]any // the whole object
-	}{
-		{cast.Event{Kind: cast.EventFaulted, Handled: true, Tip: 10, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 10, GapStart: 11, GapEnd: 12, Cause: protocol.RetryBudget}},
-			map[string]any{"event": "faulted", "last_delivered": 10, "gap_start": 11, "gap_end": 12, "cause": "retry_budget"}},
-		{cast.Event{Kind: cast.EventFaulted, Outcome: protocol.Outcome{Kind: protocol.Faulted, LastDelivered: 7, GapStart: 8, GapEnd: 8, Cause: protocol.Silence}},
-			map[string]any{"event": "faulted", "last_delivered": 7, "gap_start": 8, "gap_end": 8, "cause": "silence"}},
-		{cast.Event{Kind: cast.EventReconnect, Outcome: protocol.Outcome{Kind: protocol.Reconnect, LastDelivered: 20, Seq: 5000}},
-			map[string]any{"event": "reconnect", "last_delivered": 20, "seq": 5000}},
-		{cast.Event{Kind: cast.EventSenderRestarted, Handled: true, Outcome: protocol.Outcome{Kind: protocol.SenderRestarted, LastDelivered: 30, Highest: 3}},
-			map[string]any{"event": "sender_restarted", "last_delivered": 30, "highest": 3}},
-		// The loop's Outcome is Live (LastDelivered 0) while the sender is
-		// silent: last_delivered is the Consumer's tip.
-		{cast.Event{Kind: cast.EventPeerSilent, Tip: 49960, Outcome: protocol.Outcome{Kind: protocol.Live}},
-			map[string]any{"event": "peer_silent", "last_delivered": 49960}},
-		{cast.Event{Kind: cast.EventSkip, Skip: protocol.SkipNotice{Skip: wire.Skip{Seq: 90, From: 80, Reason: wire.SkipRestart}, LostFrom: 80, LostTo: 85}},
-			map[string]any{"event": "skip", "seq": 90, "from": 80, "reason": "restart", "lost_from": 80, "lost_to": 85}},
-		{cast.Event{Kind: cast.EventSkip, Skip: protocol.SkipNotice{Skip: wire.Skip{Seq: 9, From: 4, Reason: wire.SkipRepair}}},
-			map[string]any{"event": "skip", "seq": 9, "from": 4, "reason": "repair", "lost_from": 0, "lost_to": 0}},
-		{cast.Event{Kind: cast.EventLateStart, Seq: 1234},
-			map[string]any{"event": "late_start", "seq": 1234}},
-		{cast.Event{Kind: cast.EventEnded, Seq: 5000},
-			map[string]any{"event": "ended", "seq": 5000}},
-		{cast.Event{Kind: cast.EventCaughtUp, From: 1001, To: 3000, Records: 2000},
-			map[string]any{"event": "caught_up", "from": 1001, "to": 3000, "records": 2000}},
-		{cast.Event{Kind: cast.EventCaughtUp, Bootstrap: true, From: 1, To: 94, Records: 94},
-			map[string]any{"event": "caught_up", "from": 1, "to": 94, "records": 94}},
-		{cast.Event{Kind: cast.EventError, Err: errors.New(`cast: consumer: recv: "x"`)},
-			map[string]any{"event": "error", "error": `cast: consumer: recv: "x"`}},
-		{cast.Event{Kind: cast.EventKeyUnknown, Err: fmt.Errorf("%w: a datagram is tagged with key id %d, which this consumer does not hold", cast.ErrKeyFile, 7)},
-			map[string]any{"event": "key_unknown", "error": cast.ErrKeyFile.Error() + ": a datagram is tagged with key id 7, which this consumer does not hold"}},
-	}
+	cases := eventJSONCases
 	tested := map[cast.EventKind]bool{}
 	for _, tc := range cases {
 		tested[tc.e.Kind] = true
@@ -109,8 +116,8 @@ func TestWriteEventFields(t *testing.T) {
 // record, ended the last, caught_up the records it brought. It returns
 // the events seen by name.
 //
-// TestCLIRecvJSONPeerSilent checks peer_silent after 50 000 records: its
-// last_delivered is the tip, not the loop's 0.
+// TestCLIRecvJSONPeerSilent checks peer_silent after a sender killed
+// past seq 1000: its last_delivered is the tip, not the loop's 0.
 func checkJSONTruth(t *testing.T, out string) map[string]int {
 	t.Helper()
 	seen := map[string]int{}
@@ -206,5 +213,42 @@ func TestCLIRecvJSONPeerSilent(t *testing.T) {
 	}
 	if strings.Contains(r.Stdout.String(), `"last_delivered":0}`) {
 		t.Fatal("peer_silent says nothing was delivered")
+	}
+}
+
+// TestRecvJSONDocs: docs/cli.md § `cast recv -json` lists every event
+// recv prints with exactly the fields it prints.
+func TestRecvJSONDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)\n## `cast recv -json`\n(.*?)\n## ").FindSubmatch(b)
+	if m == nil {
+		t.Fatal("docs/cli.md: no § `cast recv -json`")
+	}
+	documented := map[string]string{}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([^|]*) \\|")
+	for _, r := range row.FindAllSubmatch(m[1], -1) {
+		var fields []string
+		for _, f := range regexp.MustCompile("`([a-z_]+)`").FindAllSubmatch(r[2], -1) {
+			fields = append(fields, string(f[1]))
+		}
+		sort.Strings(fields)
+		documented[string(r[1])] = strings.Join(fields, " ")
+	}
+	printed := map[string]string{}
+	for _, tc := range eventJSONCases {
+		var fields []string
+		for k := range tc.want {
+			if k != "event" {
+				fields = append(fields, k)
+			}
+		}
+		sort.Strings(fields)
+		printed[tc.want["event"].(string)] = strings.Join(fields, " ")
+	}
+	if !reflect.DeepEqual(documented, printed) {
+		t.Errorf("docs/cli.md § `cast recv -json` lists\n%v\nrecv prints\n%v", documented, printed)
 	}
 }
