@@ -146,14 +146,16 @@ func TestLoopHeartbeatSilent(t *testing.T) {
 
 // BenchmarkLoopIterateCounters: one iteration of a sender loop and one of
 // a receiver loop over a lossy mem link, with counters on and off (the
-// beat, the ticks' stores and the loss episodes are the difference).
+// beat, the ticks' stores and the loss episodes are the difference), and
+// on with keys (the auth slots too; sealing and opening dominate).
 func BenchmarkLoopIterateCounters(b *testing.B) {
-	for _, off := range []bool{false, true} {
-		name := "on"
-		if off {
-			name = "off"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		off  bool
+		keys *Keys
+	}{{"on", false, nil}, {"off", true, nil}, {"on+keys", false, testKeys}} {
+		off := c.off
+		b.Run(c.name, func(b *testing.B) {
 			clock := mem.NewClock(1)
 			net := mem.NewNetwork(clock)
 			net.Impair(mem.AddrA, mem.AddrB, mem.Impairment{Seed: 1, DropProb: 0.01})
@@ -163,11 +165,11 @@ func BenchmarkLoopIterateCounters(b *testing.B) {
 			rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 			ctr := Counters{Off: off, Dir: b.TempDir()}
 			p := make([]byte, 64)
-			ls, err := NewLoop(LoopConfig{Path: a, Sender: snd, Counters: ctr, OnPoll: func(l *Loop, now int64) { _, _ = l.Send(1, p) }})
+			ls, err := NewLoop(LoopConfig{Path: a, Sender: snd, Counters: ctr, Keys: c.keys, OnPoll: func(l *Loop, now int64) { _, _ = l.Send(1, p) }})
 			if err != nil {
 				b.Fatal(err)
 			}
-			lr, err := NewLoop(LoopConfig{Path: bb, Receiver: rcv, Counters: ctr})
+			lr, err := NewLoop(LoopConfig{Path: bb, Receiver: rcv, Counters: ctr, Keys: c.keys})
 			if err != nil {
 				b.Fatal(err)
 			}
