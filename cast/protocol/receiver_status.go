@@ -18,7 +18,8 @@ import (
 // Invariants: maxEdge = max over the Status frames sent by a synced
 // receiver of delivered+window, never lowered (the sender never lowers
 // an edge either); echoTS ≠ 0 only until the next Status carries it;
-// window ≤ slots; lastAt is never until the first Status.
+// window ≤ slots; lastAt is never until the first Status; urgentAt is
+// delivered plus the stride of the window the last Status advertised.
 type statusReporter struct {
 	lastAt    int64 // when the last Status went out; never: none yet
 	delivered uint64
@@ -26,6 +27,9 @@ type statusReporter struct {
 	window    uint64
 	state     OutcomeKind
 	serial    uint32
+	urgentAt  uint64 // a Status is urgent once this seq is delivered
+
+	step uint64 // a window opening by this many records is urgent
 
 	maxEdge uint64 // highest edge (delivered+window) any Status advertised; never lowered
 
@@ -55,12 +59,32 @@ func newStatusReporter(cfg ReceiverConfig, id uint64) statusReporter {
 		lastAt:    never,
 		room:      UnlimitedRoom,
 		slots:     uint64(cfg.ReorderSlots),
+		step:      min(uint64(cfg.ReorderSlots), statusSpan) / 4,
 		interval:  int64(cfg.StatusInterval),
 		heartbeat: int64(cfg.HeartbeatInterval),
 		dest:      cfg.Sender,
 		id:        id,
 	}
 }
+
+// statusSpan bounds the window the receiver's urgent Status rules are
+// measured against, records: a Status goes out at once after a quarter
+// of min(window, statusSpan) was delivered, or when the window opened by
+// a quarter of min(ReorderSlots, statusSpan). A sender without a log runs
+// at most its RingSlots past the delivered seq of the last Status it
+// heard (flowController.repairableEdge), whatever window was granted, and
+// the receiver cannot know that ring: measured against a window of
+// ReorderSlots 1<<16 alone, the Status came after 16384 records and the
+// sender, clamped at 4096 past the last one, waited for the 1 ms
+// StatusInterval instead (≈ 4096 records per ms). With the default ring
+// as the bound, such a sender hears a Status every 1024 records, with
+// three quarters of its ring left to cover the round trip. A window up to
+// DefaultSendRingSlots (the default reorder window is 2048) keeps the
+// quarter-window rule exactly; a wider one costs one 80-byte Status per
+// 1024 records delivered, per receiver. The bound is what the sender's
+// ring is by default, not what it is: a sender configured with a smaller
+// ring than a receiver's window may still wait for the interval.
+const statusSpan = DefaultSendRingSlots
 
 // UnlimitedRoom is the consumer room of a consumer that takes every
 // record in the delivery callback (the default).
@@ -100,17 +124,19 @@ func (s *statusReporter) news(in statusInput) bool {
 }
 
 // urgent reports whether a Status must go out at once for news of the
-// stream: none sent yet, a new outcome, a quarter window delivered since
-// the last (opened is the other urgent news).
+// stream: none sent yet, a new outcome, a quarter of the last window
+// (bounded by statusSpan) delivered since the last (opened is the other
+// urgent news).
 func (s *statusReporter) urgent(delivered uint64, state OutcomeKind) bool {
-	return s.lastAt == never || state != s.state || delivered >= s.delivered+max(s.window/4, 1)
+	return s.lastAt == never || state != s.state || delivered >= s.urgentAt
 }
 
 // opened reports whether the window opened since the last Status, from
-// closed or by a quarter of the slots: a Status must go out at once.
+// closed or by a quarter of the slots (bounded by statusSpan): a Status
+// must go out at once.
 func (s *statusReporter) opened(delivered uint64) bool {
 	w := s.advWindow(delivered)
-	return w > s.window && (s.window == 0 || w-s.window >= s.slots/4)
+	return w > s.window && (s.window == 0 || w-s.window >= s.step)
 }
 
 // onInterval reports whether a Status that is not urgent is due now:
@@ -150,6 +176,7 @@ func (s *statusReporter) put(buf []byte, in statusInput, renak int64, flags uint
 	s.delivered = in.delivered
 	s.highest = in.highest
 	s.window = s.advWindow(in.delivered)
+	s.urgentAt = s.delivered + max(min(s.window, statusSpan)/4, 1)
 	s.state = in.state
 	if in.synced && s.delivered+s.window > s.maxEdge {
 		s.maxEdge = s.delivered + s.window

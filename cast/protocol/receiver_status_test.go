@@ -155,3 +155,47 @@ func sendStatus(s *statusReporter, in statusInput, renak int64, flags uint8, now
 	out.Commit(s.put(buf, in, renak, flags, now), s.dest)
 	return true
 }
+
+// TestStatusReporterSpan: the urgent rules measure a window wider than
+// statusSpan (the sender's default ring) against statusSpan, so that a
+// sender without a log, which runs at most its ring past the last
+// delivered seq it heard, hears a Status every quarter ring; a window up
+// to statusSpan keeps the quarter-window rule.
+func TestStatusReporterSpan(t *testing.T) {
+	for _, c := range []struct {
+		slots  int
+		stride uint64 // records delivered that make a Status urgent
+		step   uint64 // window opening that makes a Status urgent
+	}{
+		{DefaultReorderSlots, DefaultReorderSlots / 4, DefaultReorderSlots / 4},
+		{statusSpan, statusSpan / 4, statusSpan / 4},
+		{1 << 16, statusSpan / 4, statusSpan / 4},
+	} {
+		cfg := DefaultReceiverConfig()
+		cfg.ReorderSlots = c.slots
+		s := new(statusReporter)
+		*s = newStatusReporter(cfg.withDefaults(), 9)
+		in := statusInput{delivered: 10, highest: 10, state: Live, synced: true}
+		sendStatus(s, in, 0, 0, 0, batch.New(4, 2048))
+		for _, d := range []struct {
+			n    uint64
+			want bool
+		}{{c.stride - 1, false}, {c.stride, true}} {
+			if got := s.urgent(in.delivered+d.n, Live); got != d.want {
+				t.Errorf("slots %d: urgent after %d delivered = %v, want %v", c.slots, d.n, got, d.want)
+			}
+		}
+		room := c.slots / 2
+		s.setRoom(room, in.delivered)
+		sendStatus(s, in, 0, 0, 1, batch.New(4, 2048))
+		for _, d := range []struct {
+			n    uint64
+			want bool
+		}{{c.step - 1, false}, {c.step, true}} {
+			s.setRoom(room+int(d.n), in.delivered)
+			if got := s.opened(in.delivered); got != d.want {
+				t.Errorf("slots %d: window %d opened by %d: urgent = %v, want %v", c.slots, room, d.n, got, d.want)
+			}
+		}
+	}
+}
