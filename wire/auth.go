@@ -337,16 +337,7 @@ func (o *Opener) Open(d []byte, from netip.AddrPort) (n int, err error) {
 func (o *Opener) Peers() int { return len(o.peers) }
 
 func (o *Opener) find(epoch uint64) *peerWindow {
-	if o.last < len(o.peers) && o.peers[o.last].epoch == epoch {
-		return &o.peers[o.last]
-	}
-	for i := range o.peers {
-		if o.peers[i].epoch == epoch {
-			o.last = i
-			return &o.peers[i]
-		}
-	}
-	return nil
+	return lookup(o.peers, &o.last, epoch, func(w *peerWindow) uint64 { return w.epoch })
 }
 
 // insert returns a fresh window for epoch: a new entry while the table
@@ -358,16 +349,7 @@ func (o *Opener) insert(epoch uint64) *peerWindow {
 }
 
 func (o *Opener) findSource(addr netip.AddrPort) *sourceEpoch {
-	if o.lastSrc < len(o.sources) && o.sources[o.lastSrc].addr == addr {
-		return &o.sources[o.lastSrc]
-	}
-	for i := range o.sources {
-		if o.sources[i].addr == addr {
-			o.lastSrc = i
-			return &o.sources[i]
-		}
-	}
-	return nil
+	return lookup(o.sources, &o.lastSrc, addr, func(s *sourceEpoch) netip.AddrPort { return s.addr })
 }
 
 // insertSource returns a fresh entry for addr, like insert.
@@ -376,6 +358,22 @@ func (o *Opener) insertSource(addr netip.AddrPort) *sourceEpoch {
 	o.sources[i] = sourceEpoch{addr: addr}
 	o.lastSrc = i
 	return &o.sources[i]
+}
+
+// lookup returns the entry of tab whose key is k, nil if none: first
+// tab[*last] (a datagram mostly comes from the peer the last one came
+// from), then every entry, remembering in *last where it found it.
+func lookup[T any, K comparable](tab []T, last *int, k K, key func(*T) K) *T {
+	if *last < len(tab) && key(&tab[*last]) == k {
+		return &tab[*last]
+	}
+	for i := range tab {
+		if key(&tab[i]) == k {
+			*last = i
+			return &tab[i]
+		}
+	}
+	return nil
 }
 
 // slot returns the index of a new entry of a bounded table: appended
