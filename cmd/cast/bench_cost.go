@@ -74,16 +74,9 @@ Run it under the bench lock: flock /tmp/walcast-bench.lock cast bench cost`)
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}
-	var sz []int
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return usagef("-sizes: %v", err)
-		}
-		if err := checkRange("sizes", n, 24, 1472); err != nil {
-			return err
-		}
-		sz = append(sz, n)
+	sz, err := parseFrameSizes(*sizes)
+	if err != nil {
+		return err
 	}
 	var names []string
 	for _, s := range strings.Split(*rowsFlag, ",") {

@@ -121,7 +121,7 @@ func parseSizes(s string) ([]int, error) {
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil {
-			return nil, usagef("-sizes %q: want comma-separated byte counts", s)
+			return nil, usagef("-sizes: %q: want comma-separated byte counts", s)
 		}
 		out = append(out, n)
 	}
@@ -129,4 +129,19 @@ func parseSizes(s string) ([]int, error) {
 		return nil, usagef("-sizes is empty")
 	}
 	return out, nil
+}
+
+// parseFrameSizes reads -sizes as frame sizes: each must fit one
+// datagram (24..1472 bytes).
+func parseFrameSizes(s string) ([]int, error) {
+	sz, err := parseSizes(s)
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range sz {
+		if err := checkRange("sizes", n, 24, 1472); err != nil {
+			return nil, err
+		}
+	}
+	return sz, nil
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -93,16 +92,9 @@ func benchThroughput(args []string) error {
 	if c.CPUs, err = parsePins(*pin); err != nil {
 		return err
 	}
-	var sz []int
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return usagef("-sizes: %v", err)
-		}
-		if err := checkRange("sizes", n, 24, 1472); err != nil {
-			return err
-		}
-		sz = append(sz, n)
+	sz, err := parseFrameSizes(*sizes)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
