@@ -294,27 +294,11 @@ func costRaw(c ThroughputConfig, open func(ThroughputConfig) (costEnds, error)) 
 // recvmsg into 64 KiB with UDP_GRO, frames counted from the segment
 // size the kernel reports.
 func costFloor(c ThroughputConfig) (costEnds, error) {
-	tx, rx, err := floorUDPPair(true)
+	tx, rx, err := floorGSOPair(c.Size)
 	if err != nil {
 		return costEnds{}, err
 	}
 	closeFn := func() { unix.Close(tx); unix.Close(rx) }
-	for _, fd := range []int{tx, rx} {
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
-			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
-		}
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
-			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
-		}
-	}
-	if err := unix.SetsockoptInt(tx, unix.SOL_UDP, unix.UDP_SEGMENT, c.Size); err != nil {
-		closeFn()
-		return costEnds{}, fmt.Errorf("benchkit: cost floor UDP_SEGMENT: %w", err)
-	}
-	if err := unix.SetsockoptInt(rx, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
-		closeFn()
-		return costEnds{}, fmt.Errorf("benchkit: cost floor UDP_GRO: %w", err)
-	}
 	per := min(64, 65000/c.Size)
 	out := make([]byte, per*c.Size)
 	var seq uint64

@@ -95,6 +95,35 @@ func floorUDPPair(nonblock bool) (a, b int, err error) {
 	return a, b, nil
 }
 
+// floorGSOPair is floorUDPPair(true) with 8 MiB socket buffers (forced
+// where CAP_NET_ADMIN allows), UDP_SEGMENT of size on tx and UDP_GRO on
+// rx: the pair of the GSO/GRO floors.
+func floorGSOPair(size int) (tx, rx int, err error) {
+	tx, rx, err = floorUDPPair(true)
+	if err != nil {
+		return -1, -1, err
+	}
+	for _, fd := range []int{tx, rx} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+		}
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
+		}
+	}
+	if err = unix.SetsockoptInt(tx, unix.SOL_UDP, unix.UDP_SEGMENT, size); err != nil {
+		err = fmt.Errorf("benchkit: floor UDP_SEGMENT: %w", err)
+	} else if err = unix.SetsockoptInt(rx, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
+		err = fmt.Errorf("benchkit: floor UDP_GRO: %w", err)
+	}
+	if err != nil {
+		unix.Close(tx)
+		unix.Close(rx)
+		return -1, -1, err
+	}
+	return tx, rx, nil
+}
+
 // rawSend and rawRecv are sendto/recvfrom on a connected socket through
 // unix.Syscall6, with the errno raw: nothing is built on EAGAIN.
 func rawSend(fd int, p []byte) unix.Errno {
@@ -323,26 +352,12 @@ func ThroughputFloor(c ThroughputConfig) (Row, error) {
 	if err := c.Validate(); err != nil {
 		return Row{}, err
 	}
-	tx, rx, err := floorUDPPair(true)
+	tx, rx, err := floorGSOPair(c.Size)
 	if err != nil {
 		return Row{}, err
 	}
 	defer unix.Close(tx)
 	defer unix.Close(rx)
-	for _, fd := range []int{tx, rx} {
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) != nil {
-			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
-		}
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 8<<20) != nil {
-			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, 8<<20)
-		}
-	}
-	if err := unix.SetsockoptInt(tx, unix.SOL_UDP, unix.UDP_SEGMENT, c.Size); err != nil {
-		return Row{}, fmt.Errorf("benchkit: floor UDP_SEGMENT: %w", err)
-	}
-	if err := unix.SetsockoptInt(rx, unix.SOL_UDP, unix.UDP_GRO, 1); err != nil {
-		return Row{}, fmt.Errorf("benchkit: floor UDP_GRO: %w", err)
-	}
 	if n := runtime.GOMAXPROCS(0); n < 4 {
 		runtime.GOMAXPROCS(4)
 		defer runtime.GOMAXPROCS(n)
