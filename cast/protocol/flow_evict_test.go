@@ -33,6 +33,27 @@ func probeTSs(out *batch.Vec) []uint64 {
 	return ts
 }
 
+// statusFeed hands a Sender the Status frames of synced receivers (10
+// records delivered, a window of 100), each receiver id with a serial of
+// its own.
+type statusFeed struct {
+	s      *Sender
+	out    *batch.Vec
+	serial map[uint64]uint32
+}
+
+// send handles receiver id's next Status from from at now, echoing echo.
+func (f *statusFeed) send(id uint64, from netip.AddrPort, echo uint64, now int64) {
+	if f.serial == nil {
+		f.serial = map[uint64]uint32{}
+	}
+	f.serial[id]++
+	b := make([]byte, wire.ControlFrameSize)
+	wire.PutStatusFrame(b, wire.Status{Delivered: 10, Highest: 10, ReceiverID: id, Window: 100,
+		Serial: f.serial[id], Flags: wire.StatusSynced, EchoTS: echo})
+	f.s.Handle(b, from, now, f.out)
+}
+
 // A flood of Status frames from forged ids and addresses (which never
 // echo a probe) cannot lock real receivers out of a full table: a real
 // receiver that echoed a probe is never evicted by a newcomer, and one
@@ -46,14 +67,8 @@ func TestFlowForgedFloodNoLockout(t *testing.T) {
 	sendN(t, s, out, 10)
 	out.Reset()
 	now := int64(1_000_000)
-	serial := map[uint64]uint32{}
-	status := func(id uint64, from netip.AddrPort, echo uint64) {
-		serial[id]++
-		b := make([]byte, wire.ControlFrameSize)
-		wire.PutStatusFrame(b, wire.Status{Delivered: 10, Highest: 10, ReceiverID: id, Window: 100,
-			Serial: serial[id], Flags: wire.StatusSynced, EchoTS: echo})
-		s.Handle(b, from, now, out)
-	}
+	feed := statusFeed{s: s, out: out}
+	status := func(id uint64, from netip.AddrPort, echo uint64) { feed.send(id, from, echo, now) }
 	// join: a real receiver's Status, the probe it triggers, its echo.
 	join := func(id uint64, from netip.AddrPort) {
 		status(id, from, 0)
@@ -119,14 +134,8 @@ func TestFlowForgedFloodSlowEcho(t *testing.T) {
 	s, out := newTestSender(t, cfg, newFakeLog(1))
 	sendN(t, s, out, 10)
 	now := int64(1_000_000)
-	serial := map[uint64]uint32{}
-	status := func(id uint64, from netip.AddrPort, echo uint64) {
-		serial[id]++
-		b := make([]byte, wire.ControlFrameSize)
-		wire.PutStatusFrame(b, wire.Status{Delivered: 10, Highest: 10, ReceiverID: id, Window: 100,
-			Serial: serial[id], Flags: wire.StatusSynced, EchoTS: echo})
-		s.Handle(b, from, now, out)
-	}
+	feed := statusFeed{s: s, out: out}
+	status := func(id uint64, from netip.AddrPort, echo uint64) { feed.send(id, from, echo, now) }
 	rng := rand.New(rand.NewPCG(3, 4))
 	probes := 0
 	// tick runs one sender tick of 100 µs with one forged join in it.

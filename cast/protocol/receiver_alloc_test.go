@@ -46,17 +46,7 @@ func TestReceiverZeroAllocs(t *testing.T) {
 	next := 0
 	check("loss: NAK, re-NAK, repair", func() {
 		out.Reset()
-		base := next
-		for k := 0; k < 64; k++ {
-			if k%8 != 3 {
-				r.Handle(fs[base+k], now, out, deliver)
-			}
-		}
-		now += int64(cfg.NakDebounce) + 1
-		r.Tick(now, out)
-		for k := 3; k < 64; k += 8 {
-			r.Handle(fs[base+k], now, out, deliver)
-		}
+		now = lossyBlock(r, fs[next:next+64], now, cfg.NakDebounce, out, deliver)
 		next += 64
 		if r.ExpectedSeq() != uint64(next+1) {
 			t.Fatalf("expected %d, want %d (%+v)", r.ExpectedSeq(), next+1, r.Stats())
