@@ -1,10 +1,8 @@
 package wal
 
 import (
-	"crypto/sha256"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,27 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/internal/dirsnap"
 	"github.com/walcast/walcast/wire"
 )
-
-// dirHash hashes every file of a stream directory (names and contents),
-// to show that a refused Open changed nothing.
-func dirHash(t *testing.T, dir string) [32]byte {
-	t.Helper()
-	h := sha256.New()
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || strings.HasSuffix(p, ".lock") {
-			return nil
-		}
-		b, _ := os.ReadFile(p)
-		h.Write([]byte(p))
-		h.Write(b)
-		return nil
-	})
-	var s [32]byte
-	copy(s[:], h.Sum(nil))
-	return s
-}
 
 // damagedLog writes 1000 records in 32 KiB segments and closes the
 // writer; it returns the config and the sealed segments.
@@ -114,7 +94,7 @@ func TestDamageRefusedNamedAndRepaired(t *testing.T) {
 			c, files := damagedLog(t)
 			dir := StreamDir(c.Dir, c.Stream)
 			wantFile, wantOff, wantSeq := tc.damage(t, files)
-			before := dirHash(t, dir)
+			before := dirsnap.Take(t, dir, ".lock")
 			cv := c
 			cv.VerifySealed = tc.verify
 			_, err := Open(cv)
@@ -128,7 +108,7 @@ func TestDamageRefusedNamedAndRepaired(t *testing.T) {
 			if wantFile != "" && !strings.Contains(err.Error(), filepath.Base(wantFile)) {
 				t.Fatalf("error %q does not name the segment", err)
 			}
-			if dirHash(t, dir) != before {
+			if dirsnap.Take(t, dir, ".lock") != before {
 				t.Fatal("a refused Open changed the log")
 			}
 			rep, err := Verify(dir, c.Stream)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/walcast/walcast/internal/dirsnap"
 	"github.com/walcast/walcast/internal/reflog"
 	"github.com/walcast/walcast/wire"
 )
@@ -35,13 +36,13 @@ func TestExportReadsCleanly(t *testing.T) {
 	if n, _, _, err := reflog.ReadAll(c.Dir, 1); !errors.Is(err, reflog.ErrMalformed) || n != 100100 {
 		t.Fatalf("strict reader of the live directory: %d records, %v (want all, then the zero tail as malformed)", n, err)
 	}
-	before := snapshot(t, dir)
+	before := dirsnap.Take(t, dir)
 	out := t.TempDir()
 	rep, err := Export(dir, 1, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := snapshot(t, dir); s != before {
+	if s := dirsnap.Take(t, dir); s != before {
 		t.Fatal("Export changed the log it copied")
 	}
 	if rep.Records != 100100 || rep.First != 1 || rep.Last != 100100 || len(rep.Files) != 8 {
@@ -75,12 +76,12 @@ func TestExportReadsCleanly(t *testing.T) {
 // truthful names without being renamed itself; a damaged one is refused.
 func TestExportMislabelledAndDamaged(t *testing.T) {
 	_, dir := refLog(t)
-	before := snapshot(t, dir)
+	before := dirsnap.Take(t, dir)
 	out := t.TempDir()
 	if _, err := Export(dir, 1, out); err != nil {
 		t.Fatal(err)
 	}
-	if snapshot(t, dir) != before {
+	if dirsnap.Take(t, dir) != before {
 		t.Fatal("Export renamed the log it copied")
 	}
 	if rep, err := Verify(StreamDir(out, 1), 1); err != nil || rep.Bad != nil || rep.Records != 100000 {

@@ -1,47 +1,17 @@
 package wal
 
 import (
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/walcast/walcast/internal/dirsnap"
 	"github.com/walcast/walcast/internal/reflog"
 	"github.com/walcast/walcast/wire"
 )
-
-// snapshot lists every file and directory under dir (lock files
-// included) with each file's size and SHA-256: two equal snapshots mean
-// nothing was created, removed or changed.
-func snapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() {
-			fmt.Fprintf(&b, "%s/\n", rel)
-			return nil
-		}
-		c, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %d %x\n", rel, len(c), sha256.Sum256(c))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
 
 // refConfig is the config of the reference-style fixture's stream 1 under
 // root.
@@ -103,7 +73,7 @@ func readEvery(t *testing.T, root string, stream uint32) uint64 {
 // ReadAt and by a Reader.
 func TestMislabelledReferenceLog(t *testing.T) {
 	c, dir := refLog(t)
-	before := snapshot(t, dir)
+	before := dirsnap.Take(t, dir)
 
 	rep, err := Verify(dir, 1)
 	if err != nil {
@@ -126,7 +96,7 @@ func TestMislabelledReferenceLog(t *testing.T) {
 	if _, err := Open(c); !errors.Is(err, ErrMislabelled) || errors.Is(err, ErrDamaged) {
 		t.Fatalf("Open: %v, want ErrMislabelled", err)
 	}
-	if s := snapshot(t, dir); s != before {
+	if s := dirsnap.Take(t, dir); s != before {
 		t.Fatalf("a refused Open changed the directory:\nbefore\n%s\nafter\n%s", before, s)
 	}
 	// A Reader goes by the records, not the names: all of them, in order.
@@ -223,9 +193,9 @@ func TestMislabelIsNotDamageInDisguise(t *testing.T) {
 func TestRefusalsWriteNothing(t *testing.T) {
 	check := func(t *testing.T, dir, what string, f func()) {
 		t.Helper()
-		before := snapshot(t, dir)
+		before := dirsnap.Take(t, dir)
 		f()
-		if s := snapshot(t, dir); s != before {
+		if s := dirsnap.Take(t, dir); s != before {
 			t.Fatalf("%s changed the directory:\nbefore\n%s\nafter\n%s", what, before, s)
 		}
 	}

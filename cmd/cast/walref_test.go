@@ -4,49 +4,20 @@ package main
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/walcast/walcast/internal/dirsnap"
 	"github.com/walcast/walcast/internal/reflog"
 	"github.com/walcast/walcast/wal"
 )
-
-// dirSnapshot lists every file and directory under dir, lock files
-// included, with each file's size and SHA-256.
-func dirSnapshot(t *testing.T, dir string) string {
-	t.Helper()
-	var b strings.Builder
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() {
-			fmt.Fprintf(&b, "%s/\n", rel)
-			return nil
-		}
-		c, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(&b, "%s %d %x\n", rel, len(c), sha256.Sum256(c))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
-}
 
 // statDumpCounts runs `cast wal stat` and `cast wal dump -json` on dir
 // and returns stat's record count and the number of records dump shows
@@ -84,7 +55,7 @@ func TestCLIWalMislabelledReferenceLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := wal.StreamDir(root, 1)
-	before := dirSnapshot(t, dir)
+	before := dirsnap.Take(t, dir)
 	code, out, errs := runWalCmd(t, "verify", root)
 	if code != exitMislabelled || !strings.Contains(out, "stream 1: mislabelled: 100000 records, seqs 1…100000 in 8 segments, none damaged; 7 segment names") ||
 		!strings.Contains(out, "mislabelled: 1_14001_27000.wal holds seqs 13001…26000") || !strings.Contains(errs, "mislabelled") || strings.Contains(out, "DAMAGE") {
@@ -100,18 +71,18 @@ func TestCLIWalMislabelledReferenceLog(t *testing.T) {
 	for _, args := range [][]string{{"verify", root}, {"stat", root}, {"dump", root}} {
 		runWalCmd(t, args...)
 	}
-	if dirSnapshot(t, dir) != before {
+	if dirsnap.Take(t, dir) != before {
 		t.Fatal("verify, stat or dump changed the log")
 	}
 	// Replay serves it by its records, before any repair.
 	serveAndTail(t, root, `^100000 records, tip 100000$`)
-	if dirSnapshot(t, dir) != before {
+	if dirsnap.Take(t, dir) != before {
 		t.Fatal("cast replay serve changed the log")
 	}
 	to := sink(t)
 	c := runCast(t, "send", "-to", to, "-wal", root, "-n", "10", "-path", "udp", "-linger", "0s")
 	c.expect(1, "stderr", `mislabelled .*cast wal repair`)
-	if s := dirSnapshot(t, dir); s != before {
+	if s := dirsnap.Take(t, dir); s != before {
 		t.Fatalf("a refused cast send -wal wrote into the log:\nbefore\n%s\nafter\n%s", before, s)
 	}
 

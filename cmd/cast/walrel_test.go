@@ -10,8 +10,6 @@ package main
 // reported by `cast send` while it runs, and a restart on it fails at once.
 
 import (
-	"crypto/sha256"
-	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +23,7 @@ import (
 	"github.com/walcast/walcast/wal"
 
 	"github.com/walcast/walcast/internal/childproc"
+	"github.com/walcast/walcast/internal/dirsnap"
 )
 
 // walFixture writes n 64-byte records of stream 1 in 32 KiB segments and
@@ -32,21 +31,6 @@ import (
 func walFixture(t *testing.T, n int) (root, dir string) {
 	t.Helper()
 	return writeWAL(t, 1, 32<<10, n)
-}
-
-func treeHash(t *testing.T, dir string) [32]byte {
-	h := sha256.New()
-	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !strings.HasSuffix(p, ".lock") {
-			b, _ := os.ReadFile(p)
-			h.Write([]byte(p))
-			h.Write(b)
-		}
-		return nil
-	})
-	var s [32]byte
-	copy(s[:], h.Sum(nil))
-	return s
 }
 
 // a UDP socket that takes whatever is sent to it (no ICMP refusals).
@@ -88,11 +72,11 @@ func TestCLISendRefusesDamagedWAL(t *testing.T) {
 				t.Fatalf("fixture: %d segments", len(files))
 			}
 			want := tc.damage(files)
-			before := treeHash(t, dir)
+			before := dirsnap.Take(t, dir, ".lock")
 			to := sink(t)
 			c := runCast(t, "send", "-to", to, "-wal", root, "-n", "10", "-path", "udp", "-linger", "0s")
 			c.expect(1, "stderr", `^cast send: wal: damaged log: `+want)
-			if treeHash(t, dir) != before {
+			if dirsnap.Take(t, dir, ".lock") != before {
 				t.Fatal("cast send changed a damaged log it refused")
 			}
 			code, out, _ := runWalCmd(t, "stat", dir)
