@@ -352,15 +352,6 @@ func (s *Sender) flowTick(now int64, out *batch.Vec) bool {
 // dedup window follows the receivers' re-NAK delays.
 func (s *Sender) refold() { s.retx.dedup = s.fc.fold(s.next - 1) }
 
-// LogErr is the log's error (LogHealth), or nil: while it is set the
-// Sender withholds heartbeats.
-func (s *Sender) LogErr() error {
-	if s.health == nil {
-		return nil
-	}
-	return s.health.Err()
-}
-
 func (s *Sender) logFailing() bool { return s.health != nil && s.health.Err() != nil }
 
 // Handle processes one datagram received by the sender: NAKs and Status

@@ -196,8 +196,11 @@ func TestHeartbeatsWithheldWhileTheLogFails(t *testing.T) {
 	for now := int64(0); now < 20*hb; now += hb / 4 {
 		s.Tick(now, out)
 	}
-	if out.Len() != 0 || s.Stats().HeartbeatsWithheld == 0 || s.LogErr() == nil {
+	if out.Len() != 0 || s.Stats().HeartbeatsWithheld == 0 {
 		t.Fatalf("%d datagrams while the log fails, stats %+v", out.Len(), s.Stats())
+	}
+	if e, ok := s.NextEvent(); !ok || e.Kind != LogError {
+		t.Fatalf("event %+v (%v) while the log fails, want LogError", e, ok)
 	}
 	l.err = nil
 	s.Tick(21*hb, out)
