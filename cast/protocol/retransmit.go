@@ -9,9 +9,11 @@ import "github.com/walcast/walcast/batch"
 //
 // Invariants: a hot slot is retransmitted at most once per dedup ns (its
 // retxAt); deferred ranges are served oldest first, and while any waits a
-// new range queues behind it, so retransmits go out in NAK order; at most
-// maxDeferred ranges wait (the seqs of further ones are dropped and
-// counted, the receiver asks again). dedup is set by the flow controller
+// new range queues behind it, so retransmits go out in NAK order; a
+// deferred range holds no seq that another one holds at either end of it
+// (a NAK for waiting seqs adds nothing); at most maxDeferred ranges wait
+// (the seqs of further ones are dropped and counted, the receiver asks
+// again). dedup is set by the flow controller
 // (flowController.fold): RetxDedupWindow, or below every receiver's
 // re-NAK delay.
 type retransmitter struct {
@@ -79,9 +81,41 @@ func (t *retransmitter) serveRange(ring *hotRing, em *emitter, from, end, next u
 	return end
 }
 
-// deferRange remembers a NAKed range that did not fit in the batch.
+// deferRange remembers a NAKed range that did not fit in the batch: the
+// part of it that no waiting range covers, joined to a waiting range it
+// adjoins. A NAK repeated while its range waits (a receiver's re-NAK, a
+// flood of NAK{1, 2^64−1} from the receiver's address) adds nothing, so
+// the waiting ranges hold about one ring of seqs, not maxDeferred copies
+// of one range that leave no room for the NAK of a real loss.
 func (t *retransmitter) deferRange(from, end uint64) {
 	t.stats.RetxDeferred++
+	// Clip until no waiting range holds from or end−1 (a waiting range
+	// strictly inside [from, end) stays: the dedup window keeps its seqs
+	// from going out twice).
+	for clipped := true; clipped; {
+		clipped = false
+		for i := range t.deferred {
+			r := &t.deferred[i]
+			if from >= r.from && from < r.end {
+				from, clipped = r.end, true
+			}
+			if end > r.from && end <= r.end {
+				end, clipped = r.from, true
+			}
+			if from >= end {
+				return
+			}
+		}
+	}
+	for i := range t.deferred {
+		if r := &t.deferred[i]; r.end == from {
+			r.end = end
+			return
+		} else if r.from == end {
+			r.from = from
+			return
+		}
+	}
 	if len(t.deferred) == cap(t.deferred) {
 		t.stats.RetxDropped += end - from
 		return

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/walcast/walcast/batch"
@@ -105,11 +106,35 @@ func TestRetransmitter(t *testing.T) {
 		g := newRetxRig(true, 0)
 		out := batch.New(1, 2048)
 		out.Append(nakFrame(1, 1), mem.AddrB)
-		for range maxDeferred + 1 {
-			g.serve(5, 8, 0, out)
+		g.serve(5, 8, 0, out)
+		for k := range uint64(maxDeferred) { // apart: none covers or adjoins another
+			g.serve(20+2*k, 21+2*k, 0, out)
 		}
-		if len(g.t.deferred) != maxDeferred || g.stats.RetxDropped != 3 {
-			t.Fatalf("%d deferred, %d seqs dropped; want %d, 3", len(g.t.deferred), g.stats.RetxDropped, maxDeferred)
+		if len(g.t.deferred) != maxDeferred || g.stats.RetxDropped != 1 {
+			t.Fatalf("%d deferred, %d seqs dropped; want %d, 1", len(g.t.deferred), g.stats.RetxDropped, maxDeferred)
+		}
+	})
+	t.Run("a NAK for waiting seqs adds nothing", func(t *testing.T) {
+		g := newRetxRig(true, 0)
+		out := batch.New(1, 2048)
+		out.Append(nakFrame(1, 1), mem.AddrB)
+		for range 10 * maxDeferred { // a flood of one NAK
+			g.serve(6, 10, 0, out)
+		}
+		g.serve(5, 8, 0, out)   // 5 joins the waiting range
+		g.serve(11, 12, 0, out) // a real loss
+		g.serve(8, 12, 0, out)  // 10 joins 6…9
+		if got, want := g.t.deferred, []retxRange{{5, 11}, {11, 12}}; !slices.Equal(got, want) || g.stats.RetxDropped != 0 {
+			t.Fatalf("waiting %v, %d seqs dropped; want %v, none", got, g.stats.RetxDropped, want)
+		}
+		var sent string
+		for g.t.pending() {
+			out.Reset()
+			g.drain(1, out)
+			sent += layout(t, out)
+		}
+		if sent != "[5][6][7][8][9][10][11]" {
+			t.Fatalf("drains sent %s, want 5…11 once each", sent)
 		}
 	})
 }
