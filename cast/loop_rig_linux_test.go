@@ -104,6 +104,7 @@ type rigResult struct {
 	rAuth     AuthStats
 	sRcv      []protocol.ReceiverInfo // the sender's flow-control table at the end
 	elapsed   time.Duration           // first send to the last delivery (or the deadline)
+	sendLife  time.Duration           // from before the sender loop started to after it closed
 	floods    uint64                  // flood NAK datagrams sent
 }
 
@@ -116,6 +117,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 		o.timeout = 20 * time.Second
 	}
 	o.rate /= raceSlowdown
+	o.flood /= raceSlowdown // a flood as heavy next to the stream as without the race detector
 	pa, pb := openPair(t, o.path, o.noGSO)
 	var sp, rp datapath.Path = pa, pb
 	if o.sendDrop > 0 || o.dup > 0 {
@@ -226,6 +228,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 			}
 		}
 	}
+	born := time.Now()
 	sloop, err := StartLoop(sl)
 	if err != nil {
 		rloop.Close()
@@ -288,6 +291,7 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	if err := sloop.Close(); err != nil {
 		t.Errorf("sender loop: %v", err)
 	}
+	res.sendLife = time.Since(born)
 	if err := rloop.Close(); err != nil {
 		t.Errorf("receiver loop: %v", err)
 	}
