@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -316,33 +315,16 @@ func costFloor(c ThroughputConfig) (costEnds, error) {
 		seq += uint64(per)
 		return per, nil
 	}
-	buf := make([]byte, 65535)
-	oob := make([]byte, unix.CmsgSpace(4))
-	iov := unix.Iovec{Base: &buf[0]}
-	iov.SetLen(len(buf))
-	var h unix.Msghdr
-	h.Iov = &iov
-	h.SetIovlen(1)
-	h.Control = &oob[0]
+	g := newGRORecv(rx)
 	recv := func() (int, error) {
-		h.SetControllen(len(oob))
-		r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(rx), uintptr(unsafe.Pointer(&h)), 0)
+		k, e := g.recv()
 		if e == unix.EAGAIN || e == unix.EINTR {
 			return 0, nil
 		}
 		if e != 0 {
 			return 0, fmt.Errorf("benchkit: cost floor recvmsg: %w", e)
 		}
-		seg := int(r)
-		if h.Controllen >= uint64(unix.CmsgLen(2)) {
-			ch := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-			if ch.Level == unix.SOL_UDP && ch.Type == unix.UDP_GRO {
-				if s := int(*(*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))); s > 0 {
-					seg = s
-				}
-			}
-		}
-		return (int(r) + seg - 1) / seg, nil
+		return k, nil
 	}
 	return costEnds{tx: send, rx: recv, close: closeFn, note: func() string { return fmt.Sprintf("%d frames per GSO send", per) }}, nil
 }

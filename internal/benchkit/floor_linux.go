@@ -95,6 +95,46 @@ func floorUDPPair(nonblock bool) (a, b int, err error) {
 	return a, b, nil
 }
 
+// groRecv receives GRO super-datagrams with recvmsg into one 64 KiB
+// buffer and counts the frames in each by the segment size the kernel
+// reports (UDP_GRO control message).
+type groRecv struct {
+	fd       int
+	buf, oob []byte
+	iov      unix.Iovec
+	h        unix.Msghdr
+}
+
+func newGRORecv(fd int) *groRecv {
+	g := &groRecv{fd: fd, buf: make([]byte, 65535), oob: make([]byte, unix.CmsgSpace(4))}
+	g.iov = unix.Iovec{Base: &g.buf[0]}
+	g.iov.SetLen(len(g.buf))
+	g.h.Iov = &g.iov
+	g.h.SetIovlen(1)
+	g.h.Control = &g.oob[0]
+	return g
+}
+
+// recv receives one super-datagram and returns its frames, or the errno
+// of recvmsg (EAGAIN on a non-blocking socket with nothing to read).
+func (g *groRecv) recv() (int, unix.Errno) {
+	g.h.SetControllen(len(g.oob))
+	r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(g.fd), uintptr(unsafe.Pointer(&g.h)), 0)
+	if e != 0 {
+		return 0, e
+	}
+	seg := int(r)
+	if g.h.Controllen >= uint64(unix.CmsgLen(2)) {
+		ch := (*unix.Cmsghdr)(unsafe.Pointer(&g.oob[0]))
+		if ch.Level == unix.SOL_UDP && ch.Type == unix.UDP_GRO {
+			if s := int(*(*int32)(unsafe.Pointer(&g.oob[unix.CmsgLen(0)]))); s > 0 {
+				seg = s
+			}
+		}
+	}
+	return (int(r) + seg - 1) / seg, 0
+}
+
 // floorGSOPair is floorUDPPair(true) with 8 MiB socket buffers (forced
 // where CAP_NET_ADMIN allows), UDP_SEGMENT of size on tx and UDP_GRO on
 // rx: the pair of the GSO/GRO floors.
@@ -367,18 +407,10 @@ func ThroughputFloor(c ThroughputConfig) (Row, error) {
 	var got atomic.Int64
 	var rxErr error
 	rxDone, err := floorThread(c.CPUs[1], func() {
-		buf := make([]byte, 65535)
-		oob := make([]byte, unix.CmsgSpace(4))
-		iov := unix.Iovec{Base: &buf[0]}
-		iov.SetLen(len(buf))
-		var h unix.Msghdr
-		h.Iov = &iov
-		h.SetIovlen(1)
-		h.Control = &oob[0]
+		g := newGRORecv(rx)
 		var n64 int64
 		for {
-			h.SetControllen(len(oob))
-			r, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(rx), uintptr(unsafe.Pointer(&h)), 0)
+			k, e := g.recv()
 			if e == unix.EAGAIN || e == unix.EINTR {
 				if stop.Load() {
 					break
@@ -389,16 +421,7 @@ func ThroughputFloor(c ThroughputConfig) (Row, error) {
 				rxErr = fmt.Errorf("benchkit: floor recvmsg: %w", e)
 				break
 			}
-			seg := int(r)
-			if h.Controllen >= uint64(unix.CmsgLen(2)) {
-				ch := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
-				if ch.Level == unix.SOL_UDP && ch.Type == unix.UDP_GRO {
-					if s := int(*(*int32)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))); s > 0 {
-						seg = s
-					}
-				}
-			}
-			n64 += (int64(r) + int64(seg) - 1) / int64(seg)
+			n64 += int64(k)
 			got.Store(n64)
 		}
 		got.Store(n64)
