@@ -69,14 +69,7 @@ func TestConsumerLearnsSender(t *testing.T) {
 	for range 10 {
 		p.Publish(ctx, 100, make([]byte, 64))
 	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Run did not end: %+v", c.Stats())
-	}
+	waitRun(t, c, done)
 	cancel()
 	if len(found) != 1 || found[0] != mem.AddrA {
 		t.Fatalf("sender found %v, want [%v]", found, mem.AddrA)
@@ -113,14 +106,7 @@ func TestConsumerKeepsFirstBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, done := runUntil(ctx, c, 40)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("Run did not end: %+v", c.Stats())
-	}
+	waitRun(t, c, done)
 	if len(*got) != 40 || (*got)[0] != 1 || (*got)[39] != 40 {
 		t.Fatalf("delivered %v", *got)
 	}
@@ -315,4 +301,17 @@ func runUntil(ctx context.Context, c *Consumer, stop uint64) (got *[]uint64, don
 		})
 	}()
 	return got, ch
+}
+
+// waitRun waits for runUntil's Run to end, without an error.
+func waitRun(t *testing.T, c *Consumer, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Run did not end: %+v", c.Stats())
+	}
 }
