@@ -127,3 +127,85 @@ func TestConsumerKeysCatchUp(t *testing.T) {
 func sprintStats(s ConsumerStats) string {
 	return fmt.Sprintf("tip %d, udp %d, tcp %d, catch-ups %d, escalations %d, auth %+v", s.Tip, s.UDPRecords, s.TCPRecords, s.CatchUps, s.Escalations, s.Auth)
 }
+
+// TestConsumerOutage with keys on both ends: the link goes dark for more
+// than the consumer's window, the consumer escalates, catches up over
+// mutual-TLS replay, resets its receiver and resumes authenticated UDP
+// (its replay state survives the reset: the producer's datagrams after
+// the outage are new counters of the same epoch). Every record once, in
+// order; nothing refused.
+func TestConsumerKeysOutage(t *testing.T) {
+	pki, err := replay.NewDevPKI(nil, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &consRig{t: t, dir: t.TempDir(), pki: pki, inject: make(chan []byte, 16)}
+	r.net = mem.NewNetwork(monoClock{time.Now()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.addr = ln.Addr().String()
+	ln.Close()
+	end, err := r.net.Listen(mem.AddrA, mem.AddrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvTLS, err := pki.ServerTLS(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := ProducerConfig{To: mem.AddrB, Path: end, Dir: r.dir, Stream: 1, ReplayAddr: r.addr, TLS: srvTLS, Idle: quiet, Keys: testKeys}
+	pc.Advanced.WAL.SegmentSize = 4 << 20
+	p, err := NewProducer(pc)
+	if err != nil {
+		end.Close()
+		t.Fatal(err)
+	}
+	r.p = p
+	t.Cleanup(r.stopProducer)
+
+	cfg := r.consumerConfig("")
+	cfg.Keys = testKeys
+	live := make(chan struct{}, 8)
+	cfg.OnEvent = func(e Event) {
+		if e.Kind == EventLive {
+			live <- struct{}{}
+		}
+	}
+	app := &orderCheck{t: t, first: 1}
+	c, stop := startConsumer(t, r, cfg, app)
+	<-live // bootstrap on the empty stream
+	app.waitFor(t, r.send(1000), 20*time.Second)
+	r.dark()
+	gapEnd := r.send(52501)
+	r.holdInput(true)
+	r.lightAfter(gapEnd)
+	last := r.send(1000)
+	r.holdInput(false)
+	app.waitFor(t, last, 60*time.Second)
+	select {
+	case <-live:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the consumer never resumed UDP: %s", app.diag())
+	}
+	udp := c.Stats().UDPRecords
+	last = r.send(500)
+	app.waitFor(t, last, 20*time.Second)
+	if err := stop(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v", err)
+	}
+	if app.err != nil {
+		t.Fatal(app.err)
+	}
+	st, ps := c.Stats(), p.Stats()
+	if n := app.n.Load(); n != last || st.UDPRecords+st.TCPRecords != last {
+		t.Fatalf("delivered %d records (udp %d, tcp %d), want %d", n, st.UDPRecords, st.TCPRecords, last)
+	}
+	if st.Escalations == 0 || st.TCPRecords < gapEnd-1000 || st.UDPRecords == udp {
+		t.Fatalf("want an escalation, the gap over TCP and UDP after it: %s", sprintStats(st))
+	}
+	if st.Auth.Refused() != 0 || ps.Auth.Refused() != 0 {
+		t.Fatalf("genuine datagrams refused: consumer %+v, producer %+v", st.Auth, ps.Auth)
+	}
+}
