@@ -20,7 +20,8 @@ type Counters struct {
 	// Off writes nothing: no file, no slots.
 	Off bool
 	// Dir is the directory of the counters files (default
-	// counters.DefaultDir(): /dev/shm/walcast, else under os.TempDir()).
+	// counters.DefaultDir(): /dev/shm/walcast where /dev/shm is usable,
+	// else under os.TempDir()).
 	Dir string
 	// Stream labels the loop's slots (stream="N"): the WAL stream id for
 	// a Producer or Consumer.

@@ -53,7 +53,7 @@ const (
 	hErrN       = 68
 	hErrOff     = 72
 	hLossHead   = 80 // u64: episodes written so far; the next goes to head % entries
-	hErrDropped = 88 // u64: distinct errors that found no free entry
+	hErrDropped = 88 // u64: occurrences of errors that found no free entry
 	hSlotsHigh  = 96 // u64: slots ever used (a reader scans up to it)
 	hCmd        = 128
 	cmdMax      = 128
@@ -156,16 +156,35 @@ var ErrFormat = errors.New("counters: not a counters file of a known layout")
 
 var le = binary.LittleEndian
 
-// DefaultDir is /dev/shm/walcast where /dev/shm exists (memory, not
-// disk), else walcast under os.TempDir(); or what SetDefault set.
+// shmDir is where DefaultDir looks first: a memory file system, so the
+// sampler's copies never reach a disk. A variable so tests can point it
+// at a directory of their own.
+var shmDir = "/dev/shm"
+
+// DefaultDir is walcast under /dev/shm (memory, not disk) where that is
+// usable, else walcast under os.TempDir(); or what SetDefault set.
+// /dev/shm is usable when /dev/shm/walcast is already a directory, or
+// /dev/shm is a directory this process may create entries in: a missing
+// /dev/shm, or one mounted read-only or not writable by this user, falls
+// back to the temporary directory. Writers and readers decide alike, so
+// `cast stat` finds the files where the processes put them.
 func DefaultDir() string {
 	if d := processDefault.Load(); d != nil && d.Dir != "" {
 		return d.Dir
 	}
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
-		return "/dev/shm/walcast"
+	return chooseDir(shmDir, os.TempDir())
+}
+
+// chooseDir is DefaultDir's choice between shm/walcast and tmp/walcast.
+func chooseDir(shm, tmp string) string {
+	dir := filepath.Join(shm, "walcast")
+	if fi, err := os.Stat(dir); err == nil && fi.IsDir() {
+		return dir
 	}
-	return filepath.Join(os.TempDir(), "walcast")
+	if fi, err := os.Stat(shm); err == nil && fi.IsDir() && writable(shm) {
+		return dir
+	}
+	return filepath.Join(tmp, "walcast")
 }
 
 // Config says where a process's counters go.

@@ -26,3 +26,6 @@ func mapRead(path string) ([]byte, func(), error) {
 }
 
 func alive(pid int) bool { return false }
+
+// writable: no access(2) here; creating the directory tells.
+var writable = func(dir string) bool { return true }

@@ -91,3 +91,9 @@ func alive(pid int) bool {
 	err := unix.Kill(pid, 0)
 	return err == nil || err == unix.EPERM
 }
+
+// writable reports whether this process may create entries in dir:
+// access(2) answers for this user's permissions and for a read-only
+// mount (EROFS). A variable: the seam tests use to make a directory
+// unwritable for root, whom permissions do not stop.
+var writable = func(dir string) bool { return unix.Access(dir, unix.W_OK|unix.X_OK) == nil }

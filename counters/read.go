@@ -62,7 +62,9 @@ type Snapshot struct {
 	Loss        []Loss  // oldest first
 	LossTotal   uint64  // episodes ever written (the ring keeps the last LossEntries)
 	Errors      []Error // in the order first seen
-	// ErrorsDropped counts distinct errors that found every entry taken.
+	// ErrorsDropped counts the occurrences of errors that found every
+	// entry taken by other messages (each occurrence: the log keeps no
+	// memory of a message it could not hold).
 	ErrorsDropped uint64
 }
 

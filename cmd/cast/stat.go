@@ -264,7 +264,7 @@ func writeLoss(w io.Writer, s *counters.Snapshot) {
 }
 
 func writeErrors(w io.Writer, s *counters.Snapshot) {
-	fmt.Fprintf(w, "  distinct errors: %d (%d more found no free entry)\n", len(s.Errors), s.ErrorsDropped)
+	fmt.Fprintf(w, "  distinct errors: %d (%d more occurrences found no free entry)\n", len(s.Errors), s.ErrorsDropped)
 	fmt.Fprintf(w, "  %8s %-15s %-15s %-6s %-9s %s\n", "COUNT", "FIRST", "LAST", "STREAM", "ROLE", "MESSAGE")
 	for _, e := range s.Errors {
 		fmt.Fprintf(w, "  %8d %-15s %-15s %-6d %-9s %s\n", e.Count, unixTime(e.First), unixTime(e.Last), e.Stream, e.Role, e.Message)

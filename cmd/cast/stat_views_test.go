@@ -103,7 +103,7 @@ func TestCLIStatViews(t *testing.T) {
 
 	e := runCast(t, "stat", "-dir", dir, "-errors")
 	e.expect(0, "stdout", `.`)
-	for _, re := range []string{`(?m)^  distinct errors: 1 \(0 more found no free entry\)$`,
+	for _, re := range []string{`(?m)^  distinct errors: 1 \(0 more occurrences found no free entry\)$`,
 		`(?m)^ +2 ` + regexp.QuoteMeta(clock) + ` 03:04:06.000000 1 +consumer +receiver faulted: silence with a gap open$`} {
 		if !regexp.MustCompile(re).MatchString(e.Stdout.String()) {
 			t.Errorf("stat -errors: no /%s/ in\n%s", re, e.Stdout.String())
