@@ -116,7 +116,6 @@ type Sealer struct {
 	key     keyAEAD
 	epoch   uint64
 	counter uint64
-	nonce   [nonceSize]byte
 }
 
 // NewSealer returns a Sealer that tags with k. epoch names this sending
@@ -159,8 +158,10 @@ func (s *Sealer) Seal(buf []byte, n int) int {
 	binary.LittleEndian.PutUint64(t[8:], s.counter)
 	t[16] = s.key.id
 	t[17] = AuthVersion
-	copy(s.nonce[:], t[:16])
-	s.key.aead.Seal(t[authHeadSize:authHeadSize], s.nonce[:], nil, buf[:n+authHeadSize])
+	// The nonce is trailer bytes 0–15 (epoch ‖ counter), read in place;
+	// the tag goes straight into the trailer. GCM allows the nonce to
+	// alias the additional data; only its output must not overlap it.
+	s.key.aead.Seal(t[authHeadSize:authHeadSize], t[:nonceSize], nil, buf[:n+authHeadSize])
 	return n + TrailerSize
 }
 
@@ -234,7 +235,6 @@ type Opener struct {
 	last    int // index of the endpoint found last: most datagrams come from it
 	lastSrc int // likewise for sources
 	clock   uint64
-	nonce   [nonceSize]byte
 	tag     [tagSize]byte // Open's (empty) plaintext is written here
 }
 
@@ -312,8 +312,7 @@ func (o *Opener) Open(d []byte, from netip.AddrPort) (n int, err error) {
 	} else if counter == 0 {
 		return 0, ErrAuthReplay
 	}
-	copy(o.nonce[:], t[:16])
-	if _, err := key.aead.Open(o.tag[:0], o.nonce[:], t[authHeadSize:], d[:n+authHeadSize]); err != nil {
+	if _, err := key.aead.Open(o.tag[:0], t[:nonceSize], t[authHeadSize:], d[:n+authHeadSize]); err != nil {
 		return 0, ErrAuthTag
 	}
 	o.clock++
