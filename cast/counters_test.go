@@ -124,6 +124,11 @@ func TestCountersFile(t *testing.T) {
 	if pe, _ := s.Find(`loss_episodes{stream="7",role="producer",repair="ring"}`); pe == 0 {
 		t.Errorf("no producer episode repaired from the ring: %+v", s.Loss)
 	}
+	for _, e := range s.Loss {
+		if e.Role == counters.RoleProducer && (e.First == 0 || e.First > p.Stats().LastSeq) {
+			t.Errorf("producer episode %+v: first seq not one the producer sent", e)
+		}
+	}
 
 	cancel()
 	<-done

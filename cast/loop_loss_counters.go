@@ -121,16 +121,19 @@ func (c *loopCounters) watchConsumerLoss(l *Loop, r *protocol.Receiver, at int64
 
 // watchProducerLoss runs every tick: an episode opens with the first NAK
 // and closes once a tick passed without a new one and nothing is left to
-// retransmit; it was repaired from the ring, the WAL or both. Outside an
+// retransmit; it was repaired from the ring, the WAL or both. Its first
+// seq is the first one the first NAK of the episode asked for (the
+// Sender keeps it from one tick to the next: FirstNaked). Outside an
 // episode it keeps the retransmit baselines.
 func (c *loopCounters) watchProducerLoss(l *Loop, st *protocol.SenderStats) {
 	w := &c.pl
+	first := l.snd.FirstNaked() // the NAKs since the last tick's
 	if !w.open {
 		if st.Naks == w.naks0 {
 			w.a0, w.b0 = st.RetxHot, st.RetxCold
 			return
 		}
-		w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleProducer, At: c.epoch + l.now}, true)
+		w.start(c.f, counters.Loss{Stream: c.stream, Role: counters.RoleProducer, First: first, At: c.epoch + l.now}, true)
 		w.e.Naks = st.Naks - w.naks0
 		w.naks0 = st.Naks
 		return

@@ -142,8 +142,8 @@ func (r *lossRig) step() {
 
 // TestLossReportExact: a scripted run where every loss is known. Each
 // gap's consumer episode carries its first seq, the seqs it held up, its
-// NAKs and how it ended; the producer's its NAKs, retransmits and their
-// source (ring, WAL); the aggregates count them, and the NAKs and
+// NAKs and how it ended; the producer's its first seq (the first NAKed),
+// NAKs, retransmits and their source (ring, WAL); the aggregates count them, and the NAKs and
 // retransmits of the episodes add up to the totals.
 //
 //	seq 20    lost once: one NAK, repaired from the ring
@@ -208,13 +208,13 @@ func TestLossReportExact(t *testing.T) {
 	c := func(first, count, naks uint64, r counters.Repair) counters.Loss {
 		return counters.Loss{Stream: 1, Role: counters.RoleConsumer, First: first, Count: count, Naks: naks, Repair: r}
 	}
-	p := func(count, naks uint64, r counters.Repair) counters.Loss {
-		return counters.Loss{Stream: 1, Role: counters.RoleProducer, Count: count, Naks: naks, Repair: r}
+	p := func(first, count, naks uint64, r counters.Repair) counters.Loss {
+		return counters.Loss{Stream: 1, Role: counters.RoleProducer, First: first, Count: count, Naks: naks, Repair: r}
 	}
 	wantC := []counters.Loss{c(20, 3, 1, counters.RepairUDP), c(600, 23, 2, counters.RepairUDP), c(1200, 104, 1, counters.RepairUDP),
 		c(1800, 3, 1, counters.RepairUDP), c(2400, 0, 4, counters.RepairEscalated)}
-	wantP := []counters.Loss{p(1, 1, counters.RepairRing), p(2, 2, counters.RepairRing), p(1, 1, counters.RepairWAL),
-		p(1, 1, counters.RepairRing), p(4, 4, counters.RepairRingWAL)}
+	wantP := []counters.Loss{p(20, 1, 1, counters.RepairRing), p(600, 2, 2, counters.RepairRing), p(1200, 1, 1, counters.RepairWAL),
+		p(1800, 1, 1, counters.RepairRing), p(2400, 4, 4, counters.RepairRingWAL)}
 	if !slices.Equal(cons, wantC) {
 		t.Errorf("consumer episodes\n got %+v\nwant %+v", cons, wantC)
 	}

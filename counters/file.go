@@ -338,8 +338,9 @@ type Loss struct {
 	Stream uint32
 	Role   Role
 	Repair Repair
-	// First is the first missing seq (0: the producer, which does not
-	// see the receiver's gaps).
+	// First is the first missing seq: for the consumer the next expected
+	// one when the gap opened, for the producer the first seq the
+	// episode's first NAK asked for (0: unknown).
 	First uint64
 	// Count is, for the consumer, the seqs delivered from First until no
 	// gap was open (an upper bound of those lost); for the producer, the

@@ -52,9 +52,10 @@ type Sender struct {
 	skip   skipMarker
 	src    nakSource
 
-	lastSend  int64 // last data send or heartbeat (the idle timer)
-	timerInit bool  // lastSend is set (by a send or the first Tick)
-	ended     bool  // End was called (session_end.go)
+	lastSend  int64  // last data send or heartbeat (the idle timer)
+	timerInit bool   // lastSend is set (by a send or the first Tick)
+	ended     bool   // End was called (session_end.go)
+	nakFirst  uint64 // From of the first NAK since the last FirstNaked (0: none)
 	stats     SenderStats
 }
 
@@ -391,6 +392,9 @@ func (s *Sender) Handle(dgram []byte, from netip.AddrPort, now int64, out *batch
 			continue
 		}
 		s.stats.Naks++
+		if s.nakFirst == 0 {
+			s.nakFirst = nak.From
+		}
 		s.fc.nak(now)
 		s.serveNak(nak, now, out)
 	}
@@ -414,6 +418,16 @@ func (s *Sender) Deadline() int64 {
 	}
 	d = s.fc.deadline(d)
 	return s.probe.deadline(d, s.fc.uncovered(s.next))
+}
+
+// FirstNaked returns the first seq of the first NAK received since its
+// last call (0: none; a NAK from seq 0 counts as none) and forgets it.
+// The caller's loss report reads it every tick to name the first seq of
+// the loss episode a NAK opens.
+func (s *Sender) FirstNaked() uint64 {
+	f := s.nakFirst
+	s.nakFirst = 0
+	return f
 }
 
 // RetxPending reports whether NAKed retransmits wait for room in the

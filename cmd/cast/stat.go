@@ -248,7 +248,7 @@ func writeLoss(w io.Writer, s *counters.Snapshot) {
 	fmt.Fprintf(w, "  %-6s %-9s %-10s %20s %8s %6s %-15s %-15s %12s\n", "STREAM", "ROLE", "REPAIR", "FIRST SEQ", "SEQS", "NAKS", "SEEN", "REPAIRED", "LATENCY")
 	for _, e := range s.Loss {
 		first := fmt.Sprint(e.First)
-		if e.Role == counters.RoleProducer {
+		if e.First == 0 { // not known: a file of an older writer, or a NAK from seq 0
 			first = "-"
 		}
 		fmt.Fprintf(w, "  %-6d %-9s %-10s %20s %8d %6d %-15s %-15s %12v\n", e.Stream, e.Role, e.Repair, first, e.Count, e.Naks,

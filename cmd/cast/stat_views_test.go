@@ -37,8 +37,8 @@ func statFixture(t *testing.T) (dir string, at time.Time) {
 	t0 := at.UnixNano()
 	f.CloseLoss(f.OpenLoss(counters.Loss{Stream: 1, Role: counters.RoleConsumer, First: 10, At: t0}),
 		counters.Loss{Stream: 1, Role: counters.RoleConsumer, First: 10, Count: 3, Naks: 1, At: t0, Done: t0 + 2e6, Repair: counters.RepairUDP})
-	f.CloseLoss(f.OpenLoss(counters.Loss{Stream: 1, Role: counters.RoleProducer, At: t0}),
-		counters.Loss{Stream: 1, Role: counters.RoleProducer, Count: 1, Naks: 1, At: t0, Done: t0 + 3e6, Repair: counters.RepairRing})
+	f.CloseLoss(f.OpenLoss(counters.Loss{Stream: 1, Role: counters.RoleProducer, First: 10, At: t0}),
+		counters.Loss{Stream: 1, Role: counters.RoleProducer, First: 10, Count: 1, Naks: 1, At: t0, Done: t0 + 3e6, Repair: counters.RepairRing})
 	f.Error(1, counters.RoleConsumer, "receiver faulted: silence with a gap open", t0)
 	f.Error(1, counters.RoleConsumer, "receiver faulted: silence with a gap open", t0+1e9)
 	f.Flush()
@@ -95,7 +95,7 @@ func TestCLIStatViews(t *testing.T) {
 	for _, re := range []string{`(?m)^  loss episodes: 2 ever, the last 2 kept$`,
 		`(?m)^  STREAM ROLE +REPAIR +FIRST SEQ +SEQS +NAKS SEEN +REPAIRED +LATENCY$`,
 		`(?m)^  1 +consumer +udp +10 +3 +1 ` + regexp.QuoteMeta(clock) + ` +03:04:05.002000 +2ms$`,
-		`(?m)^  1 +producer +ring +- +1 +1 ` + regexp.QuoteMeta(clock) + ` +03:04:05.003000 +3ms$`} {
+		`(?m)^  1 +producer +ring +10 +1 +1 ` + regexp.QuoteMeta(clock) + ` +03:04:05.003000 +3ms$`} {
 		if !regexp.MustCompile(re).MatchString(l.Stdout.String()) {
 			t.Errorf("stat -loss: no /%s/ in\n%s", re, l.Stdout.String())
 		}
