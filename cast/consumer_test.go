@@ -47,6 +47,19 @@ func newOutageRig(t *testing.T) *outageRig {
 	return o
 }
 
+// waitProbe waits until the consumer heard a probe from the producer
+// (an idle producer sends one every heartbeat interval once it heard the
+// consumer's Status).
+func (o *outageRig) waitProbe(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); o.c.Stats().Receiver.Probes == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no probe from the producer: %s", o.app.diag())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func (o *outageRig) events() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -99,9 +112,19 @@ func (o *outageRig) finish(t *testing.T) ConsumerStats {
 // back to back. (Were the link lit before the send, a heartbeat could
 // get in first on a loaded machine and the consumer would repair the gap
 // over UDP instead — the path of TestConsumerOutageHeardFirst.)
+//
+// Those datagrams are evidence only from a producer the consumer knows
+// to speak probes (it honours the window, so running two windows ahead
+// means it released this receiver); from any other, the overrun must
+// last NakDebounce, and 1000 datagrams read back to back take less. So
+// the consumer must have heard a probe before the outage: on a loaded
+// machine the first 1000 records can all be delivered before the
+// producer's first probe, and the consumer then rightly repairs the gap
+// by NAK, never resuming after a catch-up (waitProbe).
 func TestConsumerOutage(t *testing.T) {
 	o := newOutageRig(t)
 	r, c := o.r, o.c
+	o.waitProbe(t)
 	r.dark()
 	gapEnd := r.send(52501)
 	r.holdInput(true)
