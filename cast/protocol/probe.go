@@ -40,8 +40,14 @@ type prober struct {
 }
 
 // probeRing is how many probe timestamps the sender remembers: at most
-// probeRing probes per heartbeat interval go out in the probe form.
-const probeRing = 64
+// probeRing probes per heartbeat interval go out in the probe form. A
+// stream of short bursts needs a tail-loss probe or two per burst, and a
+// due probe that finds no room waits until the oldest one is a heartbeat
+// interval old, so the bound is set well above what genuine traffic asks
+// for (5 120 probes/s at the default 100 ms heartbeat: a lost-tail burst
+// every 0.4 ms) while a flood of forged Status frames still cannot make
+// the sender probe faster. echoes scans the ring once per echo heard.
+const probeRing = 512
 
 // probeKind says why a probe is due.
 type probeKind uint8

@@ -66,3 +66,35 @@ func TestProber(t *testing.T) {
 		}
 	}
 }
+
+// TestProberBurstTails: a stream of short bursts, each with its own
+// lost tail, gets a tail-loss probe for every burst one pto after it,
+// as long as the bursts come no faster than the ring allows; a ring
+// that allowed too few probes per heartbeat interval made later tails
+// wait up to the heartbeat interval.
+func TestProberBurstTails(t *testing.T) {
+	cfg := senderCfg()
+	cfg = cfg.withDefaults()
+	var st SenderStats
+	p := newProber(&cfg, &st)
+	p.heard(statusNews{accepted: true, joined: true, echo: true, rtt: 20_000})
+	p.sentProbe(1)
+	p.sentDue(owedProbe, 1)
+	const gap = 500_000 // a burst every 0.5 ms for three heartbeat intervals
+	bursts := int(3 * int64(cfg.HeartbeatInterval) / gap)
+	now := int64(1_000_000)
+	for i := range bursts {
+		p.lastData = now
+		at := now + p.pto()
+		if k := p.due(at, true); k != tailProbe {
+			t.Fatalf("burst %d of %d: due %d at pto, want a tail probe (ring of %d per %v)", i, bursts, k, probeRing, cfg.HeartbeatInterval)
+		}
+		p.sentProbe(at)
+		p.sentDue(tailProbe, at)
+		p.heard(statusNews{accepted: true, echo: true, rtt: 20_000}) // the repair's Status
+		now += gap
+	}
+	if int(st.TailProbes) != bursts {
+		t.Fatalf("%d tail probes for %d bursts", st.TailProbes, bursts)
+	}
+}
