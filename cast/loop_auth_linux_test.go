@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/datapath"
 	"github.com/walcast/walcast/wire"
 	"golang.org/x/sys/unix"
 )
@@ -78,51 +79,8 @@ func TestLoopAuthLoss(t *testing.T) {
 // change nothing; the stream completes.
 func TestLoopAuthForgeriesUDP(t *testing.T) {
 	pa, pb := openPair(t, "udp", false)
-	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
-	rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
-	var got atomic.Int64
-	inOrder := atomic.Bool{}
-	inOrder.Store(true)
-	rl := DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Keys = pb, rcv, testKeys
-	rl.OnRecord = func(_ *Loop, _ wire.Header, p []byte) {
-		if wire.Seq(p) != uint64(got.Add(1)) {
-			inOrder.Store(false)
-		}
-	}
-	var target atomic.Int64
-	payload := make([]byte, 64)
-	sl := DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Keys = pa, snd, testKeys
-	var sent int64
-	sl.OnPoll = func(l *Loop, _ int64) {
-		for sent < target.Load() {
-			if _, err := l.Send(1, payload); err != nil {
-				return
-			}
-			sent++
-		}
-	}
-	rloop, err := StartLoop(rl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rloop.Close()
-	sloop, err := StartLoop(sl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sloop.Close()
-	waitFor := func(n int64) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for got.Load() < n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if got.Load() != n {
-			t.Fatalf("delivered %d of %d", got.Load(), n)
-		}
-	}
+	k := startKeyedPair(t, pa, pb)
+	rloop, sloop, got, inOrder, target, waitFor := k.rloop, k.sloop, &k.got, &k.inOrder, &k.target, k.waitFor
 	target.Store(1000)
 	waitFor(1000)
 
@@ -168,5 +126,66 @@ func TestLoopAuthForgeriesUDP(t *testing.T) {
 	waitFor(2000)
 	if !inOrder.Load() {
 		t.Fatal("records out of order")
+	}
+}
+
+// keyedPair is a keyed sending and a keyed receiving Loop over two
+// connected paths, the receiver checking that records arrive in order;
+// the sender sends 64-byte records until it has sent target.
+type keyedPair struct {
+	rloop, sloop *Loop
+	got          atomic.Int64
+	inOrder      atomic.Bool
+	target       atomic.Int64
+	t            *testing.T
+}
+
+func startKeyedPair(t *testing.T, sendPath, recvPath datapath.Path) *keyedPair {
+	t.Helper()
+	k := &keyedPair{t: t}
+	k.inOrder.Store(true)
+	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
+	rl := DefaultLoopConfig()
+	rl.Path, rl.Receiver, rl.Keys = recvPath, rcv, testKeys
+	rl.OnRecord = func(_ *Loop, _ wire.Header, p []byte) {
+		if wire.Seq(p) != uint64(k.got.Add(1)) {
+			k.inOrder.Store(false)
+		}
+	}
+	payload := make([]byte, 64)
+	sl := DefaultLoopConfig()
+	sl.Path, sl.Sender, sl.Keys = sendPath, snd, testKeys
+	var sent int64
+	sl.OnPoll = func(l *Loop, _ int64) {
+		for sent < k.target.Load() {
+			if _, err := l.Send(1, payload); err != nil {
+				return
+			}
+			sent++
+		}
+	}
+	var err error
+	if k.rloop, err = StartLoop(rl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.rloop.Close() })
+	if k.sloop, err = StartLoop(sl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { k.sloop.Close() })
+	return k
+}
+
+// waitFor waits (a generous budget: CI shares the machine) until n
+// records were delivered, and fails unless exactly n were.
+func (k *keyedPair) waitFor(n int64) {
+	k.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for k.got.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if k.got.Load() != n {
+		k.t.Fatalf("delivered %d of %d", k.got.Load(), n)
 	}
 }

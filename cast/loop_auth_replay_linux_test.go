@@ -11,7 +11,6 @@ import (
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/wire"
 )
 
 // tapPath is a loop's path with a tap on its sends: it keeps a copy of
@@ -87,51 +86,8 @@ func TestLoopAuthReplayUDP(t *testing.T) {
 	spoof := newSpoofer(t)
 	pa, pb := openPair(t, "udp", false)
 	ta, tb := &tapPath{Path: pa}, &tapPath{Path: pb}
-	snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
-	rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
-	var got atomic.Int64
-	inOrder := atomic.Bool{}
-	inOrder.Store(true)
-	rl := DefaultLoopConfig()
-	rl.Path, rl.Receiver, rl.Keys = tb, rcv, testKeys
-	rl.OnRecord = func(_ *Loop, _ wire.Header, p []byte) {
-		if wire.Seq(p) != uint64(got.Add(1)) {
-			inOrder.Store(false)
-		}
-	}
-	var target atomic.Int64
-	payload := make([]byte, 64)
-	sl := DefaultLoopConfig()
-	sl.Path, sl.Sender, sl.Keys = ta, snd, testKeys
-	var sent int64
-	sl.OnPoll = func(l *Loop, _ int64) {
-		for sent < target.Load() {
-			if _, err := l.Send(1, payload); err != nil {
-				return
-			}
-			sent++
-		}
-	}
-	rloop, err := StartLoop(rl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rloop.Close()
-	sloop, err := StartLoop(sl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sloop.Close()
-	waitFor := func(n int64) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for got.Load() < n && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
-		if got.Load() != n {
-			t.Fatalf("delivered %d of %d", got.Load(), n)
-		}
-	}
+	k := startKeyedPair(t, ta, tb)
+	rloop, sloop, got, inOrder, target, waitFor := k.rloop, k.sloop, &k.got, &k.inOrder, &k.target, k.waitFor
 	target.Store(1000)
 	waitFor(1000)
 	// The blast of 1000 may have lost datagrams in a socket buffer (the
