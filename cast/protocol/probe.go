@@ -145,8 +145,10 @@ func (p *prober) echoes(ts int64) bool {
 	if ts <= 0 {
 		return false
 	}
-	for _, t := range p.sent {
-		if t == ts {
+	// Newest first: an echo is almost always of one of the last probes,
+	// and the ring is long (probeRing) so that floods cannot churn it.
+	for i := range len(p.sent) {
+		if p.sent[(p.sentI-1-i+2*len(p.sent))%len(p.sent)] == ts {
 			return true
 		}
 	}
