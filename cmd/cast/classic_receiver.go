@@ -277,6 +277,9 @@ func (o *oneSource) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	return o.filter(v, n), err
 }
 
+// ReleaseWait forwards to the socket (datapath.ReleaseWait).
+func (o *oneSource) ReleaseWait() { datapath.ReleaseWait(o.inner) }
+
 func (o *oneSource) unstash(v *batch.Vec) int {
 	v.Reset()
 	k := 0

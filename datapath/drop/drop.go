@@ -137,6 +137,9 @@ func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	return p.filter(v, n), err
 }
 
+// ReleaseWait forwards to the inner Path (datapath.ReleaseWait).
+func (p *Path) ReleaseWait() { datapath.ReleaseWait(p.inner) }
+
 func (p *Path) filter(v *batch.Vec, n int) int {
 	if p.recvThr == 0 || n == 0 {
 		return n

@@ -31,6 +31,7 @@ func kit(gro bool) pathtest.Kit {
 			s := p.(*Path).Stats()
 			return pathtest.Counts{Sent: s.Sent, Received: s.Received, Refused: s.Refused}
 		},
+		ReleasesWait: true,
 	}
 }
 

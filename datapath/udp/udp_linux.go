@@ -145,6 +145,11 @@ func (p *Path) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	return p.s.RecvWait(v, deadline)
 }
 
+// ReleaseWait takes the socket out of Go's netpoller, where RecvWait put
+// it: a loop that will only spin on Recv calls it, else every datagram
+// wakes an idle runtime thread (a later RecvWait registers it again).
+func (p *Path) ReleaseWait() { p.s.ReleaseWait() }
+
 // LocalAddr is the bound address.
 func (p *Path) LocalAddr() netip.AddrPort { return p.s.Local }
 

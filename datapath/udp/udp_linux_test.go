@@ -24,6 +24,7 @@ var kit = pathtest.Kit{
 		s := p.(*Path).Stats()
 		return pathtest.Counts{Sent: s.Sent, Received: s.Received, Refused: s.Refused}
 	},
+	ReleasesWait: true,
 }
 
 // TestPath runs the tests every socket datapath shares.

@@ -227,6 +227,12 @@ func (t *senderTap) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	return t.Path.(waiter).RecvWait(v, deadline)
 }
 
+// ReleaseWait forwards to the tapped Path (datapath.ReleaseWait).
+func (t *senderTap) ReleaseWait() { datapath.ReleaseWait(t.Path) }
+
+// ReleaseWait forwards to the tapped Path (datapath.ReleaseWait).
+func (t *receiverTap) ReleaseWait() { datapath.ReleaseWait(t.Path) }
+
 func (t *receiverTap) RecvWait(v *batch.Vec, deadline time.Time) (int, error) {
 	n, err := t.Path.(waiter).RecvWait(v, deadline)
 	for i := range n {

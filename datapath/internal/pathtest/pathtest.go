@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -35,6 +36,10 @@ type Kit struct {
 	Open func(local, peer netip.AddrPort) (Path, error)
 	// Counts reads the path's counters.
 	Counts func(Path) Counts
+	// ReleasesWait: the path has ReleaseWait (datapath.ReleaseWait),
+	// which takes its socket out of the netpoller (Linux: the fd counts
+	// of /proc/self/fd show it).
+	ReleasesWait bool
 }
 
 // Must opens a path that t closes when it ends.
@@ -75,6 +80,74 @@ func (k Kit) Run(t *testing.T) {
 	t.Run("RecvWaitDeadlineAndClose", k.TestRecvWaitDeadlineAndClose)
 	t.Run("DeadPeer", k.TestDeadPeer)
 	t.Run("Allocs", k.TestAllocs)
+	if k.ReleasesWait {
+		t.Run("ReleaseWait", k.TestReleaseWait)
+	}
+}
+
+// TestReleaseWait: the first RecvWait registers (a dup of) the socket
+// with the netpoller, one more open fd; ReleaseWait closes it again
+// (twice is harmless); a later RecvWait registers it again and wakes
+// with the datagram sent meanwhile; Close closes both fds.
+func (k Kit) TestReleaseWait(t *testing.T) {
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ents)
+	}
+	v := batch.New(4, 64)
+	warm := k.Must(t, none, none) // the runtime's own netpoller fds, opened once
+	if _, err := warm.RecvWait(v, time.Now().Add(time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	a, err := k.Open(none, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := k.Must(t, none, a.LocalAddr())
+	n0 := fds()
+	if n, err := a.RecvWait(v, time.Now().Add(5*time.Millisecond)); n != 0 || err != nil {
+		t.Fatal(n, err)
+	}
+	if n := fds(); n != n0+1 {
+		t.Fatalf("after a RecvWait: %d fds, want %d (the socket's registration)", n, n0+1)
+	}
+	datapath.ReleaseWait(a)
+	datapath.ReleaseWait(a)
+	if n := fds(); n != n0 {
+		t.Fatalf("after ReleaseWait: %d fds, want %d", n, n0)
+	}
+	done := make(chan error, 1)
+	go func() {
+		n, err := a.RecvWait(v, time.Now().Add(time.Minute))
+		if m, _ := v.Msg(0); err == nil && (n != 1 || string(m) != "again") {
+			err = fmt.Errorf("got %d datagrams, the first %q", n, m)
+		}
+		done <- err
+	}()
+	for wait := time.Now().Add(time.Minute); fds() != n0+1; { // the parked RecvWait registers the socket again
+		if time.Now().After(wait) {
+			t.Fatalf("a parked RecvWait: %d fds, want %d", fds(), n0+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	out := batch.New(1, 64)
+	out.Append([]byte("again"), none)
+	if n, err := b.Send(out); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("RecvWait after ReleaseWait: %v", err)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fds(); n != n0-1 {
+		t.Fatalf("after Close: %d fds, want %d (socket and registration closed)", n, n0-1)
+	}
 }
 
 var none netip.AddrPort

@@ -18,6 +18,7 @@ type Unsupported struct{}
 func (Unsupported) Send(*batch.Vec) (int, error)                { return 0, datapath.ErrClosed }
 func (Unsupported) Recv(*batch.Vec) (int, error)                { return 0, datapath.ErrClosed }
 func (Unsupported) RecvWait(*batch.Vec, time.Time) (int, error) { return 0, datapath.ErrClosed }
+func (Unsupported) ReleaseWait()                                {}
 func (Unsupported) LocalAddr() netip.AddrPort                   { return netip.AddrPort{} }
 func (Unsupported) Close() error                                { return nil }
 func (Unsupported) NAPIID() int                                 { return 0 }
