@@ -210,7 +210,7 @@ func (c *Consumer) Run(ctx context.Context, deliver func(Record) error) error {
 	}
 	slot := max(c.rcfg.MaxFrame, protocol.DefaultMaxFrame, 2048)
 	c.loop, err = NewLoop(LoopConfig{
-		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, RaiseGOMAXPROCS: c.cfg.Advanced.RaiseGOMAXPROCS, Batch: c.cfg.Advanced.Batch,
+		Path: c.path, Receiver: c.r, Thread: c.cfg.Thread, Idle: c.cfg.Idle, Shared: c.cfg.Advanced.Shared, RaiseGOMAXPROCS: c.cfg.Advanced.RaiseGOMAXPROCS, Batch: c.cfg.Advanced.Batch,
 		Slot: slot, OnRecord: c.onRecord, OnEvent: c.onLoopEvent, OnPoll: c.onPoll, Source: c.sender, Keys: c.currentKeys(),
 		Counters: c.cfg.Advanced.Counters.forStream(c.cfg.Stream),
 	})

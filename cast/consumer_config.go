@@ -105,6 +105,10 @@ type ConsumerAdvanced struct {
 	// thread (see LoopConfig.RaiseGOMAXPROCS); by default it is left
 	// alone.
 	RaiseGOMAXPROCS bool
+	// Shared runs the loop on a SharedThread, in turn with other loops
+	// (a producer's, say), instead of on a thread of its own: Thread is
+	// then not applied and Idle must spin (LoopConfig.Shared).
+	Shared *SharedThread
 	// Counters publishes the consumer's counters for `cast stat` (on by
 	// default; Counters.Stream is set from Stream).
 	Counters Counters

@@ -11,7 +11,8 @@
 // [github.com/walcast/walcast/cast/protocol] (a Sender, a Receiver or
 // both) to a datapath on one locked, pinned OS thread; programs that run
 // their own protocol logic in the loop (ping-pong, relays, benchmarks)
-// use it directly.
+// use it directly. On a host with few CPUs, several loops (a producer's
+// and a consumer's) can take turns on one [SharedThread].
 //
 // Every config struct's zero value is valid: a zero field means its
 // default. Misuse fails in the constructor with an error matching

@@ -22,6 +22,7 @@ import (
 // batch, ticks their timers, serves cold reads through an I/O goroutine
 // and talks to the application through callbacks (on the loop thread) or
 // two single-producer/single-consumer rings (from one other goroutine).
+// Several loops may share one thread instead ([SharedThread]).
 // One iteration allocates nothing.
 type Loop struct {
 	cfg    LoopConfig
@@ -63,7 +64,8 @@ type Loop struct {
 
 	stop      atomic.Bool
 	spins     bool
-	thread    *affinity.Thread
+	started   bool             // Start succeeded
+	thread    *affinity.Thread // nil on a SharedThread
 	done      chan struct{}
 	err       error
 	closeOnce sync.Once
@@ -196,15 +198,26 @@ func (l *Loop) Feed(d []byte, from netip.AddrPort) {
 }
 
 // Start runs the loop on a new locked OS thread placed per cfg.Thread
-// and the I/O goroutine for cold reads. It returns once the thread is
-// placed.
+// (or attaches it to cfg.Shared) and the I/O goroutine for cold reads.
+// It returns once the thread is placed.
 func (l *Loop) Start() error {
 	l.raiseProcs()
 	if l.snd != nil {
 		l.cold.ioWG.Add(1)
 		go l.serveIO()
 	}
-	t, err := affinity.GoFor(l.idle.Strategy, l.cfg.Thread, l.run)
+	if !l.idle.Parks() {
+		// A wait before Start (a consumer awaiting its sender) left the
+		// socket in Go's netpoller; a spinning loop never parks on it.
+		datapath.ReleaseWait(l.path)
+	}
+	var t *affinity.Thread
+	var err error
+	if l.cfg.Shared != nil {
+		err = l.cfg.Shared.attach(l)
+	} else {
+		t, err = affinity.GoFor(l.idle.Strategy, l.cfg.Thread, l.run)
+	}
 	if err != nil {
 		l.lowerProcs()
 		if l.cold.req != nil {
@@ -215,6 +228,7 @@ func (l *Loop) Start() error {
 		return err
 	}
 	l.thread = t
+	l.started = true
 	return nil
 }
 
@@ -249,9 +263,12 @@ func (l *Loop) Events() <-chan Event { return l.events }
 func (l *Loop) Close() error {
 	l.closeOnce.Do(func() {
 		l.stop.Store(true)
-		if l.thread != nil {
+		switch {
+		case l.thread != nil:
 			l.thread.Wait()
-		} else {
+		case l.started: // on a SharedThread, which closes done when the loop ends
+			<-l.done
+		default:
 			close(l.done)
 		}
 		if l.cold.req != nil {
@@ -276,22 +293,33 @@ func (l *Loop) clock() int64 {
 func (l *Loop) Now() int64 { return l.clock() }
 
 func (l *Loop) run() {
-	defer close(l.done)
-	defer l.lowerProcs()
-	for !l.stop.Load() {
-		if !l.iterate() {
-			return
+	for l.step() {
+	}
+}
+
+// step runs one iteration, or the loop's end once Stop was called; false
+// once the loop has ended (done is closed). A loop's own thread calls it
+// until then; a SharedThread calls it in turn with its other loops'.
+func (l *Loop) step() bool {
+	if !l.stop.Load() {
+		if l.iterate() {
+			return true
+		}
+	} else {
+		// Tell the sender this receiver is leaving (it stops waiting for
+		// it at once), and flush so that a Close right after a Send still
+		// sends it.
+		if l.rcv != nil {
+			l.rcv.Leave(l.clock(), l.out)
+		}
+		_ = l.flush()
+		if l.sendRing != nil {
+			l.publishProgress()
 		}
 	}
-	// Tell the sender this receiver is leaving (it stops waiting for it
-	// at once), and flush so that a Close right after a Send still sends it.
-	if l.rcv != nil {
-		l.rcv.Leave(l.clock(), l.out)
-	}
-	_ = l.flush()
-	if l.sendRing != nil {
-		l.publishProgress()
-	}
+	l.lowerProcs()
+	close(l.done)
+	return false
 }
 
 // iterate runs one loop iteration; false means stop (error).
@@ -464,7 +492,8 @@ func (l *Loop) yieldIO() bool {
 		} else {
 			affinity.OSSleep(20 * time.Microsecond)
 		}
-	case l.io != nil && l.spins && l.io.Flushing():
+	case l.io != nil && l.spins && l.cfg.Shared == nil && l.io.Flushing():
+		// (A shared thread exists to leave the I/O a CPU of its own.)
 		l.ls.IOYields++
 		affinity.OSYield()
 	default:

@@ -70,6 +70,10 @@ type LoopConfig struct {
 	// Idle paces the loop when a poll found nothing. affinity.Park blocks
 	// in the Path's RecvWait until a datagram or the next tick.
 	Idle affinity.Idler
+	// Shared, when set, runs the loop on that SharedThread, in turn with
+	// the other loops attached to it, instead of on a thread of its own:
+	// Thread is then not applied and Idle must spin (its zero value).
+	Shared *SharedThread
 	// Batch is the number of datagrams received per poll and flushed per
 	// send (default 64).
 	Batch int
@@ -170,6 +174,9 @@ func (c LoopConfig) Validate() error {
 		return fmt.Errorf("%w: SendRing without a Sender", ErrConfig)
 	case c.RecvRing > 0 && c.Receiver == nil:
 		return fmt.Errorf("%w: RecvRing without a Receiver", ErrConfig)
+	}
+	if c.Shared != nil && c.Idle.Strategy != affinity.Spin {
+		return fmt.Errorf("%w: a loop on a SharedThread spins; idle strategy %v would stall the thread's other loops", ErrConfig, c.Idle.Strategy)
 	}
 	if c.Idle.Parks() {
 		if _, ok := c.Path.(Waiter); !ok {

@@ -92,6 +92,10 @@ type ProducerAdvanced struct {
 	// thread (see LoopConfig.RaiseGOMAXPROCS); by default it is left
 	// alone.
 	RaiseGOMAXPROCS bool
+	// Shared runs the loop on a SharedThread, in turn with other loops
+	// (a consumer's, say), instead of on a thread of its own: Thread is
+	// then not applied and Idle must spin (LoopConfig.Shared).
+	Shared *SharedThread
 	// Counters publishes the producer's counters for `cast stat` (on by
 	// default; Counters.Stream is set from Stream).
 	Counters Counters
@@ -233,7 +237,7 @@ func NewProducer(cfg ProducerConfig) (_ *Producer, err error) {
 	}
 	p.maxPayload = min(p.snd.MaxFrame()-wire.HeaderSize, wire.MaxPayload)
 	lc := LoopConfig{
-		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle,
+		Path: path, Sender: p.snd, Cold: cold, Thread: cfg.Thread, Idle: cfg.Idle, Shared: cfg.Advanced.Shared,
 		SendRing: cfg.Advanced.PublishSlots, RingSlot: p.maxPayload, Slot: slot, Batch: cfg.Advanced.Batch,
 		RaiseGOMAXPROCS: cfg.Advanced.RaiseGOMAXPROCS, OnPoll: p.onPoll, Keys: cfg.Keys,
 		Counters: cfg.Advanced.Counters.forStream(cfg.Stream),
