@@ -104,7 +104,7 @@ var usageCases = []struct {
 	{[]string{"bandwidth"}, 2, `^cast bandwidth: -mode "": want sender or receiver$`},
 	{[]string{"demo", "-drop", "101"}, 2, `^cast demo: -drop 101: want 0..100$`},
 	{[]string{"demo", "-pin", "0"}, 2, `^cast demo: -pin "0": want CPU,CPU`},
-	{[]string{"demo", "-idle", "x"}, 2, `^cast demo: -idle "x": want auto, spin, park or mixed$`},
+	{[]string{"demo", "-idle", "x"}, 2, `^cast demo: -idle "x": want auto, spin, park, mixed or shared$`},
 	{[]string{"bench", "cost", "-rows", "x"}, 2, `^cast bench: -rows: no row "x" \(have floor-gso-gro, `},
 	{[]string{"wal"}, 2, `^cast wal: want a subcommand`},
 	{[]string{"wal", "stat"}, 2, `^cast wal stat: want 1 argument`},

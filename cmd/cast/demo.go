@@ -27,7 +27,7 @@ func init() {
 }
 
 func runDemo(args []string) error {
-	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). The producer runs inside the sender's loop and the consumer inside the\nreceiver's: two loop threads, plus the WAL's I/O goroutine. A spinning loop holds\na CPU; -idle auto lets both spin only when the process has a CPU for each and one\nmore for the WAL's I/O; with fewer, both park on their sockets, so that no\nthread waits for a spinning thread's CPU. The\nsummary says which layout ran and how many threads were busy on how many CPUs.\nThen a short ping-pong measures the round trip. Prints a progress line (on a\nterminal, redrawn in place; otherwise a plain line every 5 s) and a summary.")
+	fs := newFlagSet("demo", "[flags]", "Run a casting sender and receiver in one process over loopback: -n records at\n-rate per second, each appended to a WAL first, -drop percent of the datagrams\nlost at the receiver and repaired by NAKs (from the hot ring, or from the WAL on\ndisk). The producer runs inside the sender's loop and the consumer inside the\nreceiver's, plus the WAL's I/O goroutine. A spinning loop holds a CPU, and a\nthread waiting for a spinning thread's CPU waits milliseconds, so -idle auto\npicks by the CPUs this process may use: with 3 or more each loop spins on a\nthread of its own; with 2 both loops take turns on one shared spinning thread\n(cast.SharedThread), leaving the other CPU to the WAL's I/O and the runtime;\nwith 1 both park on their sockets. The summary says which layout ran and how\nmany threads were busy on how many CPUs.\nThen a short ping-pong measures the round trip. Prints a progress line (on a\nterminal, redrawn in place; otherwise a plain line every 5 s) and a summary.")
 	n := fs.Int("n", 1_000_000, "records")
 	size := fs.Int("size", 128, "payload bytes per record (frame = size + 16)")
 	rate := fs.Float64("rate", 100_000, "records per second (0: as fast as the path takes them)")
@@ -36,7 +36,7 @@ func runDemo(args []string) error {
 	pings := fs.Int("pings", 20000, "round trips measured after the stream (0: skip)")
 	pin := fs.String("pin", "none", "CPUs of the sender and receiver loops (e.g. 0,1), or none: pinning is for an otherwise idle machine")
 	path := fs.String("path", "mmsg", "datapath of the stream: mmsg or udp")
-	idle := fs.String("idle", "auto", "what the loops do with nothing to do: spin (each holds a CPU), park (block on the socket), mixed (the sender's spins, the receiver's parks), or auto (by the CPUs this process may use)")
+	idle := fs.String("idle", "auto", "how the loops run: spin (a thread each, holding a CPU each), park (a thread each, blocking on the socket), mixed (the sender's spins, the receiver's parks), shared (both on one spinning thread, pinned to -pin's first CPU), or auto (by the CPUs this process may use)")
 	quiet := fs.Bool("q", false, "no progress line")
 	keyFile := fs.String("key-file", "", "authenticate every datagram of the stream with the keys in FILE (docs/auth.md)")
 	reorder := fs.Int("reorder", protocol.DefaultReorderSlots, "receiver reorder window, records (power of two); flow control keeps the sender within it")
@@ -78,9 +78,9 @@ func runDemo(args []string) error {
 		return usagef("-path %q: want mmsg or udp", *path)
 	}
 	switch *idle {
-	case "auto", "spin", "park", "mixed":
+	case "auto", "spin", "park", "mixed", "shared":
 	default:
-		return usagef("-idle %q: want auto, spin, park or mixed", *idle)
+		return usagef("-idle %q: want auto, spin, park, mixed or shared", *idle)
 	}
 	if f := os.Getenv("WALCAST_CPUPROFILE"); f != "" {
 		pf, err := os.Create(f)
@@ -151,7 +151,14 @@ func runDemo(args []string) error {
 	base := time.Now() // one clock origin for send stamps and deliveries
 	var outcome atomic.Value
 	ncpu := usableCPUs()
-	lay := demoLayout(*idle, ncpu, dir != "")
+	lay := demoLayout(*idle, ncpu)
+	var shared *cast.SharedThread
+	if lay.shared {
+		if shared, err = cast.NewSharedThread(affinity.OnCPU(cpus[0])); err != nil {
+			return err
+		}
+		defer shared.Close()
+	}
 	// The progress line reads the counters the loops publish (what `cast
 	// stat` shows) from the process's counters file, held to the end: the
 	// loops keep their slots (Counters.Keep) so the last line has their
@@ -160,7 +167,7 @@ func runDemo(args []string) error {
 	defer ctr.Release()
 	sndIdle, rcvIdle := affinity.Idler{Strategy: lay.snd}, affinity.Idler{Strategy: lay.rcv}
 	cons, err := cast.NewConsumer(cast.ConsumerConfig{Path: b, NoCatchUp: true, Thread: affinity.OnCPU(cpus[1]), Idle: rcvIdle, Keys: keys,
-		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true, Counters: cast.Counters{Keep: true}},
+		Advanced: cast.ConsumerAdvanced{Receiver: rc, RaiseGOMAXPROCS: true, Shared: shared, Counters: cast.Counters{Keep: true}},
 		OnEvent: func(e cast.Event) {
 			switch e.Kind {
 			case cast.EventFaulted, cast.EventReconnect, cast.EventSenderRestarted:
@@ -195,10 +202,10 @@ func runDemo(args []string) error {
 	done := make(chan struct{})
 	prod := producer(sendOpts{n: *n, payload: *size, rate: *rate}, &sent, done)
 	fmt.Printf("walcast demo: %d records of %d B over %s on loopback, %.1f%% loss at the receiver, WAL %s\n", *n, frame, features(a), *dropPct, walNote)
-	fmt.Printf("layout         sender loop %s, receiver loop %s, pins %s; -idle %s on %d CPUs: %s\n", lay.snd, lay.rcv, pinNote(cpus), *idle, ncpu, lay.why)
+	fmt.Printf("layout         %s, pins %s; -idle %s on %d CPUs: %s\n", lay, pinNote(cpus), *idle, ncpu, lay.why)
 	threads0, _ := benchkit.ThreadTimes()
 	start := time.Now()
-	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true, Counters: cast.Counters{Keep: true},
+	pr, err := cast.NewProducer(cast.ProducerConfig{Path: a, Dir: dir, Thread: affinity.OnCPU(cpus[0]), Idle: sndIdle, Keys: keys, Advanced: cast.ProducerAdvanced{RaiseGOMAXPROCS: true, Shared: shared, Counters: cast.Counters{Keep: true},
 		OnPoll: func(l *cast.Loop, _ int64) { prod(l, int64(time.Since(base))) }}})
 	if err != nil {
 		stopRun()
@@ -295,38 +302,51 @@ func runDemo(args []string) error {
 	return nil
 }
 
-// demoLoops is how the demo's two loops wait for work, and why.
+// demoLoops is how the demo's two loops run, and why: shared (both on
+// one spinning thread, in turn), or each on its own thread doing snd/rcv
+// when idle.
 type demoLoops struct {
+	shared   bool
 	snd, rcv affinity.Strategy
 	why      string
 }
 
-// demoLayout picks what each loop does when idle. A spinning loop holds
-// a CPU for good; the WAL's I/O goroutine (and the runtime) need CPU time
-// too, and a thread that waits for a spinning thread's CPU waits for the
-// scheduler's slice: milliseconds, which is what the records then wait.
-// So auto spins the loops only when each gets a CPU of its own and the
-// WAL's I/O one more; with fewer, both park on their sockets (a parked
-// loop runs when a datagram or its 1 ms tick wakes it).
-func demoLayout(idle string, ncpu int, withWAL bool) demoLoops {
+func (d demoLoops) String() string {
+	if d.shared {
+		return "sender and receiver loops on one shared spinning thread"
+	}
+	return fmt.Sprintf("sender loop %s, receiver loop %s", d.snd, d.rcv)
+}
+
+// demoLayout picks how the loops run. A spinning loop holds a CPU for
+// good; the WAL's I/O goroutine, the runtime and the progress line need
+// CPU time too, and a thread that waits for a spinning thread's CPU
+// waits for the scheduler's slice: milliseconds, which the records then
+// wait. So auto spins a thread per loop only when each gets a CPU of its
+// own and one more is left (for the WAL's I/O, the runtime and the rest);
+// with two CPUs both loops take turns on one spinning thread (on
+// loopback a datagram one sends is in the other's socket when the send
+// returns) and the other CPU is left free; with one, both park on their
+// sockets (a parked loop runs when a datagram or its 1 ms tick wakes it).
+func demoLayout(idle string, ncpu int) demoLoops {
 	spin, park := affinity.Spin, affinity.Park
 	switch idle {
 	case "spin":
-		return demoLoops{spin, spin, "as asked"}
+		return demoLoops{false, spin, spin, "as asked"}
 	case "park":
-		return demoLoops{park, park, "as asked"}
+		return demoLoops{false, park, park, "as asked"}
 	case "mixed":
-		return demoLoops{spin, park, "as asked"}
+		return demoLoops{false, spin, park, "as asked"}
+	case "shared":
+		return demoLoops{true, spin, spin, "as asked"}
 	}
 	switch {
-	case withWAL && ncpu >= 3:
-		return demoLoops{spin, spin, "a CPU for each spinning loop and one for the WAL's I/O"}
-	case !withWAL && ncpu >= 2:
-		return demoLoops{spin, spin, "a CPU for each spinning loop"}
-	case withWAL:
-		return demoLoops{park, park, "too few CPUs for two spinning loops and the WAL's I/O"}
+	case ncpu >= 3:
+		return demoLoops{false, spin, spin, "a CPU for each spinning loop and one for the rest (the WAL's I/O, the runtime)"}
+	case ncpu == 2:
+		return demoLoops{true, spin, spin, "one CPU for the shared thread, one for the rest (the WAL's I/O, the runtime)"}
 	}
-	return demoLoops{park, park, "too few CPUs for two spinning loops"}
+	return demoLoops{false, park, park, "one CPU: no thread may spin"}
 }
 
 // usableCPUs is the number of CPUs this process may run on.
