@@ -161,17 +161,8 @@ func TestProducerEnd(t *testing.T) {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	var next uint64 = 1
-	go func() {
-		done <- c.Run(ctx, func(r Record) error {
-			if r.Seq != next {
-				return fmt.Errorf("seq %d, want %d", r.Seq, next)
-			}
-			next++
-			return nil
-		})
-	}()
+	var next uint64
+	done := runInOrder(ctx, c, 0, &next)
 	publishN(t, p, n)
 	if err := p.End(ctx); err != nil {
 		t.Fatalf("End: %v; sender %+v; consumer %+v", err, p.Stats().Sender, c.Stats().Receiver)
@@ -217,4 +208,25 @@ func TestProducerEnd(t *testing.T) {
 	if err := q.End(ctx); err != nil {
 		t.Fatalf("End with no receiver: %v", err)
 	}
+}
+
+// runInOrder runs c on a goroutine and returns the channel that gets
+// Run's result. Its deliver fails unless records come in seq order from
+// seq 1, and stops Run (ErrStop) after seq stopAt (0: never); *next is
+// the seq it expects next (read it once the result is in).
+func runInOrder(ctx context.Context, c *Consumer, stopAt uint64, next *uint64) <-chan error {
+	*next = 1
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Run(ctx, func(r Record) error {
+			if r.Seq != *next {
+				return fmt.Errorf("seq %d, want %d", r.Seq, *next)
+			}
+			if *next++; r.Seq == stopAt {
+				return ErrStop
+			}
+			return nil
+		})
+	}()
+	return done
 }

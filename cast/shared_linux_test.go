@@ -3,7 +3,6 @@ package cast
 import (
 	"context"
 	"errors"
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,19 +39,8 @@ func TestSharedThreadProducerConsumer(t *testing.T) {
 	defer p.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	done := make(chan error, 1)
-	var next uint64 = 1
-	go func() {
-		done <- c.Run(ctx, func(r Record) error {
-			if r.Seq != next {
-				return fmt.Errorf("seq %d, want %d", r.Seq, next)
-			}
-			if next++; r.Seq == n {
-				return ErrStop
-			}
-			return nil
-		})
-	}()
+	var next uint64
+	done := runInOrder(ctx, c, n, &next)
 	publishN(t, p, n)
 	if err := <-done; err != nil {
 		t.Fatalf("consumer: %v (producer %+v)", err, p.Stats().Sender)
