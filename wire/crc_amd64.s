@@ -1,3 +1,4 @@
+#include "go_asm.h"
 #include "textflag.h"
 
 // func crc3way(crc uint32, p []byte, k *[crcBlockWords + 1][2]uint64) uint32
@@ -6,6 +7,12 @@ TEXT ·crc3way(SB), NOSPLIT, $0-44
 	MOVQ p_base+8(FP), SI
 	MOVQ p_len+16(FP), CX
 	MOVQ k+32(FP), R11
+
+	CMPB ·crcWide(SB), $0
+	JEQ  block
+	CMPQ CX, $const_crcFoldMin
+	JB   block
+	JMP  ·crcFold(SB)
 
 block:
 	// A block needs three streams of at least 3 words.
