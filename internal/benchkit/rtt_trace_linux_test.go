@@ -1,9 +1,9 @@
 package benchkit
 
-// TestRTTTrace (issue 26 item 4; run it under the bench lock):
+// BenchmarkRTTTrace (run it under the bench lock):
 //
-//	WALCAST_RTTTRACE=1 WALCAST_RTTTRACE_RUNS=6 WALCAST_RTTTRACE_QUIET=1 \
-//	  go test -run TestRTTTrace -v ./internal/benchkit
+//	WALCAST_RTTTRACE_RUNS=6 WALCAST_RTTTRACE_QUIET=1 \
+//	  go test -run '^$' -bench RTTTrace -v ./internal/benchkit
 //
 // timestamps every sendto/recvfrom of the spin RTT rows through the
 // batch.Sys seam (two clock reads per call, in every row alike) and
@@ -146,7 +146,7 @@ func mean(v []int64) float64 {
 }
 
 // trAnalyze joins the client's and the echo's events by key.
-func trAnalyze(t *testing.T, name string, warm uint64, rtt Summary) (string, []float64) {
+func trAnalyze(t testing.TB, name string, warm uint64, rtt Summary) (string, []float64) {
 	var logs []*trLog
 	for _, lg := range trFD {
 		if lg != nil && len(lg.sends) > 0 {
@@ -316,10 +316,10 @@ func trFloorOn(c RTTConfig, cli, srv int) (Row, error) {
 	return Row{Name: "floor-seam", Latency: s.Summarize()}, nil
 }
 
-func TestRTTTrace(t *testing.T) {
-	if os.Getenv("WALCAST_RTTTRACE") == "" {
-		t.Skip("WALCAST_RTTTRACE not set")
-	}
+// BenchmarkRTTTrace is a measurement, run once whatever b.N (it takes
+// seconds): go test -run '^$' -bench RTTTrace -v ./internal/benchkit
+// (WALCAST_RTTTRACE_RUNS, _N and _QUIET tune it).
+func BenchmarkRTTTrace(t *testing.B) {
 	c := DefaultRTTConfig()
 	c.N, c.Warmup = 30000, 3000
 	if os.Getenv("WALCAST_RTTTRACE_N") != "" {
