@@ -256,8 +256,14 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 	if r.loss.delay.order.arrived(seq, r.st.maxEdge) {
 		r.loss.orderSeen(seq, r.peer.probes, r.st.maxEdge, r.highest, now)
 	}
-	r.loss.rttSample(seq&r.mask, now)
-	r.loss.groupSample(seq & r.mask)
+	// fresh: the next seq to deliver, above any seq ever buffered or
+	// given a NAK history (lossDetector.dirty): its slot of the reorder
+	// ring and its gap are empty, and neither is read or zeroed.
+	fresh := d == 0 && seq > r.maxData && seq > r.loss.dirty
+	if !fresh {
+		r.loss.rttSample(seq&r.mask, now)
+		r.loss.groupSample(seq & r.mask)
+	}
 	if seq > r.maxData {
 		r.maxData = seq
 	}
@@ -276,7 +282,9 @@ func (r *Receiver) data(h wire.Header, p, frame []byte, now int64, out *batch.Ve
 			r.raise(seq, true, now, out)
 		}
 		r.stats.Delivered++
-		r.clear(seq & r.mask)
+		if !fresh {
+			r.clear(seq & r.mask)
+		}
 		r.expected++
 		r.live = seq
 		r.lateDelivery(now)
@@ -324,7 +332,10 @@ func (r *Receiver) drain(now int64, deliver func(wire.Header, []byte)) {
 		if next, ok := r.hole.jump(r.expected); ok {
 			// Everything before a pending Skip is in: jump over its hole
 			// (empty when the marker's From is its own seq) to the
-			// marker, which is buffered.
+			// marker, which is buffered. The hole's gaps are not zeroed
+			// (another receiver's NAK may have written them): their
+			// slot-mates a window on are not fresh, and zero them.
+			r.loss.dirty = max(r.loss.dirty, next-1+r.window)
 			r.expected = next
 			r.lastSkip = r.hole.marker
 			r.stats.Skips++

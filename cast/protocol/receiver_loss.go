@@ -38,6 +38,15 @@ type lossDetector struct {
 	rtt      RTT   // own NAK → repair estimate
 	sampleAt int64 // gap.at of the last RTT sample (one sample per NAK batch)
 
+	// dirty is the highest seq whose gap was ever written (nak, first,
+	// heard: every write is of a seq in expected … highest at the time).
+	// A seq above it that is the next to deliver has a zero gap: the one
+	// other seq of its slot that could have been written is a window
+	// below, was delivered or skipped, and that zeroed it. So the
+	// Receiver need not read or zero the slot: in-order data touches no
+	// gap (a cache line per record saved) until a loss.
+	dirty uint64
+
 	maxRuns    int            // MaxNakRunsPerPump
 	maxRetries int            // MaxNakRetries
 	dest       netip.AddrPort // where NAKs go (ReceiverConfig.Sender)
@@ -216,6 +225,7 @@ func (l *lossDetector) nak(in *lossInput, from, to uint64, rt uint16, count bool
 		sp++
 	}
 	first := rt == 1 && l.group
+	l.dirty = max(l.dirty, to)
 	for seq := from; seq <= to; seq++ {
 		i := seq & l.mask
 		l.gaps[i].retries = rt
@@ -258,6 +268,7 @@ func (l *lossDetector) first(in *lossInput, from, to uint64, now int64, out *bat
 		_, spent = l.nak(in, from, to, 0, true, now, out)
 		return spent
 	}
+	l.dirty = max(l.dirty, to)
 	for seq := from; seq <= to; seq++ {
 		i := seq & l.mask
 		l.gaps[i].at, l.gaps[i].retries, l.gaps[i].notBefore = now, 0, 0
@@ -304,6 +315,7 @@ const groupOwnSamples = 8
 // misses need no NAK of its own until the repair has had time to come
 // (one re-NAK delay).
 func (l *lossDetector) heard(from, to uint64, ring *reorderRing, rtt RTT, probes bool, now int64) {
+	l.dirty = max(l.dirty, to)
 	for seq := from; seq <= to && seq >= from; seq++ {
 		i := seq & l.mask
 		if ring.has(seq) {
