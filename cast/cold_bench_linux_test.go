@@ -67,9 +67,7 @@ func coldInstall(b *testing.B, k *pipeKernel, flush bool) {
 }
 
 func benchColdCasting(b *testing.B, flush, real bool) {
-	pa, pb := openPair(b, "udp", false)
-	k := newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
-	coldInstall(b, k, flush)
+	pa, pb, _ := coldPair(b, flush)
 	clock := &benchClock{}
 	newLoop := func(p datapath.Path, onRecord func(*Loop, wire.Header, []byte)) *Loop {
 		snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
@@ -109,9 +107,7 @@ func benchColdCasting(b *testing.B, flush, real bool) {
 }
 
 func benchColdFloor(b *testing.B, flush bool) {
-	pa, pb := openPair(b, "udp", false)
-	k := newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
-	coldInstall(b, k, flush)
+	pa, pb, k := coldPair(b, flush)
 	v := batch.New(1, 2048)
 	v.Append(make([]byte, 16), netip.AddrPort{})
 	_, _ = pa.Send(v)
@@ -154,9 +150,7 @@ func BenchmarkColdIdle(b *testing.B) {
 				n += "-nocounters"
 			}
 			b.Run("casting/"+n, func(b *testing.B) {
-				pa, pb := openPair(b, "udp", false)
-				k := newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
-				coldInstall(b, k, flush)
+				pa, _, _ := coldPair(b, flush)
 				snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
 				rcv, _ := protocol.NewReceiver(protocol.DefaultReceiverConfig())
 				polls := 0 // an OnPoll as the RTT client's (a closure over its state)
@@ -175,9 +169,7 @@ func BenchmarkColdIdle(b *testing.B) {
 			})
 		}
 		b.Run("floor/"+name, func(b *testing.B) {
-			pa, pb := openPair(b, "udp", false)
-			k := newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
-			coldInstall(b, k, flush)
+			pa, pb, k := coldPair(b, flush)
 			v := batch.New(1, 2048)
 			v.Append(make([]byte, 16), netip.AddrPort{})
 			_, _ = pa.Send(v)
@@ -225,4 +217,13 @@ func BenchmarkColdPieces(b *testing.B) {
 		})
 	}
 	coldSink += s
+}
+
+// coldPair opens a connected pair of udp paths over a pipeKernel whose
+// calls are made cold (flush) or not (coldInstall).
+func coldPair(b *testing.B, flush bool) (pa, pb datapath.Path, k *pipeKernel) {
+	pa, pb = openPair(b, "udp", false)
+	k = newPipeKernel(pa.(*udp.Path), pb.(*udp.Path))
+	coldInstall(b, k, flush)
+	return pa, pb, k
 }
