@@ -351,6 +351,11 @@ func (l *Loop) iterate() bool {
 		if n > 0 {
 			work = true
 			l.ls.Datagrams += uint64(n)
+			// One Status decision for the batch, not one per datagram.
+			hold := l.rcv != nil && n > 1
+			if hold {
+				l.rcv.HoldStatus()
+			}
 			for i := 0; i < n; i++ {
 				d, from := l.in.Msg(i)
 				l.route(d, from)
@@ -366,6 +371,9 @@ func (l *Loop) iterate() bool {
 					}
 					l.snd.Tick(l.now, l.out)
 				}
+			}
+			if hold {
+				l.rcv.ReleaseStatus(l.now, l.out)
 			}
 			l.checkEvents()
 		}
