@@ -284,11 +284,19 @@ func TestLoopDeadPeer(t *testing.T) {
 // receiver loop, with a record sent and delivered, allocate nothing; with
 // keys too (every datagram sealed and opened).
 func TestLoopIterationAllocs(t *testing.T) {
-	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys"} {
+	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys", "mmsg/batch"} {
 		t.Run(path, func(t *testing.T) {
 			var keys *Keys
 			if p, ok := strings.CutSuffix(path, "/keys"); ok {
 				path, keys = p, testKeys
+			}
+			// batch: 8 records of 1427 bytes per sender iteration, so the
+			// receiver reads batches (one Status decision per batch) and
+			// both ends run the long-input CRC; through step, as a
+			// SharedThread runs its loops.
+			per, size := 1, 128
+			if p, ok := strings.CutSuffix(path, "/batch"); ok {
+				path, per, size = p, 8, 1427
 			}
 			pa, pb := openPair(t, path, false)
 			snd, _ := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
@@ -303,17 +311,21 @@ func TestLoopIterationAllocs(t *testing.T) {
 			}
 			sl := DefaultLoopConfig()
 			sl.Path, sl.Sender, sl.Keys = pa, snd, keys
-			p := make([]byte, 128)
-			sl.OnPoll = func(l *Loop, now int64) { _, _ = l.Send(1, p) }
+			p := make([]byte, size)
+			sl.OnPoll = func(l *Loop, now int64) {
+				for range per {
+					_, _ = l.Send(1, p)
+				}
+			}
 			sloop, err := NewLoop(sl)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { sloop.Close(); rloop.Close() })
 			step := func() {
-				sloop.iterate()
+				sloop.step()
 				for i := 0; i < 3; i++ {
-					rloop.iterate()
+					rloop.step()
 				}
 			}
 			for i := 0; i < 100; i++ {
@@ -324,6 +336,9 @@ func TestLoopIterationAllocs(t *testing.T) {
 			}
 			if got == 0 {
 				t.Fatal("nothing delivered")
+			}
+			if rs := rloop.ls; per > 1 && rs.Datagrams <= rs.Iterations-rs.IdlePolls {
+				t.Fatalf("the receiver read no batch of more than one datagram: %d datagrams in %d busy iterations", rs.Datagrams, rs.Iterations-rs.IdlePolls)
 			}
 			if keys != nil {
 				rloop.snapshot()
