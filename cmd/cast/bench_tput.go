@@ -52,7 +52,7 @@ func benchThroughput(args []string) error {
 	c := benchkit.DefaultThroughputConfig()
 	sizes := fs.String("sizes", "144,1443", "frame sizes in bytes, comma-separated")
 	fs.DurationVar(&c.Duration, "d", c.Duration, "sending time per row")
-	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per sendmmsg/recvmmsg")
+	fs.IntVar(&c.Batch, "batch", c.Batch, "datagrams per recvmmsg, and records per send call: with GSO at most one UDP_SEGMENT send's worth (65000 bytes: 45 frames at 1443 B) in every row, the floor's unit")
 	fs.IntVar(&c.Window, "window", c.Window, "records in flight at most (the sender waits for the receiver; 0: unpaced)")
 	fs.StringVar(&c.Dir, "dir", os.TempDir(), "directory for the WAL-on rows and the disk floors")
 	runs := fs.Int("runs", 3, "interleaved runs of every row")

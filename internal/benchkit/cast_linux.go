@@ -407,7 +407,7 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 			if stop.Load() {
 				return
 			}
-			room := int64(c.Batch)
+			room := int64(c.PerSend())
 			if c.Window > 0 {
 				// The receiver's count once per iteration, as the floor
 				// rows read theirs once per send.

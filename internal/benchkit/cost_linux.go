@@ -298,7 +298,7 @@ func costFloor(c ThroughputConfig) (costEnds, error) {
 		return costEnds{}, err
 	}
 	closeFn := func() { unix.Close(tx); unix.Close(rx) }
-	per := min(64, 65000/c.Size)
+	per := c.gsoPerSend()
 	out := make([]byte, per*c.Size)
 	var seq uint64
 	send := func() (int, error) {
@@ -348,7 +348,7 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 	}
 	sv, rv := batch.New(c.Batch, 2048), batch.New(c.Batch, 2048)
 	frame := make([]byte, c.Size)
-	for i := 0; i < c.Batch; i++ {
+	for i := 0; i < c.PerSend(); i++ {
 		sv.Append(frame, netip.AddrPort{})
 	}
 	var seq uint64
@@ -510,6 +510,7 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 		return CostRow{}, err
 	}
 	payload := make([]byte, c.Size-wire.HeaderSize)
+	per := c.PerSend()
 	var n64, nPrev int64 // sender loop only
 	sl, err := cast.NewLoop(cast.LoopConfig{Path: a, Sender: snd, Cold: cold, Thread: affinity.OnCPU(c.CPUs[0]), Batch: c.Batch, Slot: slot,
 		OnPoll: func(l *cast.Loop, _ int64) {
@@ -526,7 +527,7 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 				}
 				return
 			}
-			for k := 0; k < c.Batch; k++ {
+			for k := 0; k < per; k++ {
 				if c.Window > 0 && n64-delivered.Load() > int64(c.Window) {
 					break
 				}

@@ -402,7 +402,7 @@ func ThroughputFloor(c ThroughputConfig) (Row, error) {
 		runtime.GOMAXPROCS(4)
 		defer runtime.GOMAXPROCS(n)
 	}
-	per := min(64, 65000/c.Size)
+	per := c.gsoPerSend()
 	var stop atomic.Bool
 	var got atomic.Int64
 	var rxErr error

@@ -12,3 +12,30 @@ func TestRowCompareTo(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// TestPerSend: every row hands the kernel at most what one GSO send
+// holds, the floor's unit (45 frames of 1443 bytes), and Batch when that
+// is less or GSO is off.
+func TestPerSend(t *testing.T) {
+	for _, tc := range []struct {
+		size, batch int
+		gso         bool
+		want, floor int
+	}{
+		{144, 64, true, 64, 64},
+		{1443, 64, true, 45, 45},
+		{1443, 90, true, 45, 45},
+		{1443, 16, true, 16, 16},
+		{1443, 64, false, 64, 45},
+		{1472, 1, true, 1, 1},
+	} {
+		c := DefaultThroughputConfig()
+		c.Size, c.Batch, c.GSO = tc.size, tc.batch, tc.gso
+		if got := c.PerSend(); got != tc.want {
+			t.Errorf("size %d batch %d gso %v: PerSend %d, want %d", tc.size, tc.batch, tc.gso, got, tc.want)
+		}
+		if got := c.gsoPerSend(); got != tc.floor {
+			t.Errorf("size %d batch %d: the floor's %d, want %d", tc.size, tc.batch, got, tc.floor)
+		}
+	}
+}

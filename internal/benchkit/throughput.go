@@ -49,6 +49,23 @@ func (c ThroughputConfig) Validate() error {
 	return nil
 }
 
+// PerSend is the records a sender hands the kernel per send call in
+// every throughput and cost row: Batch, but with GSO never more than one
+// UDP_SEGMENT send holds (65000 bytes: 45 frames of 1443 bytes), the
+// floor's own unit. A batch of 64 such frames would be a GSO send of 45
+// and one of 19, two sends' kernel overhead for 1.4 sends' worth of
+// records, that the floor row never pays.
+func (c ThroughputConfig) PerSend() int {
+	if !c.GSO {
+		return c.Batch
+	}
+	return c.gsoPerSend()
+}
+
+// gsoPerSend is PerSend with GSO: what the floor rows, which always
+// send with UDP_SEGMENT, put in each sendto.
+func (c ThroughputConfig) gsoPerSend() int { return max(1, min(c.Batch, 65000/c.Size)) }
+
 // fill sets Gbps and RecPerS from records delivered in seconds.
 func (r *Row) fill(records int64, size int, seconds float64) {
 	r.Records, r.Seconds, r.Bytes = records, seconds, size

@@ -73,7 +73,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 	send, err := affinity.Go(affinity.OnCPU(c.CPUs[0]), func() {
 		v := batch.New(c.Batch, 2048)
 		frame := make([]byte, c.Size)
-		for i := 0; i < c.Batch; i++ {
+		for i := 0; i < c.PerSend(); i++ {
 			v.Append(frame, netip.AddrPort{})
 		}
 		start := time.Now()
