@@ -9,10 +9,17 @@ TEXT ·crc3way(SB), NOSPLIT, $0-44
 	MOVQ k+32(FP), R11
 
 	CMPB ·crcWide(SB), $0
-	JEQ  block
+	JEQ  ymm
 	CMPQ CX, $const_crcFoldMin
 	JB   block
 	JMP  ·crcFold(SB)
+
+ymm:
+	CMPB ·crcYMM(SB), $0
+	JEQ  block
+	CMPQ CX, $const_crcFoldYMin
+	JB   block
+	JMP  ·crcFoldY(SB)
 
 block:
 	// A block needs three streams of at least 3 words.
@@ -92,4 +99,15 @@ tail1:
 
 done:
 	MOVL AX, ret+40(FP)
+	RET
+
+// func cpuid(eaxArg, ecxArg uint32) (eax, ebx, ecx, edx uint32)
+TEXT ·cpuid(SB), NOSPLIT, $0-24
+	MOVL eaxArg+0(FP), AX
+	MOVL ecxArg+4(FP), CX
+	CPUID
+	MOVL AX, eax+8(FP)
+	MOVL BX, ebx+12(FP)
+	MOVL CX, ecx+16(FP)
+	MOVL DX, edx+20(FP)
 	RET
