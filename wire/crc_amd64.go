@@ -76,3 +76,11 @@ const crcFoldYMin = 32
 //
 //go:noescape
 func crcFoldY(crc uint32, p []byte, k *[crcBlockWords + 1][2]uint64) uint32
+
+// crcFoldFin is the finish crcFold and crcFoldY jump to with their frame
+// (crc_fold_amd64.s); it reads its state from registers, not from its
+// arguments, so it is not to be called from Go.
+//
+//lint:ignore U1000 only assembly jumps to it
+//go:noescape
+func crcFoldFin(crc uint32, p []byte, k *[crcBlockWords + 1][2]uint64) uint32

@@ -169,6 +169,16 @@ rem16:
 	JMP       rem16
 
 fin:
+	JMP ·crcFoldFin(SB)
+
+// func crcFoldFin(crc uint32, p []byte, k *[crcBlockWords + 1][2]uint64) uint32
+//
+// The finish of crcFold and crcFoldY, which jump here with their own
+// frame (the arguments are not read): X1 holds the 128-bit lane, SI
+// points at the 0–15 bytes left and CX counts them. The lane is congruent
+// to everything folded (same position, same CRC), so the CRC instruction
+// over it from state 0 is the state after it; then the last bytes.
+TEXT ·crcFoldFin(SB), NOSPLIT, $0-44
 	XORL   AX, AX
 	MOVQ   X1, DX
 	CRC32Q DX, AX
@@ -302,37 +312,4 @@ lanes:
 	SUBQ       $16, CX
 
 fin:
-	XORL    AX, AX
-	VMOVQ   X1, DX
-	CRC32Q  DX, AX
-	VPEXTRQ $1, X1, DX
-	CRC32Q  DX, AX
-
-	CMPQ   CX, $8
-	JB     tail4
-	CRC32Q (SI), AX
-	ADDQ   $8, SI
-	SUBQ   $8, CX
-
-tail4:
-	CMPQ   CX, $4
-	JB     tail2
-	CRC32L (SI), AX
-	ADDQ   $4, SI
-	SUBQ   $4, CX
-
-tail2:
-	CMPQ   CX, $2
-	JB     tail1
-	CRC32W (SI), AX
-	ADDQ   $2, SI
-	SUBQ   $2, CX
-
-tail1:
-	CMPQ   CX, $1
-	JB     done
-	CRC32B (SI), AX
-
-done:
-	MOVL AX, ret+40(FP)
-	RET
+	JMP ·crcFoldFin(SB)

@@ -19,39 +19,28 @@ func TestCRCFold(t *testing.T) {
 	if !crcWide {
 		t.Skip("no AVX-512 VPCLMULQDQ: the fold is not used")
 	}
-	tab := crc32.MakeTable(crc32.Castagnoli)
-	rng := rand.New(rand.NewPCG(1, 2))
-	buf := make([]byte, 2200)
-	for i := range buf {
-		buf[i] = byte(rng.Uint32())
-	}
-	for n := 64; n <= 2100; n++ {
-		for off := range 8 {
-			p := buf[off : off+n]
-			if got, want := ^crcFold(^uint32(0), p, nil), crc32.Checksum(p, tab); got != want {
-				t.Fatalf("len %d offset %d: %#x, want %#x", n, off, got, want)
-			}
-			if got, want := ^crcFold(^uint32(0x12345678), p, nil), crc32.Update(0x12345678, tab, p); got != want {
-				t.Fatalf("len %d offset %d from a state: %#x, want %#x", n, off, got, want)
-			}
-		}
-	}
+	checkFold(t, crcFold, 64, 1)
 }
 
 func BenchmarkCRCFold(b *testing.B) {
 	if !crcWide {
 		b.Skip("no AVX-512 VPCLMULQDQ")
 	}
-	for _, n := range []int{128, 256, 512, 1427} {
+	benchFold(b, crcFold, []int{128, 256, 512, 1427})
+}
+
+// benchFold times fold against the three CRC streams at each size.
+func benchFold(b *testing.B, fold func(uint32, []byte, *[crcBlockWords + 1][2]uint64) uint32, sizes []int) {
+	for _, n := range sizes {
 		p := make([]byte, n)
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				crcFold(0, p, nil)
+				fold(0, p, nil)
 			}
 		})
 		b.Run(strconv.Itoa(n)+"-3way", func(b *testing.B) {
-			// The folds off: crc3way would jump to crcFold.
+			// The folds off: crc3way would jump to them.
 			defer func(w, y bool) { crcWide, crcYMM = w, y }(crcWide, crcYMM)
 			crcWide, crcYMM = false, false
 			b.SetBytes(int64(n))
@@ -59,6 +48,30 @@ func BenchmarkCRCFold(b *testing.B) {
 				crc3way(0, p, &crcShift)
 			}
 		})
+	}
+}
+
+// checkFold checks fold against klauspost/crc32's CRC-32C for every
+// length from min to 2100 at every start offset 0..7, from the initial
+// state and from another one.
+func checkFold(t *testing.T, fold func(uint32, []byte, *[crcBlockWords + 1][2]uint64) uint32, min int, seed uint64) {
+	t.Helper()
+	tab := crc32.MakeTable(crc32.Castagnoli)
+	rng := rand.New(rand.NewPCG(seed, seed+1))
+	buf := make([]byte, 2200)
+	for i := range buf {
+		buf[i] = byte(rng.Uint32())
+	}
+	for n := min; n <= 2100; n++ {
+		for off := range 8 {
+			p := buf[off : off+n]
+			if got, want := ^fold(^uint32(0), p, nil), crc32.Checksum(p, tab); got != want {
+				t.Fatalf("len %d offset %d: %#x, want %#x", n, off, got, want)
+			}
+			if got, want := ^fold(^uint32(0x12345678), p, nil), crc32.Update(0x12345678, tab, p); got != want {
+				t.Fatalf("len %d offset %d from a state: %#x, want %#x", n, off, got, want)
+			}
+		}
 	}
 }
 
@@ -83,23 +96,7 @@ func TestCRCFoldY(t *testing.T) {
 	if !crcYMM {
 		t.Skip("the YMM fold is not used: " + ymmMissing())
 	}
-	tab := crc32.MakeTable(crc32.Castagnoli)
-	rng := rand.New(rand.NewPCG(5, 6))
-	buf := make([]byte, 2200)
-	for i := range buf {
-		buf[i] = byte(rng.Uint32())
-	}
-	for n := 32; n <= 2100; n++ {
-		for off := range 8 {
-			p := buf[off : off+n]
-			if got, want := ^crcFoldY(^uint32(0), p, nil), crc32.Checksum(p, tab); got != want {
-				t.Fatalf("len %d offset %d: %#x, want %#x", n, off, got, want)
-			}
-			if got, want := ^crcFoldY(^uint32(0x12345678), p, nil), crc32.Update(0x12345678, tab, p); got != want {
-				t.Fatalf("len %d offset %d from a state: %#x, want %#x", n, off, got, want)
-			}
-		}
-	}
+	checkFold(t, crcFoldY, 32, 5)
 }
 
 // TestCRCFoldYDispatch: with crcWide off (as on a CPU without AVX-512),
@@ -130,24 +127,7 @@ func BenchmarkCRCFoldY(b *testing.B) {
 	if !crcYMM {
 		b.Skip("the YMM fold is not used: " + ymmMissing())
 	}
-	for _, n := range []int{32, 48, 64, 96, 128, 256, 512, 1427} {
-		p := make([]byte, n)
-		b.Run(strconv.Itoa(n), func(b *testing.B) {
-			b.SetBytes(int64(n))
-			for b.Loop() {
-				crcFoldY(0, p, nil)
-			}
-		})
-		b.Run(strconv.Itoa(n)+"-3way", func(b *testing.B) {
-			// The folds off: crc3way would jump to crcFoldY.
-			defer func(w, y bool) { crcWide, crcYMM = w, y }(crcWide, crcYMM)
-			crcWide, crcYMM = false, false
-			b.SetBytes(int64(n))
-			for b.Loop() {
-				crc3way(0, p, &crcShift)
-			}
-		})
-	}
+	benchFold(b, crcFoldY, []int{32, 48, 64, 96, 128, 256, 512, 1427})
 }
 
 // TestCRCFoldConstants: every fold constant in crc_fold_amd64.s is what
