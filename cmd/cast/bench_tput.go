@@ -19,6 +19,7 @@ type tputRun struct {
 // tputRunners are the rows of `cast bench throughput` after the floors, in
 // the order the cost adds up: the datapath alone, the protocol, the WAL.
 var tputRunners = []tputRun{
+	{"floor+frame", false, benchkit.ThroughputFloorFrame},
 	{"raw-gso-gro", false, benchkit.ThroughputRaw},
 	{"casting-mmsg", false, func(c benchkit.ThroughputConfig) (benchkit.Row, error) {
 		return benchkit.ThroughputCasting(c, false, false)
@@ -48,7 +49,7 @@ var tputAuthRunners = []tputRun{
 }
 
 func benchThroughput(args []string) error {
-	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback, at each frame size. The floors share no code with what\nthey measure: floor-gso-gro (raw UDP_SEGMENT sends and UDP_GRO receives on two\npinned threads), floor-odirect (1 MiB O_DIRECT writes + fdatasync in -dir, as\nrecords/s of the frame size) and wal-alone (one goroutine appending to a\nwal.Writer, no network). Then raw-gso-gro over datapath/mmsg (the datapath's\ncost), casting-mmsg (the protocol's) and casting-mmsg+wal (the WAL's). Rows\nwithout the WAL are compared with floor-gso-gro; rows with it with the slower\nof floor-gso-gro and floor-odirect, and the note gives the ratio to the slower\nof floor-gso-gro and wal-alone. Rows run interleaved -runs times.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench throughput")
+	fs := newFlagSet("bench throughput", "[flags]", "One-way blast on loopback, at each frame size. The floors share no code with what\nthey measure: floor-gso-gro (raw UDP_SEGMENT sends and UDP_GRO receives on two\npinned threads), floor-odirect (1 MiB O_DIRECT writes + fdatasync in -dir, as\nrecords/s of the frame size) and wal-alone (one goroutine appending to a\nwal.Writer, no network). Then floor+frame, the floor plus the wire format's\nper-record work (each record copied into a ring of the hot ring's size and\nsealed with CRC32C, decoded and checked on receive: the bound for any\nimplementation that retransmits from memory), raw-gso-gro over datapath/mmsg\n(the datapath's cost), casting-mmsg (the protocol's) and casting-mmsg+wal\n(the WAL's). Rows without the WAL are compared with floor-gso-gro; rows with it\nwith the slower of floor-gso-gro and floor-odirect, and the note gives the\nratio to the slower of floor-gso-gro and wal-alone. Rows run interleaved -runs times.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench throughput")
 	c := benchkit.DefaultThroughputConfig()
 	sizes := fs.String("sizes", "144,1443", "frame sizes in bytes, comma-separated")
 	fs.DurationVar(&c.Duration, "d", c.Duration, "sending time per row")

@@ -1,10 +1,17 @@
 package benchkit
 
 // CostRows are the rows of the per-record cost breakdown, in the order
-// the layers add up: each row is the one before plus one layer.
+// the layers add up: each row is the one before plus one layer, but for
+// floor+frame, which is the floor plus the wire format's own per-record
+// work (a bound for any implementation, ours or not), and wal-alone.
 //
 //	floor-gso-gro   raw sendto with UDP_SEGMENT / recvmsg with UDP_GRO,
 //	                the floor's sockets and system calls
+//	floor+frame     the same, each record copied into a ring of the hot
+//	                ring's size and sealed (seq, header, CRC32C) on send,
+//	                decoded and checked on receive: the least a sender
+//	                that retransmits from memory and a receiver that
+//	                checks the CRC can do per record
 //	datapath        datapath/mmsg (batch.Vec, sendmmsg+GSO, recvmmsg+GRO)
 //	+framing/crc    the same, each record sealed (16-byte header, CRC32C
 //	                of the payload) on send and decoded and checked on receive
@@ -17,7 +24,7 @@ package benchkit
 //	                (wal.Writer as the Sender's log; its I/O goroutine
 //	                writes and syncs)
 //	wal-alone       the WAL without the network: one thread appends
-var CostRows = []string{"floor-gso-gro", "datapath", "+framing/crc", "casting-noflow", "casting", "casting+wal", "wal-alone"}
+var CostRows = []string{"floor-gso-gro", "floor+frame", "datapath", "+framing/crc", "casting-noflow", "casting", "casting+wal", "wal-alone"}
 
 // CostSide is what one measured thread spent during a cost row's
 // traffic, from the kernel's account of the thread's run time.

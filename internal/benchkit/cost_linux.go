@@ -36,7 +36,9 @@ func Cost(name string, c ThroughputConfig) (CostRow, error) {
 	var err error
 	switch name {
 	case "floor-gso-gro":
-		r, err = costRaw(c, costFloor)
+		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costFloor(c, false) })
+	case "floor+frame":
+		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costFloor(c, true) })
 	case "datapath":
 		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, false) })
 	case "+framing/crc":
@@ -292,30 +294,38 @@ func costRaw(c ThroughputConfig, open func(ThroughputConfig) (costEnds, error)) 
 // one sendto of as many frames as fit 65 000 bytes with UDP_SEGMENT,
 // recvmsg into 64 KiB with UDP_GRO, frames counted from the segment
 // size the kernel reports.
-func costFloor(c ThroughputConfig) (costEnds, error) {
+//
+// framed is floor+frame: the same system calls, plus the per-record work
+// the wire format asks of any implementation that can retransmit from
+// memory, and nothing else of ours. The sender copies each record's
+// payload from the producer's buffer into the next slot of a ring as
+// large as the casting Sender's hot ring (protocol.DefaultSendRingSlots
+// frames), stamps its seq and seals it (wire.Seal: header, CRC-32C of
+// the payload), and sends the batch's slots, back to back in the ring,
+// in one sendto; the receiver decodes and checks every frame
+// (wire.DecodeFrame: header, CRC). No reorder window, no flow control,
+// no Status, no delivery callback.
+func costFloor(c ThroughputConfig, framed bool) (costEnds, error) {
 	tx, rx, err := floorGSOPair(c.Size)
 	if err != nil {
 		return costEnds{}, err
 	}
 	closeFn := func() { unix.Close(tx); unix.Close(rx) }
-	per := c.gsoPerSend()
-	out := make([]byte, per*c.Size)
-	var seq uint64
+	fb := newFloorBatch(c, framed)
+	per := fb.per
 	send := func() (int, error) {
-		for j := 0; j < per; j++ {
-			binary.LittleEndian.PutUint64(out[j*c.Size:], seq+uint64(j))
-		}
-		e := rawSend(tx, out)
+		e := rawSend(tx, fb.next())
 		if e == unix.EAGAIN || e == unix.ENOBUFS || e == unix.EINTR {
 			return 0, nil
 		}
 		if e != 0 {
 			return 0, fmt.Errorf("benchkit: cost floor sendto: %w", e)
 		}
-		seq += uint64(per)
+		fb.sent()
 		return per, nil
 	}
 	g := newGRORecv(rx)
+	var bad int64
 	recv := func() (int, error) {
 		k, e := g.recv()
 		if e == unix.EAGAIN || e == unix.EINTR {
@@ -324,9 +334,19 @@ func costFloor(c ThroughputConfig) (costEnds, error) {
 		if e != 0 {
 			return 0, fmt.Errorf("benchkit: cost floor recvmsg: %w", e)
 		}
+		if framed && !checkFrames(g.buf[:g.n]) {
+			bad++
+		}
 		return k, nil
 	}
-	return costEnds{tx: send, rx: recv, close: closeFn, note: func() string { return fmt.Sprintf("%d frames per GSO send", per) }}, nil
+	note := func() string {
+		s := fmt.Sprintf("%d frames per GSO send", per)
+		if bad > 0 {
+			s += fmt.Sprintf(", %d datagrams bad", bad)
+		}
+		return s
+	}
+	return costEnds{tx: send, rx: recv, close: closeFn, note: note}, nil
 }
 
 // costDatapath is datapath/mmsg with GSO and GRO (as c asks): batches

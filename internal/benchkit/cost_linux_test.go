@@ -1,8 +1,13 @@
 package benchkit
 
 import (
+	"encoding/binary"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/walcast/walcast/cast/protocol"
+	"github.com/walcast/walcast/wire"
 )
 
 // Every cost row moves records and accounts for both threads: CPU time
@@ -27,15 +32,52 @@ func TestCostRows(t *testing.T) {
 			if name != "wal-alone" && (r.Recv.CPU <= 0 || r.Recv.IdleCPU > r.Recv.CPU) {
 				t.Fatalf("%s %d B: receiver account %+v", name, size, r.Recv)
 			}
-			if name != "floor-gso-gro" && name != "datapath" && name != "+framing/crc" && r.Delivered != r.Sent {
+			if name != "floor-gso-gro" && name != "floor+frame" && name != "datapath" && name != "+framing/crc" && r.Delivered != r.Sent {
 				t.Fatalf("%s %d B: %d sent, %d delivered", name, size, r.Sent, r.Delivered)
 			}
-			if r.Note != "" && name == "+framing/crc" {
+			if r.Note != "" && name == "+framing/crc" || strings.Contains(r.Note, "bad") {
 				t.Fatalf("%s %d B: %s", name, size, r.Note)
 			}
 		}
 	}
 	if _, err := Cost("nope", c); err == nil {
 		t.Fatal("an unknown row ran")
+	}
+}
+
+// TestFloorBatchFramed: floor+frame's batches are sealed frames with
+// consecutive seqs from 1, back to back in a ring of whole batches at
+// least as large as the hot ring, that wraps to its start; checkFrames
+// takes them and refuses a flipped bit.
+func TestFloorBatchFramed(t *testing.T) {
+	c := DefaultThroughputConfig()
+	c.Size = 1443
+	f := newFloorBatch(c, true)
+	if f.per != 45 || len(f.ring)%(f.per*c.Size) != 0 || len(f.ring)/c.Size < protocol.DefaultSendRingSlots {
+		t.Fatalf("per %d, ring of %d frames", f.per, len(f.ring)/c.Size)
+	}
+	batches := len(f.ring) / len(f.out)
+	seq := uint64(1)
+	for i := 0; i <= batches; i++ {
+		b := f.next()
+		if i == batches && &b[0] != &f.ring[0] {
+			t.Fatal("the ring did not wrap to its start")
+		}
+		if !checkFrames(b) {
+			t.Fatalf("batch %d: a frame does not check", i)
+		}
+		for j := 0; j < f.per; j++ {
+			fr := b[j*c.Size : (j+1)*c.Size]
+			if got := binary.LittleEndian.Uint64(fr[wire.HeaderSize:]); got != seq {
+				t.Fatalf("batch %d frame %d: seq %d, want %d", i, j, got, seq)
+			}
+			seq++
+		}
+		f.sent()
+	}
+	b := f.next()
+	b[len(b)-1] ^= 1
+	if checkFrames(b) {
+		t.Fatal("a flipped bit passed the check")
 	}
 }

@@ -1,6 +1,7 @@
 package benchkit
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +42,23 @@ func TestThroughputRaw(t *testing.T) {
 			t.Fatalf("%+v", r)
 		}
 		t.Logf("%s: %.0f rec/s %s", r.Name, r.RecPerS, r.Note)
+	}
+}
+
+// TestThroughputFloorFrame: the bound row moves records at both sizes
+// and every frame it received checked.
+func TestThroughputFloorFrame(t *testing.T) {
+	for _, size := range []int{144, 1443} {
+		c := DefaultThroughputConfig()
+		c.Size, c.Duration, c.CPUs = size, 100*time.Millisecond, [2]int{-1, -1}
+		r, err := ThroughputFloorFrame(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Records == 0 || r.Name != "floor+frame" || strings.Contains(r.Note, "bad") {
+			t.Fatalf("%+v", r)
+		}
+		t.Logf("%d B: %.0f rec/s %s", size, r.RecPerS, r.Note)
 	}
 }
 
