@@ -42,6 +42,9 @@ func RTTFloor(RTTConfig) (Row, error) { return Row{}, errNotLinux }
 // ThroughputFloor is Linux-only.
 func ThroughputFloor(ThroughputConfig) (Row, error) { return Row{}, errNotLinux }
 
+// ThroughputFloorFrame is Linux-only.
+func ThroughputFloorFrame(ThroughputConfig) (Row, error) { return Row{}, errNotLinux }
+
 // DiskFloor is Linux-only.
 func DiskFloor(string, int, time.Duration) (Row, error) { return Row{}, errNotLinux }
 
