@@ -114,22 +114,30 @@ func benchThroughput(args []string) error {
 				}
 				net.Run = run
 				rs.add(net)
+				// runAll runs the runners with the WAL (or without it),
+				// each compared with what compare says.
+				runAll := func(wal bool, compare func(*benchkit.Row)) error {
+					for _, tr := range runners {
+						if tr.wal != wal {
+							continue
+						}
+						at(tr.name)
+						r, err := tr.run(c)
+						if err != nil {
+							return fmt.Errorf("%s %d B: %w", tr.name, size, err)
+						}
+						compare(&r)
+						r.Run = run
+						rs.add(r)
+					}
+					return nil
+				}
 				// The rows without the WAL right after their floor, the
 				// disk floors right before the WAL rows: on a shared host
 				// whose speed drifts within seconds, a ratio of rows far
 				// apart in time measures the drift.
-				for _, tr := range runners {
-					if tr.wal {
-						continue
-					}
-					at(tr.name)
-					r, err := tr.run(c)
-					if err != nil {
-						return fmt.Errorf("%s %d B: %w", tr.name, size, err)
-					}
-					r.CompareTo(net)
-					r.Run = run
-					rs.add(r)
+				if err := runAll(false, func(r *benchkit.Row) { r.CompareTo(net) }); err != nil {
+					return err
 				}
 				at("floor-odirect")
 				disk, err := benchkit.DiskFloor(c.Dir, size, c.Duration)
@@ -155,19 +163,12 @@ func benchThroughput(args []string) error {
 				if alone.RecPerS < bound.RecPerS {
 					bound = alone
 				}
-				for _, tr := range runners {
-					if !tr.wal {
-						continue
-					}
-					at(tr.name)
-					r, err := tr.run(c)
-					if err != nil {
-						return fmt.Errorf("%s %d B: %w", tr.name, size, err)
-					}
+				err = runAll(true, func(r *benchkit.Row) {
 					r.CompareTo(slow)
 					r.Note = fmt.Sprintf("×%s %.2f; ", bound.Name, r.RecPerS/bound.RecPerS) + r.Note
-					r.Run = run
-					rs.add(r)
+				})
+				if err != nil {
+					return err
 				}
 			}
 		}
