@@ -325,7 +325,6 @@ func costFloor(c ThroughputConfig, framed bool) (costEnds, error) {
 		return per, nil
 	}
 	g := newGRORecv(rx)
-	var bad int64
 	recv := func() (int, error) {
 		k, e := g.recv()
 		if e == unix.EAGAIN || e == unix.EINTR {
@@ -335,17 +334,11 @@ func costFloor(c ThroughputConfig, framed bool) (costEnds, error) {
 			return 0, fmt.Errorf("benchkit: cost floor recvmsg: %w", e)
 		}
 		if framed && !checkFrames(g.buf[:g.n]) {
-			bad++
+			return 0, errFrameCheck
 		}
 		return k, nil
 	}
-	note := func() string {
-		s := fmt.Sprintf("%d frames per GSO send", per)
-		if bad > 0 {
-			s += fmt.Sprintf(", %d datagrams bad", bad)
-		}
-		return s
-	}
+	note := func() string { return fmt.Sprintf("%d frames per GSO send", per) }
 	return costEnds{tx: send, rx: recv, close: closeFn, note: note}, nil
 }
 
