@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/walcast/walcast/internal/dirsnap"
 	"github.com/walcast/walcast/internal/reflog"
@@ -284,6 +285,19 @@ func TestRefusalsWriteNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := StreamDir(c.Dir, c.Stream)
+		// Flush returns once the records are durable; the writer's I/O
+		// goroutine writes the active index sidecar just after (commit
+		// wakes waiters first). Wait for the writer's own last write, so
+		// the snapshots compare only what the refused calls did.
+		sidecar := filepath.Join(dir, idxName(ActiveName(c.Stream)))
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			if fi, err := os.Stat(sidecar); err == nil && fi.Size() == idxHeaderSize+10*idxEntrySize {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the writer's index sidecar never held its 10 entries")
+			}
+		}
 		check(t, dir, "a second Open", func() {
 			if _, err := Open(c); !errors.Is(err, ErrLocked) {
 				t.Fatalf("second Open: %v", err)
