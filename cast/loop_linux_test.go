@@ -38,6 +38,10 @@ func TestLoopScenarios(t *testing.T) {
 		// more records are sent.)
 		{name: "cold-from-wal", o: rigOpts{n: 5000, recvDrop: 2, withWAL: true, ringSlots: 16, debounce: 50 * time.Millisecond}, wantNaks: true},
 		{name: "park", o: rigOpts{n: 5000, recvDrop: 2, idle: affinity.Park, rate: 20000}, wantNaks: true},
+		// Loop.SendBatch, 100 records a call (the loop's batch holds 64).
+		{name: "batch", o: rigOpts{n: 20000, sendBatch: 100}},
+		{name: "batch-recv-loss-2pct", o: rigOpts{n: 10000, recvDrop: 2, rate: 20000, sendBatch: 100}, wantNaks: true, wantRetx: true},
+		{name: "batch-cold-from-wal", o: rigOpts{n: 5000, recvDrop: 2, withWAL: true, ringSlots: 16, debounce: 50 * time.Millisecond, sendBatch: 100}, wantNaks: true},
 	}
 	for _, path := range []string{"udp", "mmsg"} {
 		for _, c := range cases {

@@ -29,10 +29,41 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 		}
 		seq, err = l.snd.Send(typ, payload, l.now, l.out)
 	}
+	return seq, l.refused(err)
+}
+
+// SendBatch is Send for several records of type typ, from the loop's
+// goroutine (OnPoll): it sends them in order, flushing the batch to the
+// Path whenever it fills, and returns how many it sent and the error
+// that stopped it, as Send would have returned it for payloads[n]. It
+// sends what a loop of Send sends, with the per-record bookkeeping done
+// once per batch where the stream's state allows
+// (protocol.Sender.SendBatch).
+func (l *Loop) SendBatch(typ uint16, payloads [][]byte) (int, error) {
+	if l.snd == nil {
+		return 0, fmt.Errorf("%w: loop has no Sender", ErrConfig)
+	}
+	n := 0
+	for flushed := false; ; flushed = true {
+		k, err := l.snd.SendBatch(typ, payloads[n:], l.now, l.out)
+		n += k
+		// Full: flush and go on; full again right after a flush, with
+		// nothing sent, is returned as Send returns it.
+		if err != protocol.ErrBatchFull || k == 0 && flushed {
+			return n, l.refused(err)
+		}
+		if ferr := l.flush(); ferr != nil {
+			return n, ferr
+		}
+	}
+}
+
+// refused notes what a refused Send means for the loop and returns err.
+func (l *Loop) refused(err error) error {
 	if err != nil && err != protocol.ErrBatchFull && err != protocol.ErrBackpressure && errors.Is(err, wal.ErrBackpressure) {
 		l.backpressured = true // the WAL's, not flow control's: the loop must keep reading Status
 	}
-	return seq, err
+	return err
 }
 
 // Publish queues one record for sending from a goroutine other than the

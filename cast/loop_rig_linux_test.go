@@ -90,6 +90,7 @@ type rigOpts struct {
 	flood      float64 // NAK{1, 2^64−1} datagrams per second sent from the receiver's socket
 	coldRate   int64   // sender's ColdRate (0: default)
 	keys       *Keys   // both loops authenticate every datagram with these
+	sendBatch  int     // records per Loop.SendBatch call (0: Send, up to 64 a poll)
 }
 
 type rigResult struct {
@@ -209,9 +210,33 @@ func runRig(t testing.TB, o rigOpts) rigResult {
 	payload := make([]byte, o.payload)
 	var produced int
 	var start int64
-	if o.viaRings {
+	switch {
+	case o.viaRings:
 		sl.SendRing = 1024
-	} else {
+	case o.sendBatch > 0:
+		// One call a poll, larger than the loop's batch (64) so that
+		// SendBatch flushes part way; each record carries its index.
+		bufs := make([][]byte, o.sendBatch)
+		for i := range bufs {
+			bufs[i] = make([]byte, o.payload)
+		}
+		sl.OnPoll = func(l *Loop, now int64) {
+			if start == 0 {
+				start = now
+			}
+			k := min(len(bufs), o.n-produced)
+			if o.rate > 0 {
+				k = min(k, int(float64(now-start)/1e9*o.rate)+1-produced)
+			}
+			for i := 0; i < k; i++ {
+				binary.LittleEndian.PutUint64(bufs[i][8:], uint64(produced+i))
+			}
+			if k > 0 {
+				n, _ := l.SendBatch(1, bufs[:k]) // ErrBatchFull or backpressure: the rest next poll
+				produced += n
+			}
+		}
+	default:
 		sl.OnPoll = func(l *Loop, now int64) {
 			if start == 0 {
 				start = now

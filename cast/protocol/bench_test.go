@@ -49,6 +49,37 @@ func BenchmarkSend(b *testing.B) {
 	}
 }
 
+// BenchmarkSendBatch is BenchmarkSend with SendBatch, 64 records a call
+// (a 144-byte frame's batch): ns/op is per record.
+func BenchmarkSendBatch(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		log  Log
+	}{
+		{"WAL-less", nil},
+		{"in-memory log", &preLog{next: 1, buf: make([]byte, 4096)}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s, err := NewSender(senderCfg(), tc.log)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out := batch.New(64, 2048)
+			p := make([]byte, 128)
+			ps := make([][]byte, 64)
+			for i := range ps {
+				ps[i] = p
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				out.Reset()
+				_, _ = s.SendBatch(100, ps, 0, out)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ps)), "ns/record")
+		})
+	}
+}
+
 // frames returns n data frames with seqs 1..n and 128-byte payloads.
 func frames(n int) [][]byte {
 	fs := make([][]byte, n)

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"testing"
@@ -92,6 +93,12 @@ type harness struct {
 	firstSeq         uint64
 	orderError       error
 	deliver          func(h wire.Header, p []byte)
+
+	// batched: send uses SendBatch, not a loop of Send. trace, when
+	// tracing, collects a copy of every datagram the sender sent.
+	batched, tracing bool
+	payloads         [][]byte
+	trace            [][]byte
 }
 
 type harnessOpt struct {
@@ -179,6 +186,10 @@ func (h *harness) now() int64 { return h.p.Clock.Now() }
 // for at most 60 s.
 func (h *harness) send(n int) {
 	h.t.Helper()
+	if h.batched {
+		h.sendBatched(n)
+		return
+	}
 	for i := 0; i < n; i++ {
 		waited := 0
 		for {
@@ -203,6 +214,37 @@ func (h *harness) send(n int) {
 			break
 		}
 		h.checkWindow()
+	}
+	h.flushSender()
+}
+
+// sendBatched is send with SendBatch: the same records, the same
+// flushes and the same retries when flow control holds the sender back.
+func (h *harness) sendBatched(n int) {
+	h.t.Helper()
+	for len(h.payloads) < n {
+		h.payloads = append(h.payloads, h.payload)
+	}
+	waited := 0
+	for sent := 0; sent < n; {
+		k, err := h.s.SendBatch(100, h.payloads[sent:n], h.now(), h.sOut)
+		sent += k
+		h.checkWindow()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrBatchFull):
+			h.flushSender()
+		case err == ErrBackpressure:
+			h.backpressured++
+			if waited++; waited > 600_000 {
+				h.t.Fatalf("send: held by flow control for 60 s (limit %v, receivers %+v)", fmtLimit(h.s), h.receivers())
+			}
+			h.flushSender()
+			h.step()
+			h.p.Clock.Advance(100 * time.Microsecond)
+		default:
+			h.t.Fatalf("send: %v", err)
+		}
 	}
 	h.flushSender()
 }
@@ -239,6 +281,12 @@ func fmtLimit(s *Sender) string {
 }
 
 func (h *harness) flushSender() {
+	if h.tracing {
+		for i := 0; i < h.sOut.Len(); i++ {
+			b, _ := h.sOut.Msg(i)
+			h.trace = append(h.trace, bytes.Clone(b))
+		}
+	}
 	if _, err := h.p.A.Send(h.sOut); err != nil {
 		h.t.Fatal(err)
 	}
