@@ -357,6 +357,13 @@ func (l *Loop) iterate() bool {
 				l.rcv.HoldStatus()
 			}
 			for i := 0; i < n; i++ {
+				if j := l.receiverRun(i, n); j > i {
+					// Datagrams i..j−1 all go to the Receiver as they are:
+					// one call for the run.
+					l.rcv.HandleRun(l.in, i, j, l.now, l.out, l.deliverFn)
+					i = j - 1
+					continue
+				}
 				d, from := l.in.Msg(i)
 				l.route(d, from)
 				if l.snd != nil && l.snd.RetxPending() {
@@ -546,6 +553,27 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 	if l.rcv != nil {
 		l.rcv.Handle(d, l.now, l.out, l.deliverFn)
 	}
+}
+
+// receiverRun returns j > i when datagrams i..j−1 of l.in (of n) would
+// each go from route straight to the Receiver's Handle, unchanged: a
+// receive-only loop without authentication, and each from the Source
+// when one is set. Else it returns i.
+func (l *Loop) receiverRun(i, n int) int {
+	if l.rcv == nil || l.snd != nil || l.auth != nil {
+		return i
+	}
+	j := i
+	if !l.cfg.Source.IsValid() {
+		return n
+	}
+	for ; j < n; j++ {
+		d, from := l.in.Msg(j)
+		if from != l.cfg.Source && !toSender(d) {
+			break
+		}
+	}
+	return j
 }
 
 func (l *Loop) deliver(h wire.Header, p []byte) {

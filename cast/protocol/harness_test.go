@@ -94,11 +94,14 @@ type harness struct {
 	orderError       error
 	deliver          func(h wire.Header, p []byte)
 
-	// batched: send uses SendBatch, not a loop of Send. trace, when
-	// tracing, collects a copy of every datagram the sender sent.
-	batched, tracing bool
-	payloads         [][]byte
-	trace            [][]byte
+	// batched: send uses SendBatch, not a loop of Send. batchedRecv:
+	// the receiver takes each batch read with HandleRun, not a Handle per
+	// datagram; holdStatus: inside HoldStatus/ReleaseStatus, as a loop
+	// does. trace and rtrace, when tracing, collect a copy of every
+	// datagram the sender and the receiver sent.
+	batched, batchedRecv, holdStatus, tracing bool
+	payloads                                  [][]byte
+	trace, rtrace                             [][]byte
 }
 
 type harnessOpt struct {
@@ -294,6 +297,12 @@ func (h *harness) flushSender() {
 }
 
 func (h *harness) flushReceiver() {
+	if h.tracing {
+		for i := 0; i < h.rOut.Len(); i++ {
+			b, _ := h.rOut.Msg(i)
+			h.rtrace = append(h.rtrace, bytes.Clone(b))
+		}
+	}
 	if _, err := h.p.B.Send(h.rOut); err != nil {
 		h.t.Fatal(err)
 	}
@@ -351,12 +360,23 @@ func (h *harness) step() {
 	}
 	for {
 		n, _ := h.p.B.Recv(h.in)
-		for i := 0; i < n; i++ {
-			b, _ := h.in.Msg(i)
-			if h.rOut.Full() {
-				h.flushReceiver()
+		hold := h.holdStatus && n > 1
+		if hold {
+			h.r.HoldStatus()
+		}
+		if h.batchedRecv {
+			h.r.HandleRun(h.in, 0, n, now, h.rOut, h.deliver)
+		} else {
+			for i := 0; i < n; i++ {
+				b, _ := h.in.Msg(i)
+				if h.rOut.Full() {
+					h.flushReceiver()
+				}
+				h.r.Handle(b, now, h.rOut, h.deliver)
 			}
-			h.r.Handle(b, now, h.rOut, h.deliver)
+		}
+		if hold {
+			h.r.ReleaseStatus(now, h.rOut)
 		}
 		if n < h.in.Cap() {
 			break

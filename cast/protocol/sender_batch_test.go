@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -174,5 +175,192 @@ func TestSendBatchAllocs(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("SendBatch allocates %.1f times per batch", allocs)
+	}
+}
+
+// TestHandleRunIsHandle: HandleRun does what a Handle per datagram does.
+// Two harnesses run the same script on the virtual clock, one receiver
+// taking each batch read with HandleRun, the other with a Handle per
+// datagram, with and without HoldStatus, through loss, duplicates,
+// reordering, corruption, a slow consumer, coalesced datagrams and a
+// reference receiver: every datagram both receivers send is the same,
+// and so are the deliveries, the counters and the outcome.
+func TestHandleRunIsHandle(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(o *harnessOpt)
+		data  mem.Impairment
+		naks  mem.Impairment
+		slow  bool
+		end   bool // the sender ends the session after the script
+	}{
+		{name: "clean"},
+		{name: "5% loss both ways", data: mem.Impairment{Seed: 3, DropProb: 0.05}, naks: mem.Impairment{Seed: 4, DropProb: 0.05}},
+		{name: "duplicates and reordering", data: mem.Impairment{Seed: 5, DupProb: 0.05, ReorderProb: 0.05, ReorderBy: 3}},
+		{name: "corruption", data: mem.Impairment{Seed: 6, CorruptProb: 0.03, CorruptFrom: 4, DropProb: 0.01}},
+		{name: "slow consumer", slow: true, setup: func(o *harnessOpt) { o.r.ReorderSlots = 256 }},
+		{name: "coalescing sender", setup: func(o *harnessOpt) { o.s.Coalesce = true }, data: mem.Impairment{Seed: 9, DropProb: 0.03}},
+		{name: "reference receiver", setup: func(o *harnessOpt) { o.r.NoStatus = true; o.s.InitialWindow = 32 }, data: mem.Impairment{Seed: 10, DropProb: 0.02}},
+		{name: "late start", setup: func(o *harnessOpt) { o.r.StartNow = true }, data: mem.Impairment{Drop: []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}},
+		{name: "the sender silent, then heard again, then ended", end: true,
+			data: mem.Impairment{Blackouts: []mem.Window{{From: int64(30 * ms), To: int64(1500 * ms)}}},
+			naks: mem.Impairment{Blackouts: []mem.Window{{From: int64(30 * ms), To: int64(1500 * ms)}}}},
+	} {
+		for _, hold := range []bool{false, true} {
+			name := tc.name
+			if hold {
+				name += ", HoldStatus"
+			}
+			t.Run(name, func(t *testing.T) {
+				run := func(batched bool) *harness {
+					o := defaultOpt()
+					o.s.ID, o.r.ID = 42, 43 // else random: the two runs must be alike
+					if tc.setup != nil {
+						tc.setup(&o)
+					}
+					h := newHarness(t, o)
+					h.rOut = batch.New(4096, 2048) // never full: no flush inside a batch either way
+					h.batchedRecv, h.holdStatus, h.tracing = batched, hold, true
+					if tc.slow {
+						h.queueCap, h.autoConsume = 100, 20
+					}
+					h.impairData(tc.data)
+					h.impairNaks(tc.naks)
+					rng := rand.New(rand.NewPCG(3, 4))
+					for i := 0; i < 60; i++ {
+						h.send(1 + rng.IntN(200))
+						h.run(time.Duration(rng.IntN(3))*ms, 100*us)
+					}
+					h.run(2000*ms, ms)
+					if tc.end {
+						h.s.End(h.now(), h.sOut)
+						h.flushSender()
+						h.run(100*ms, ms)
+					}
+					if h.orderError != nil {
+						t.Fatal(h.orderError)
+					}
+					return h
+				}
+				a, b := run(false), run(true)
+				for _, tr := range []struct {
+					what string
+					x, y [][]byte
+				}{{"receiver", a.rtrace, b.rtrace}, {"sender", a.trace, b.trace}} {
+					if len(tr.x) != len(tr.y) {
+						t.Fatalf("the %s sent %d datagrams with Handle, %d with HandleRun", tr.what, len(tr.x), len(tr.y))
+					}
+					for i := range tr.x {
+						if !bytes.Equal(tr.x[i], tr.y[i]) {
+							t.Fatalf("the %s's datagram %d differs:\nHandle    %x\nHandleRun %x", tr.what, i, tr.x[i], tr.y[i])
+						}
+					}
+				}
+				if a.r.Stats() != b.r.Stats() || a.r.Outcome() != b.r.Outcome() || a.delivered != b.delivered || a.lastSeq != b.lastSeq {
+					t.Fatalf("Handle: %+v %+v delivered %d\nHandleRun: %+v %+v delivered %d",
+						a.r.Stats(), a.r.Outcome(), a.delivered, b.r.Stats(), b.r.Outcome(), b.delivered)
+				}
+				evs := func(h *harness) (es []ReceiverEvent) {
+					for e, ok := h.r.NextEvent(); ok; e, ok = h.r.NextEvent() {
+						es = append(es, e)
+					}
+					return es
+				}
+				if ea, eb := evs(a), evs(b); !slices.Equal(ea, eb) {
+					t.Fatalf("receiver events: Handle %+v\nHandleRun %+v", ea, eb)
+				}
+				if len(a.rtrace) == 0 || a.delivered == 0 {
+					t.Fatal("the script exercised nothing")
+				}
+			})
+		}
+	}
+}
+
+// TestHandleRunAfterSilence: the first records after the sender fell
+// silent go through Handle's full path (PeerHeard), whether they come
+// through HandleRun or a Handle each.
+func TestHandleRunAfterSilence(t *testing.T) {
+	type result struct {
+		events []ReceiverEvent
+		stats  ReceiverStats
+		silent bool
+	}
+	run := func(batched bool) result {
+		c := DefaultReceiverConfig()
+		c.Sender, c.ID = mem.AddrA, 43
+		r, err := NewReceiver(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, in := batch.New(64, 2048), batch.New(64, 2048)
+		feed := func(from, to uint64, now int64) {
+			in.Reset()
+			for s := from; s <= to; s++ {
+				in.Append(frame(s, 128), mem.AddrA)
+			}
+			if batched {
+				r.HandleRun(in, 0, in.Len(), now, out, func(wire.Header, []byte) {})
+				return
+			}
+			for i := 0; i < in.Len(); i++ {
+				d, _ := in.Msg(i)
+				r.Handle(d, now, out, func(wire.Header, []byte) {})
+			}
+		}
+		feed(1, 10, 1)
+		now := int64(1)
+		for !r.PeerSilent() {
+			now += int64(ms)
+			r.Tick(now, out)
+			out.Reset()
+			if now > int64(time.Minute) {
+				t.Fatal("never silent")
+			}
+		}
+		feed(11, 20, now+1)
+		var res result
+		for e, ok := r.NextEvent(); ok; e, ok = r.NextEvent() {
+			res.events = append(res.events, e)
+		}
+		res.stats, res.silent = r.Stats(), r.PeerSilent()
+		return res
+	}
+	a, b := run(false), run(true)
+	if !slices.Equal(a.events, b.events) || a.stats != b.stats || a.silent != b.silent || a.silent || a.stats.Delivered != 20 {
+		t.Fatalf("Handle: %+v\nHandleRun: %+v", a, b)
+	}
+}
+
+// TestHandleRunAllocs: the batch receive path allocates nothing.
+func TestHandleRunAllocs(t *testing.T) {
+	c := DefaultReceiverConfig()
+	c.Sender = mem.AddrA
+	r, err := NewReceiver(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, in := batch.New(64, 2048), batch.New(64, 2048)
+	fs := make([][]byte, 64)
+	for i := range fs {
+		fs[i] = frame(0, 128)
+	}
+	seq := uint64(1)
+	deliver := func(wire.Header, []byte) {}
+	allocs := testing.AllocsPerRun(100, func() {
+		in.Reset()
+		out.Reset()
+		for _, f := range fs {
+			le.PutUint64(f[wire.HeaderSize:], seq)
+			_ = wire.Seal(f, 100)
+			in.AppendView(f, mem.AddrA)
+			seq++
+		}
+		r.HoldStatus()
+		r.HandleRun(in, 0, in.Len(), int64(seq), out, deliver)
+		r.ReleaseStatus(int64(seq), out)
+	})
+	if allocs != 0 || r.Stats().Delivered != seq-1 {
+		t.Fatalf("HandleRun: %.1f allocations a batch; delivered %d of %d", allocs, r.Stats().Delivered, seq-1)
 	}
 }
