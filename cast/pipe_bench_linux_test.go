@@ -231,19 +231,26 @@ func BenchmarkLoopPingPong(b *testing.B) {
 // pipeKernel in place of the kernel: the casting layer's user-space
 // work per record (ns/rec), flow control and Status included. The +wal
 // rows give the Sender an in-memory-flushed WAL's append path.
+//
+// The +batch rows produce with Loop.SendBatch, one call an iteration.
 func BenchmarkLoopPipe(b *testing.B) {
 	for _, size := range []int{144, 1443} {
 		for _, withWAL := range []bool{false, true} {
-			name := fmt.Sprint(size)
-			if withWAL {
-				name += "+wal"
+			for _, batched := range []bool{false, true} {
+				name := fmt.Sprint(size)
+				if withWAL {
+					name += "+wal"
+				}
+				if batched {
+					name += "+batch"
+				}
+				b.Run(name, func(b *testing.B) { benchLoopPipe(b, size, withWAL, batched) })
 			}
-			b.Run(name, func(b *testing.B) { benchLoopPipe(b, size, withWAL) })
 		}
 	}
 }
 
-func benchLoopPipe(b *testing.B, size int, withWAL bool) {
+func benchLoopPipe(b *testing.B, size int, withWAL, batched bool) {
 	const per = 64
 	pa, pb := openPair(b, "mmsg", false)
 	a, bb := pa.(*mmsg.Path), pb.(*mmsg.Path)
@@ -281,9 +288,21 @@ func benchLoopPipe(b *testing.B, size int, withWAL bool) {
 		b.Fatal(err)
 	}
 	payload := make([]byte, size-wire.HeaderSize)
+	payloads := make([][]byte, per)
+	for i := range payloads {
+		payloads[i] = payload
+	}
 	sent, refused := 0, 0
 	sl, err := NewLoop(LoopConfig{Path: pa, Sender: snd, Batch: per, Slot: slot,
 		OnPoll: func(l *Loop, _ int64) {
+			if batched {
+				n, err := l.SendBatch(1, payloads)
+				sent += n
+				if err != nil {
+					refused++
+				}
+				return
+			}
 			for range per {
 				if _, err := l.Send(1, payload); err != nil {
 					refused++
