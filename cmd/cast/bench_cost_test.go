@@ -25,3 +25,15 @@ func TestCLIBenchCost(t *testing.T) {
 		t.Fatalf("summary without deltas, or a failed row:\n%s", out)
 	}
 }
+
+// TestPickTputRows: -rows keeps the named throughput rows in the
+// command's order and refuses a name it does not have, listing them.
+func TestPickTputRows(t *testing.T) {
+	got, err := pickTputRows("casting-mmsg, floor+frame", tputRunners)
+	if err != nil || len(got) != 2 || got[0].name != "floor+frame" || got[1].name != "casting-mmsg" {
+		t.Fatalf("pick: %v %v", got, err)
+	}
+	if _, err := pickTputRows("casting-mmsg,nope", tputRunners); err == nil || !strings.Contains(err.Error(), `no row "nope"`) || !strings.Contains(err.Error(), "raw-gso-gro") {
+		t.Fatalf("unknown row: %v", err)
+	}
+}

@@ -61,6 +61,7 @@ func benchThroughput(args []string) error {
 	jsonOut := fs.Bool("json", false, "print one JSON row per line instead of a table")
 	auth := fs.Bool("auth", false, "also run casting-mmsg+auth, casting-mmsg+coalesce and casting-mmsg+coalesce+auth (every datagram authenticated; docs/auth.md)")
 	ctrs := countersFlag(fs)
+	rowsFlag := fs.String("rows", "", "rows to run after floor-gso-gro, comma-separated (default: all; the disk floors run only with a WAL row)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +78,15 @@ func benchThroughput(args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+	if *rowsFlag != "" {
+		if runners, err = pickTputRows(*rowsFlag, runners); err != nil {
+			return err
+		}
+	}
+	anyWAL := false
+	for _, r := range runners {
+		anyWAL = anyWAL || r.wal
 	}
 	if err := checkRange("d", c.Duration, time.Millisecond, time.Hour); err != nil {
 		return err
@@ -101,7 +111,11 @@ func benchThroughput(args []string) error {
 	defer cancel()
 	title := fmt.Sprintf("throughput: %v per row, batch %d, window %d, pins %s, dir %s, %d runs, %s, load %s",
 		c.Duration, c.Batch, c.Window, *pin, c.Dir, *runs, time.Now().UTC().Format(time.RFC3339), benchkit.LoadAvg())
-	rs := newRowStream("bench throughput", title, *runs*len(sz)*(3+len(runners)), false, *jsonOut)
+	floors := 1
+	if anyWAL {
+		floors = 3
+	}
+	rs := newRowStream("bench throughput", title, *runs*len(sz)*(floors+len(runners)), false, *jsonOut)
 	rows, err := rs.run(ctx, func() error {
 		for run := 1; run <= *runs; run++ {
 			for _, size := range sz {
@@ -138,6 +152,9 @@ func benchThroughput(args []string) error {
 				// apart in time measures the drift.
 				if err := runAll(false, func(r *benchkit.Row) { r.CompareTo(net) }); err != nil {
 					return err
+				}
+				if !anyWAL {
+					continue
 				}
 				at("floor-odirect")
 				disk, err := benchkit.DiskFloor(c.Dir, size, c.Duration)
@@ -179,4 +196,26 @@ func benchThroughput(args []string) error {
 		fmt.Fprintf(os.Stdout, "load at the end %s\n", benchkit.LoadAvg())
 	}
 	return err
+}
+
+// pickTputRows keeps the runners named in list (comma-separated), in the
+// command's order; a name no runner has is a usage error that lists them.
+func pickTputRows(list string, runners []tputRun) ([]tputRun, error) {
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		want[strings.TrimSpace(n)] = true
+	}
+	var names []string
+	var out []tputRun
+	for _, r := range runners {
+		names = append(names, r.name)
+		if want[r.name] {
+			out = append(out, r)
+			delete(want, r.name)
+		}
+	}
+	for n := range want {
+		return nil, usagef("-rows: no row %q (have %s; -auth adds more)", n, strings.Join(names, ", "))
+	}
+	return out, nil
 }
