@@ -41,6 +41,7 @@ type Loop struct {
 	idle   affinity.Idler
 
 	sendRing, recvRing *Ring
+	pubRun             [][]byte // drainSendRing's run of records, views of sendRing's slots
 	deliverFn          func(wire.Header, []byte)
 	room               int         // RecvRing free slots last passed to the Receiver
 	roomSeq            uint64      // the Receiver's ExpectedSeq when room was last told
@@ -142,6 +143,7 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 			sendSlot = l.maxRecord() - wire.HeaderSize
 		}
 		l.sendRing = NewRing(cfg.SendRing, sendSlot)
+		l.pubRun = make([][]byte, cfg.Batch)
 		l.pub.wake = make(chan struct{}, 1)
 		l.pub.sentSeq.Store(l.snd.NextSeq() - 1)
 	}

@@ -170,29 +170,39 @@ func (l *Loop) Received() *Ring { return l.recvRing }
 
 func (l *Loop) drainSendRing() bool {
 	did := false
-	for i := 0; i < l.out.Cap(); i++ {
-		typ, _, p, ok := l.sendRing.Peek()
-		if !ok {
+	for left := l.out.Cap(); left > 0; {
+		n, typ := l.sendRing.peekRun(l.pubRun[:min(left, len(l.pubRun))])
+		if n == 0 {
 			break
 		}
-		_, err := l.Send(typ, p)
+		// A run of one type in one call (SendBatch: what a Send each
+		// would send); what it stopped at is handled as Send's refusal.
+		k, err := l.SendBatch(typ, l.pubRun[:n])
+		clear(l.pubRun[:n]) // no slot stays referenced
+		if k > 0 {
+			l.sendRing.popN(k)
+			l.ls.Published += uint64(k)
+			l.windowShut.Store(false)
+			did = true
+			left -= k
+		}
+		if err == nil {
+			continue
+		}
 		if err == protocol.ErrBackpressure {
 			l.windowShut.Store(true)
 			break // leave it queued until the window opens
 		}
+		l.noteSendErr(err) // a failing WAL flush is backpressure too: say so
 		if err == protocol.ErrBatchFull || errors.Is(err, wal.ErrBackpressure) {
-			l.noteSendErr(err) // a failing WAL flush is backpressure too: say so
-			break              // leave it queued
+			break // leave it queued
 		}
-		l.noteSendErr(err)
+		// The Sender refused this record for good: dropped, counted.
 		l.windowShut.Store(false)
-		if err != nil {
-			l.ls.PublishErrs++
-		} else {
-			l.ls.Published++
-		}
-		l.sendRing.Pop()
+		l.ls.PublishErrs++
+		l.sendRing.popN(1)
 		did = true
+		left--
 	}
 	return did
 }

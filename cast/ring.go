@@ -99,3 +99,25 @@ func (r *Ring) Peek() (typ uint16, seq uint64, payload []byte, ok bool) {
 
 // Pop removes the oldest record (consumer only, after Peek returned ok).
 func (r *Ring) Pop() { r.head.Add(1) }
+
+// peekRun fills dst with the oldest records that share the oldest one's
+// type, at most len(dst), without removing them (consumer only), and
+// returns how many and their type. The payloads alias their slots and
+// are valid until popped.
+func (r *Ring) peekRun(dst [][]byte) (n int, typ uint16) {
+	h, t := r.head.Load(), r.tail.Load()
+	for ; n < len(dst) && h+uint64(n) != t; n++ {
+		i := (h + uint64(n)) & r.mask
+		if n == 0 {
+			typ = r.types[i]
+		} else if r.types[i] != typ {
+			break
+		}
+		off := int(i) * r.slot
+		dst[n] = r.data[off : off+int(r.lens[i])]
+	}
+	return n, typ
+}
+
+// popN removes the n oldest records (consumer only, n ≤ Len()).
+func (r *Ring) popN(n int) { r.head.Add(uint64(n)) }

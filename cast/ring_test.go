@@ -79,3 +79,44 @@ func TestRingAllocs(t *testing.T) {
 		t.Fatalf("%v allocs", a)
 	}
 }
+
+// TestRingPeekRun: peekRun hands the oldest records of the oldest one's
+// type, in order, at most as many as asked, across the wrap, without
+// removing them; popN removes them.
+func TestRingPeekRun(t *testing.T) {
+	r := NewRing(4, 16)
+	dst := make([][]byte, 8)
+	if n, _ := r.peekRun(dst); n != 0 {
+		t.Fatalf("empty ring: %d", n)
+	}
+	push := func(typ uint16, b byte) {
+		t.Helper()
+		if err := r.Push(typ, 0, []byte{b, b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(1, 'a')
+	push(1, 'b')
+	push(2, 'c')
+	push(1, 'd')
+	n, typ := r.peekRun(dst)
+	if n != 2 || typ != 1 || string(dst[0]) != "aa" || string(dst[1]) != "bb" || r.Len() != 4 {
+		t.Fatalf("run %d of type %d: %q %q, %d queued", n, typ, dst[0], dst[1], r.Len())
+	}
+	if n, _ := r.peekRun(dst[:1]); n != 1 {
+		t.Fatalf("at most len(dst): %d", n)
+	}
+	r.popN(2)
+	push(2, 'e') // wraps
+	if n, typ := r.peekRun(dst); n != 1 || typ != 2 || string(dst[0]) != "cc" {
+		t.Fatalf("after the pop: %d of type %d %q", n, typ, dst[0])
+	}
+	r.popN(1)
+	if n, typ := r.peekRun(dst); n != 1 || typ != 1 || string(dst[0]) != "dd" {
+		t.Fatalf("then: %d of type %d %q", n, typ, dst[0])
+	}
+	r.popN(1)
+	if n, typ := r.peekRun(dst); n != 1 || typ != 2 || string(dst[0]) != "ee" || r.Len() != 1 {
+		t.Fatalf("across the wrap: %d of type %d %q", n, typ, dst[0])
+	}
+}
