@@ -419,11 +419,13 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 			if stop.Load() {
 				return
 			}
+			// The floors' window rule: a whole send's worth while at
+			// most Window records are in flight (the receiver's count
+			// read once per iteration, as the floors read theirs once
+			// per send), none beyond.
 			room := int64(c.PerSend())
-			if c.Window > 0 {
-				// The receiver's count once per iteration, as the floor
-				// rows read theirs once per send.
-				room = min(room, int64(c.Window)-(n64-delivered()))
+			if c.Window > 0 && n64-delivered() > int64(c.Window) {
+				room = 0
 			}
 			if room > 0 {
 				k, err := l.SendBatch(1, payloads[:room])
