@@ -202,13 +202,7 @@ func (h *harness) send(n int) {
 				continue
 			}
 			if err == ErrBackpressure {
-				h.backpressured++
-				if waited++; waited > 600_000 {
-					h.t.Fatalf("send: held by flow control for 60 s (limit %v, receivers %+v)", fmtLimit(h.s), h.receivers())
-				}
-				h.flushSender()
-				h.step()
-				h.p.Clock.Advance(100 * time.Microsecond)
+				h.heldBack(&waited)
 				continue
 			}
 			if err != nil {
@@ -219,6 +213,20 @@ func (h *harness) send(n int) {
 		h.checkWindow()
 	}
 	h.flushSender()
+}
+
+// heldBack is what a producer does when flow control holds it back:
+// the batch goes out, virtual time passes 100 µs, and the send is tried
+// again, for at most 60 s (waited counts the tries).
+func (h *harness) heldBack(waited *int) {
+	h.t.Helper()
+	h.backpressured++
+	if *waited++; *waited > 600_000 {
+		h.t.Fatalf("send: held by flow control for 60 s (limit %v, receivers %+v)", fmtLimit(h.s), h.receivers())
+	}
+	h.flushSender()
+	h.step()
+	h.p.Clock.Advance(100 * time.Microsecond)
 }
 
 // sendBatched is send with SendBatch: the same records, the same
@@ -238,13 +246,7 @@ func (h *harness) sendBatched(n int) {
 		case errors.Is(err, ErrBatchFull):
 			h.flushSender()
 		case err == ErrBackpressure:
-			h.backpressured++
-			if waited++; waited > 600_000 {
-				h.t.Fatalf("send: held by flow control for 60 s (limit %v, receivers %+v)", fmtLimit(h.s), h.receivers())
-			}
-			h.flushSender()
-			h.step()
-			h.p.Clock.Advance(100 * time.Microsecond)
+			h.heldBack(&waited)
 		default:
 			h.t.Fatalf("send: %v", err)
 		}
