@@ -80,8 +80,9 @@ func castingRTT(o Options, r *report.Report) []harness.Result {
 }
 
 // castingThroughput runs the floors — raw GSO/GRO (floor-gso-gro), raw
-// O_DIRECT writes (floor-odirect) and the WAL alone — and the datapath
-// package's rows: raw sendmmsg and GSO/GRO over datapath/mmsg, and
+// O_DIRECT writes (floor-odirect) and the WAL alone —, the bound
+// floor+frame (the floor plus the wire format's per-record copy and
+// CRC), and the datapath package's rows: raw sendmmsg and GSO/GRO over datapath/mmsg, and
 // casting over mmsg with the WAL off and on. Rows without the WAL are
 // compared with floor-gso-gro, rows with it with the slower of
 // floor-gso-gro and floor-odirect.
@@ -112,6 +113,10 @@ func castingThroughput(o Options, r *report.Report, size int) []harness.Result {
 	}
 	row, err := benchkit.ThroughputFloor(tc(true))
 	net = add("floor-gso-gro", row, err, nil)
+	// The bound right after its floor: the floor plus the wire format's
+	// own copy and CRC per record.
+	row, err = benchkit.ThroughputFloorFrame(tc(true))
+	add("floor+frame", row, err, net)
 	row, err = benchkit.DiskFloor(tc(true).Dir, size, tc(true).Duration)
 	disk := add("floor-odirect", row, err, net)
 	slow = net
