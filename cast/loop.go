@@ -558,20 +558,27 @@ func (l *Loop) route(d []byte, from netip.AddrPort) {
 }
 
 // receiverRun returns j > i when datagrams i..j−1 of l.in (of n) would
-// each go from route straight to the Receiver's Handle, unchanged: a
-// receive-only loop without authentication, and each from the Source
-// when one is set. Else it returns i.
+// each go from route straight to the Receiver's Handle, unchanged: in a
+// loop without authentication, each from the Source when one is set
+// (a receive-only loop also hands the Receiver NAKs and Status from
+// elsewhere: a group's), and, in a loop that has a Sender too, none
+// addressed to the Sender. Else it returns i. (What the Receiver
+// delivers may be sent on from OnRecord, which leaves no retransmit
+// pending: the run needs none of the per-datagram checks iterate makes
+// after the Sender's input.)
 func (l *Loop) receiverRun(i, n int) int {
-	if l.rcv == nil || l.snd != nil || l.auth != nil {
+	if l.rcv == nil || l.auth != nil {
 		return i
 	}
-	j := i
-	if !l.cfg.Source.IsValid() {
+	src := l.cfg.Source
+	if l.snd == nil && !src.IsValid() {
 		return n
 	}
+	j := i
 	for ; j < n; j++ {
 		d, from := l.in.Msg(j)
-		if from != l.cfg.Source && !toSender(d) {
+		foreign := src.IsValid() && from != src
+		if l.snd != nil && (toSender(d) || foreign) || l.snd == nil && foreign && !toSender(d) {
 			break
 		}
 	}
