@@ -179,7 +179,13 @@ func (t *Tx) build(v *Vec, from int) (nh, supers int) {
 				if len(p) != unit || a != raw && t.peer(a) != addr {
 					break
 				}
-				k = t.addIov(k0, k, p)
+				// A view right behind the last iovec (the next frame of a
+				// sender's ring) extends it: addIov's common case, inline.
+				if last := &t.iovs[k-1]; last.Base != nil && unsafe.Add(unsafe.Pointer(last.Base), last.Len) == unsafe.Pointer(&p[0]) {
+					last.SetLen(int(last.Len) + unit)
+				} else {
+					k = t.addIov(k0, k, p)
+				}
 				i++
 			}
 			cnt := i - first
