@@ -232,25 +232,24 @@ func BenchmarkLoopPingPong(b *testing.B) {
 // work per record (ns/rec), flow control and Status included. The +wal
 // rows give the Sender an in-memory-flushed WAL's append path.
 //
-// The +batch rows produce with Loop.SendBatch, one call an iteration.
+// The +batch rows produce with Loop.SendBatch, one call an iteration;
+// the +ring rows with Loop.Publish into the loop's SendRing (the
+// Producer's path), which the next iteration drains.
 func BenchmarkLoopPipe(b *testing.B) {
 	for _, size := range []int{144, 1443} {
 		for _, withWAL := range []bool{false, true} {
-			for _, batched := range []bool{false, true} {
+			for _, how := range []string{"", "+batch", "+ring"} {
 				name := fmt.Sprint(size)
 				if withWAL {
 					name += "+wal"
 				}
-				if batched {
-					name += "+batch"
-				}
-				b.Run(name, func(b *testing.B) { benchLoopPipe(b, size, withWAL, batched) })
+				b.Run(name+how, func(b *testing.B) { benchLoopPipe(b, size, withWAL, how) })
 			}
 		}
 	}
 }
 
-func benchLoopPipe(b *testing.B, size int, withWAL, batched bool) {
+func benchLoopPipe(b *testing.B, size int, withWAL bool, how string) {
 	const per = 64
 	pa, pb := openPair(b, "mmsg", false)
 	a, bb := pa.(*mmsg.Path), pb.(*mmsg.Path)
@@ -293,9 +292,23 @@ func benchLoopPipe(b *testing.B, size int, withWAL, batched bool) {
 		payloads[i] = payload
 	}
 	sent, refused := 0, 0
-	sl, err := NewLoop(LoopConfig{Path: pa, Sender: snd, Batch: per, Slot: slot,
+	ring := 0
+	if how == "+ring" {
+		ring = 4 * per
+	}
+	sl, err := NewLoop(LoopConfig{Path: pa, Sender: snd, Batch: per, Slot: slot, SendRing: ring,
 		OnPoll: func(l *Loop, _ int64) {
-			if batched {
+			if how == "+ring" {
+				for range per {
+					if l.Publish(1, payload) != nil {
+						refused++
+						return
+					}
+					sent++
+				}
+				return
+			}
+			if how == "+batch" {
 				n, err := l.SendBatch(1, payloads)
 				sent += n
 				if err != nil {
