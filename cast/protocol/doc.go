@@ -28,6 +28,9 @@
 //	s.Tick(now, out)                          // idle-only heartbeat; continues retransmits
 //	path.Send(out); out.Reset()               // that did not fit (again while s.RetxPending())
 //
+// SendBatch(typ, payloads, now, out) sends what a loop of Send would,
+// with the per-record bookkeeping done once per run in the steady state.
+//
 // With a WAL, Send appends the record to the WAL first (the WAL assigns
 // the seq and seals the frame once), copies the frame into the hot ring
 // (slot = seq mod RingSlots, slots hold whole frames) and appends it to
@@ -47,6 +50,8 @@
 //	r, _ := protocol.NewReceiver(cfg)
 //	for each received datagram d:
 //	    r.Handle(d, now, out, deliver) // deliver(h, payload) in seq order, exactly once
+//	// or a batch read at once, in one call (the same effect):
+//	// r.HoldStatus(); r.HandleRun(in, 0, in.Len(), now, out, deliver); r.ReleaseStatus(now, out)
 //	r.Tick(now, out)                   // clock-driven re-NAKs and the silence rule
 //	for e, ok := r.NextEvent(); ok; e, ok = r.NextEvent() {
 //	    if e.Kind == protocol.OutcomeSet { // Faulted, Reconnect, SenderRestarted
