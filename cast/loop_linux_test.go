@@ -288,11 +288,19 @@ func TestLoopDeadPeer(t *testing.T) {
 // receiver loop, with a record sent and delivered, allocate nothing; with
 // keys too (every datagram sealed and opened).
 func TestLoopIterationAllocs(t *testing.T) {
-	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys", "mmsg/batch"} {
+	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys", "mmsg/batch", "mmsg/sendbatch", "mmsg/publish"} {
 		t.Run(path, func(t *testing.T) {
 			var keys *Keys
 			if p, ok := strings.CutSuffix(path, "/keys"); ok {
 				path, keys = p, testKeys
+			}
+			// sendbatch: the 8 records in one Loop.SendBatch; publish:
+			// through the loop's SendRing (Publish, the drain in runs).
+			how := ""
+			for _, h := range []string{"/sendbatch", "/publish"} {
+				if p, ok := strings.CutSuffix(path, h); ok {
+					path, how = p+"/batch", h
+				}
 			}
 			// batch: 8 records of 1427 bytes per sender iteration, so the
 			// receiver reads batches (one Status decision per batch) and
@@ -316,10 +324,26 @@ func TestLoopIterationAllocs(t *testing.T) {
 			sl := DefaultLoopConfig()
 			sl.Path, sl.Sender, sl.Keys = pa, snd, keys
 			p := make([]byte, size)
+			ps := make([][]byte, per)
+			for i := range ps {
+				ps[i] = p
+			}
 			sl.OnPoll = func(l *Loop, now int64) {
-				for range per {
-					_, _ = l.Send(1, p)
+				switch how {
+				case "/sendbatch":
+					_, _ = l.SendBatch(1, ps)
+				case "/publish":
+					for range per {
+						_ = l.Publish(1, p)
+					}
+				default:
+					for range per {
+						_, _ = l.Send(1, p)
+					}
 				}
+			}
+			if how == "/publish" {
+				sl.SendRing = 4 * per
 			}
 			sloop, err := NewLoop(sl)
 			if err != nil {
