@@ -334,6 +334,22 @@ func sameRecord(n, size int) [][]byte {
 	return ps
 }
 
+// castingPoll is one poll of a casting row's producer: one
+// Loop.SendBatch of payloads (a whole send call's worth) while at most
+// window records are in flight (0: no limit), none beyond: the floors'
+// rule. It returns the records sent and the error that ends the row (a
+// full batch and WAL backpressure only mean: the next poll).
+func castingPoll(l *cast.Loop, payloads [][]byte, inFlight int64, window int) (int64, error) {
+	if window > 0 && inFlight > int64(window) {
+		return 0, nil
+	}
+	k, err := l.SendBatch(1, payloads)
+	if errors.Is(err, protocol.ErrBatchFull) || errors.Is(err, wal.ErrBackpressure) {
+		err = nil
+	}
+	return int64(k), err
+}
+
 // ThroughputCasting blasts Size-byte frames through the casting protocol
 // over datapath/mmsg (GSO/GRO per c) for c.Duration and counts the records
 // delivered in order. withWAL appends every record to a WAL in a
@@ -419,21 +435,13 @@ func ThroughputCasting(c ThroughputConfig, withWAL, coalesce bool) (Row, error) 
 			if stop.Load() {
 				return
 			}
-			// The floors' window rule: a whole send's worth while at
-			// most Window records are in flight (the receiver's count
-			// read once per iteration, as the floors read theirs once
-			// per send), none beyond.
-			room := int64(c.PerSend())
-			if c.Window > 0 && n64-delivered() > int64(c.Window) {
-				room = 0
-			}
-			if room > 0 {
-				k, err := l.SendBatch(1, payloads[:room])
-				n64 += int64(k)
-				if err != nil && !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
-					sendErr = err
-					stop.Store(true)
-				}
+			// The receiver's count read once per iteration, as the
+			// floors read theirs once per send.
+			k, err := castingPoll(l, payloads, n64-delivered(), c.Window)
+			n64 += k
+			if err != nil {
+				sendErr = err
+				stop.Store(true)
 			}
 			produced.Store(n64)
 		}}})

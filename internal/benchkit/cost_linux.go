@@ -540,21 +540,13 @@ func costCasting(c ThroughputConfig, flow, withWAL bool) (CostRow, error) {
 				}
 				return
 			}
-			// One SendBatch a poll, of one send call's worth while at
-			// most Window records are in flight, none beyond: the
-			// floors' rule, the receiver's count read once a poll as the
-			// floor reads its count once a send.
-			room := int64(per)
-			if c.Window > 0 && n64-delivered.Load() > int64(c.Window) {
-				room = 0
-			}
-			if room > 0 {
-				k, err := l.SendBatch(1, payloads[:room])
-				n64 += int64(k)
-				if err != nil && !errors.Is(err, protocol.ErrBatchFull) && !errors.Is(err, wal.ErrBackpressure) {
-					sendErr = err
-					sending.Store(false)
-				}
+			// The receiver's count read once a poll, as the floor reads
+			// its count once a send.
+			k, err := castingPoll(l, payloads, n64-delivered.Load(), c.Window)
+			n64 += k
+			if err != nil {
+				sendErr = err
+				sending.Store(false)
 			}
 			produced.Store(n64)
 		}})
