@@ -24,6 +24,15 @@ func (f *fakeLoop) Send(uint16, []byte) (uint64, error) {
 	return uint64(len(f.times)), nil
 }
 
+func (f *fakeLoop) SendBatch(typ uint16, payloads [][]byte) (int, error) {
+	for i, p := range payloads {
+		if _, err := f.Send(typ, p); err != nil {
+			return i, err
+		}
+	}
+	return len(payloads), nil
+}
+
 func (f *fakeLoop) End() error { return nil }
 
 // TestPacedResumesAtRate: a paced sender stopped for 2 s — the loop not
@@ -81,5 +90,70 @@ func TestPacedResumesAtRate(t *testing.T) {
 				t.Fatalf("busiest 10 ms after the stop: %d records, want ≤ %d (2× the rate)", best, limit)
 			}
 		})
+	}
+}
+
+// budgetLoop takes at most budget records per poll (a batch that fills),
+// then refuses; it numbers the records it takes from 1.
+type budgetLoop struct {
+	budget, left int
+	seq          uint64
+	ended        bool
+}
+
+func (b *budgetLoop) Send(uint16, []byte) (uint64, error) {
+	if b.left == 0 {
+		return 0, errors.New("batch full")
+	}
+	b.left--
+	b.seq++
+	return b.seq, nil
+}
+
+func (b *budgetLoop) SendBatch(typ uint16, payloads [][]byte) (int, error) {
+	for i, p := range payloads {
+		if _, err := b.Send(typ, p); err != nil {
+			return i, err
+		}
+	}
+	return len(payloads), nil
+}
+
+func (b *budgetLoop) End() error { b.ended = true; return nil }
+
+// TestPacedCountsRefusals: an unpaced producer whose loop takes 0, 1 or a
+// few of what it offers per poll sends exactly -n records, keeps lastSeq
+// at the seq of the last one taken and ends the stream once, after the
+// last.
+func TestPacedCountsRefusals(t *testing.T) {
+	for _, budget := range []int{1, 2, 7, 300} {
+		var sent atomic.Int64
+		var last atomic.Uint64
+		done := make(chan struct{})
+		const n = 1000
+		pr := newPaced(sendOpts{n: n, payload: 32, lastSeq: &last}, &sent, done)
+		l := &budgetLoop{budget: budget}
+		for poll := 0; poll < 3*n && !l.ended; poll++ {
+			l.left = budget
+			if poll%3 == 1 {
+				l.left = 0 // a poll where the loop refuses everything
+			}
+			pr.poll(l, int64(poll+1))
+			if got := uint64(sent.Load()); got != l.seq || last.Load() != l.seq {
+				t.Fatalf("budget %d, poll %d: sent %d, lastSeq %d, loop took %d", budget, poll, got, last.Load(), l.seq)
+			}
+		}
+		select {
+		case <-done:
+		default:
+			t.Fatalf("budget %d: not done after %d records", budget, l.seq)
+		}
+		if l.seq != n || !l.ended {
+			t.Fatalf("budget %d: %d records taken (want %d), ended %v", budget, l.seq, n, l.ended)
+		}
+		pr.poll(l, 1<<40)
+		if l.seq != n {
+			t.Fatalf("budget %d: a poll after the end sent more", budget)
+		}
 	}
 }

@@ -50,9 +50,22 @@ func (b *Bucket) Ready(now int64) bool {
 // Spend takes the token of an event that happened: call it after Ready
 // said yes and the event went through, so that a refused send costs
 // nothing.
-func (b *Bucket) Spend() {
+func (b *Bucket) Spend() { b.SpendN(1) }
+
+// Avail is how many events, at most limit, may happen at now (ns) in one
+// go: what Ready would allow one after another with a Spend each.
+func (b *Bucket) Avail(now int64, limit int) int {
+	if b == nil || limit <= 0 {
+		return max(limit, 0)
+	}
+	b.fill(now)
+	return int(min(float64(limit), max(b.tokens, 0)))
+}
+
+// SpendN takes the tokens of n events that happened (see Spend).
+func (b *Bucket) SpendN(n int) {
 	if b != nil {
-		b.tokens--
+		b.tokens -= float64(n)
 	}
 }
 

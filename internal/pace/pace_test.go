@@ -64,6 +64,37 @@ func TestNilPacesNothing(t *testing.T) {
 	}
 }
 
+// TestAvail: Avail counts what Ready would allow one by one, capped at
+// the limit; SpendN spends like as many Spends; a nil bucket allows the
+// limit.
+func TestAvail(t *testing.T) {
+	b, c := New(10000), New(10000) // burst 20, one per 100 µs
+	now := int64(1)
+	for _, step := range []time.Duration{0, 0, 350 * time.Microsecond, 40 * time.Microsecond, time.Second} {
+		now += int64(step)
+		n := 0
+		for c.Ready(now) {
+			c.Spend()
+			n++
+		}
+		if got := b.Avail(now, 1000); got != n {
+			t.Fatalf("after %v: Avail %d, Ready allowed %d", step, got, n)
+		}
+		if got := b.Avail(now, 3); got != min(3, n) {
+			t.Fatalf("after %v: Avail with limit 3 is %d, want %d", step, got, min(3, n))
+		}
+		b.SpendN(n)
+		if b.Ready(now) {
+			t.Fatalf("after %v: a token left after SpendN(%d)", step, n)
+		}
+	}
+	var nb *Bucket
+	if nb.Avail(1, 7) != 7 || nb.Avail(1, 0) != 0 || nb.Avail(1, -1) != 0 {
+		t.Fatal("a nil bucket does not allow exactly the limit")
+	}
+	nb.SpendN(3)
+}
+
 // TestResumesAtRate: a run that polls every 5 µs and is stopped for 2 s —
 // not polled at all, or polled with every event refused (spending nothing)
 // — resumes at its rate: the busiest 10 ms after the stop carries at most
@@ -116,6 +147,7 @@ func TestBucketAllocs(t *testing.T) {
 		if b.Ready(now) {
 			b.Spend()
 		}
+		b.SpendN(b.Avail(now, 4))
 		_ = b.Wait(now)
 	}); a != 0 {
 		t.Fatalf("%v allocations per event", a)
