@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -359,16 +358,12 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 		rx.Close()
 		return costEnds{}, err
 	}
-	sv, rv := batch.New(c.Batch, 2048), batch.New(c.Batch, 2048)
-	frame := make([]byte, c.Size)
-	for i := 0; i < c.PerSend(); i++ {
-		sv.Append(frame, netip.AddrPort{})
-	}
+	sv, frames := sendViews(c)
+	rv := batch.New(c.Batch, 2048)
 	var seq uint64
 	var bad int64
 	send := func() (int, error) {
-		for j := 0; j < sv.Len(); j++ {
-			b := sv.Buf(j)[:c.Size]
+		for j, b := range frames {
 			if framing {
 				binary.LittleEndian.PutUint64(b[wire.HeaderSize:], seq+uint64(j))
 				if err := wire.Seal(b, 1); err != nil {

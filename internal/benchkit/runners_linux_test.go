@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/walcast/walcast/affinity"
 )
@@ -135,5 +136,28 @@ func TestFloors(t *testing.T) {
 	}
 	if d.Records == 0 || d.Name != "floor-odirect" {
 		t.Fatalf("%+v", d)
+	}
+}
+
+// TestSendViews: the datapath rows' send batch is one send's worth of
+// views into one buffer, back to back, so Tx hands the kernel one iovec
+// (as the casting rows' runs from the hot ring), not one per frame.
+func TestSendViews(t *testing.T) {
+	for _, size := range []int{144, 1443} {
+		c := DefaultThroughputConfig()
+		c.Size = size
+		v, frames := sendViews(c)
+		if v.Len() != c.PerSend() || len(frames) != c.PerSend() {
+			t.Fatalf("%d B: %d messages, %d frames, want %d", size, v.Len(), len(frames), c.PerSend())
+		}
+		for i, f := range frames {
+			m, _ := v.Msg(i)
+			if v.Owned(i) || len(m) != size || &m[0] != &f[0] || cap(f) != size {
+				t.Fatalf("%d B: message %d is not a %d-byte view of its frame", size, i, size)
+			}
+			if i > 0 && uintptr(unsafe.Pointer(&f[0]))-uintptr(unsafe.Pointer(&frames[i-1][0])) != uintptr(size) {
+				t.Fatalf("%d B: frame %d does not follow frame %d", size, i, i-1)
+			}
+		}
 	}
 }

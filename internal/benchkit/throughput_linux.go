@@ -71,11 +71,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 	var el time.Duration
 	sending.Store(true)
 	send, err := affinity.Go(affinity.OnCPU(c.CPUs[0]), func() {
-		v := batch.New(c.Batch, 2048)
-		frame := make([]byte, c.Size)
-		for i := 0; i < c.PerSend(); i++ {
-			v.Append(frame, netip.AddrPort{})
-		}
+		v, frames := sendViews(c)
 		start := time.Now()
 		end := start.Add(c.Duration)
 		var seq uint64
@@ -86,8 +82,7 @@ func ThroughputRaw(c ThroughputConfig) (Row, error) {
 			if c.Window > 0 && sent-got.Load() > int64(c.Window) {
 				continue // the receiver is behind: wait for it
 			}
-			for j := 0; j < v.Len(); j++ {
-				b := v.Buf(j)
+			for _, b := range frames {
 				binary.LittleEndian.PutUint64(b, seq)
 				seq++
 			}
@@ -163,4 +158,20 @@ func drainRaw(done func() bool, got func() int64, polls func() uint64, limit tim
 			return
 		}
 	}
+}
+
+// sendViews is the datapath rows' send batch: c.PerSend() frames of c.Size
+// bytes back to back in one buffer, appended as views, so that the
+// kernel gets them as one iovec the way the casting rows hand over a run
+// of frames from the hot ring (and the floor its one buffer); frames are
+// the views, for stamping.
+func sendViews(c ThroughputConfig) (*batch.Vec, [][]byte) {
+	v := batch.New(c.Batch, 2048)
+	buf := make([]byte, c.PerSend()*c.Size)
+	frames := make([][]byte, c.PerSend())
+	for i := range frames {
+		frames[i] = buf[i*c.Size : (i+1)*c.Size : (i+1)*c.Size]
+		v.AppendView(frames[i], netip.AddrPort{})
+	}
+	return v, frames
 }
