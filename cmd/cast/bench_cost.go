@@ -29,9 +29,11 @@ layer:
                   decoded and checked on receive), the least any sender that
                   retransmits from memory and any checking receiver can do;
                   the row after it is compared with floor-gso-gro
-  datapath        datapath/mmsg: batch.Vec, sendmmsg with GSO, recvmmsg with GRO
-  +framing/crc    the same, every record sealed on send (16-byte header,
-                  CRC32C of the payload), decoded and checked on receive
+  datapath        datapath/mmsg: batch.Vec, sendmmsg with GSO, recvmmsg with GRO;
+                  a send's frames are views of one buffer, back to back (one
+                  iovec, as a run from the casting Sender's hot ring)
+  +framing/crc    the same, every record sealed in place on send (16-byte
+                  header, CRC32C of the payload), decoded and checked on receive
   casting-noflow  a cast.Loop on each side: the protocol Sender (seqs, hot-ring
                   copy, batching, probes) and Receiver (reorder, deliver);
                   no flow control, no Status frames

@@ -13,7 +13,6 @@ import (
 	"github.com/walcast/walcast/affinity"
 	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/datapath"
-	"github.com/walcast/walcast/datapath/udp"
 )
 
 // waiter is a datapath that can park on the netpoller.
@@ -71,24 +70,19 @@ func echoLoop(p waiter, mode affinity.Strategy, n int, stop *atomic.Bool, errc c
 	}
 }
 
-// RTTRawUDP is the floor: raw UDP ping-pong over datapath/udp on
-// loopback with the same threads, pinning and idle mode that the casting
-// run uses, and no protocol.
+// RTTRawUDP is the datapath's layer: raw UDP ping-pong over
+// datapath/udp on loopback with the same threads, pinning, idle mode and
+// sockets (connected to each other, as floor-loop's and the casting
+// rows' are) that the casting run uses, and no protocol.
 func RTTRawUDP(c RTTConfig) (Row, error) {
 	if err := c.Validate(); err != nil {
 		return Row{}, err
 	}
-	srv, err := udp.New(udp.DefaultConfig())
+	cli, srv, err := ConnectedUDP()
 	if err != nil {
 		return Row{}, err
 	}
 	defer srv.Close()
-	cc := udp.DefaultConfig()
-	cc.Peer = srv.LocalAddr()
-	cli, err := udp.New(cc)
-	if err != nil {
-		return Row{}, err
-	}
 	defer cli.Close()
 
 	affinity.EnsureGOMAXPROCS(2)
