@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ func parseModes(s string) ([]affinity.Strategy, error) {
 }
 
 func benchRTT(args []string) error {
-	fs := newFlagSet("bench rtt", "[flags]", "Ping-pong round trips on loopback. The floor is a minimal raw loop (two pinned\nthreads, sendto/recvfrom through unix.Syscall6, busy loop on EAGAIN; blocking\nrecvfrom in park mode) that shares no code with the datapaths. Then raw-udp\n(the same ping-pong over datapath/udp: the datapath's cost), casting-udp and\ncasting-mmsg (the protocol's cost; loop batch -batch). Rows run interleaved\n-runs times; ratios are against the floor of the same mode and run, and the\nspread table gives min–max over the runs.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench rtt")
+	fs := newFlagSet("bench rtt", "[flags]", "Ping-pong round trips on loopback. The floor is a minimal raw loop (two pinned\nthreads, sendto/recvfrom through unix.Syscall6, busy loop on EAGAIN; blocking\nrecvfrom in park mode) that shares no code with the datapaths. Then raw-udp\n(the same ping-pong over datapath/udp: the datapath's cost), casting-udp and\ncasting-mmsg (the protocol's cost; loop batch -batch). Rows run interleaved\n-runs times; ratios are against the floor of the same mode and run, and the\nclosing table gives each row's median over the runs with the min–max.\nRun it under the bench lock: flock /tmp/walcast-bench.lock cast bench rtt")
 	c := benchkit.DefaultRTTConfig()
 	fs.IntVar(&c.N, "n", c.N, "measured round trips per row")
 	fs.IntVar(&c.Warmup, "warmup", c.Warmup, "round trips before measuring")
@@ -202,8 +203,9 @@ func benchRTT(args []string) error {
 	return err
 }
 
-// printSpread prints, per row name and mode, the range over the runs of
-// the figures and of the same-run ratios.
+// printSpread prints, per row name and mode, the median and the range
+// over the runs of the figures and of the same-run ratios (the issue
+// targets are medians of interleaved runs).
 func printSpread(w io.Writer, rows []benchkit.Row) {
 	type key struct{ name, mode string }
 	var order []key
@@ -218,40 +220,52 @@ func printSpread(w io.Writer, rows []benchkit.Row) {
 		}
 		groups[k] = append(groups[k], r)
 	}
-	span := func(rs []benchkit.Row, f func(benchkit.Row) float64, format string) string {
-		lo, hi := f(rs[0]), f(rs[0])
-		for _, r := range rs[1:] {
-			lo, hi = min(lo, f(r)), max(hi, f(r))
-		}
-		if lo == 0 && hi == 0 || lo != lo {
-			return "-"
-		}
-		if len(rs) == 1 || lo == hi {
-			return fmt.Sprintf(format, lo)
-		}
-		return fmt.Sprintf(format+"–"+format, lo, hi)
-	}
 	lat := len(rows) > 0 && rows[0].Latency.N > 0
-	fmt.Fprintln(w, "\nspread over runs (min–max):")
+	fmt.Fprintln(w, "\nover the runs, median (min–max):")
 	if lat {
-		fmt.Fprintf(w, "%-16s %-14s %4s %13s %13s %11s %11s\n", "name", "mode", "runs", "p50 µs", "p99 µs", "×p50", "×p99")
+		fmt.Fprintf(w, "%-16s %-14s %4s %19s %19s %19s %19s\n", "name", "mode", "runs", "p50 µs", "p99 µs", "×p50", "×p99")
 		for _, k := range order {
 			rs := groups[k]
-			fmt.Fprintf(w, "%-16s %-14s %4d %13s %13s %11s %11s\n", k.name, k.mode, len(rs),
-				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P50) }, "%.1f"),
-				span(rs, func(r benchkit.Row) float64 { return us(r.Latency.P99) }, "%.1f"),
-				span(rs, func(r benchkit.Row) float64 { return r.RatioP50 }, "%.2f"),
-				span(rs, func(r benchkit.Row) float64 { return r.RatioP99 }, "%.2f"))
+			fmt.Fprintf(w, "%-16s %-14s %4d %19s %19s %19s %19s\n", k.name, k.mode, len(rs),
+				spanMedian(rs, func(r benchkit.Row) float64 { return us(r.Latency.P50) }, "%.1f"),
+				spanMedian(rs, func(r benchkit.Row) float64 { return us(r.Latency.P99) }, "%.1f"),
+				spanMedian(rs, func(r benchkit.Row) float64 { return r.RatioP50 }, "%.2f"),
+				spanMedian(rs, func(r benchkit.Row) float64 { return r.RatioP99 }, "%.2f"))
 		}
 		return
 	}
-	fmt.Fprintf(w, "%-26s %5s %4s %19s %11s\n", "name", "bytes", "runs", "records/s", "×floor")
+	fmt.Fprintf(w, "%-26s %5s %4s %31s %19s\n", "name", "bytes", "runs", "records/s", "×floor")
 	for _, k := range order {
 		rs := groups[k]
-		fmt.Fprintf(w, "%-26s %5s %4d %19s %11s\n", k.name, k.mode, len(rs),
-			span(rs, func(r benchkit.Row) float64 { return r.RecPerS }, "%.0f"),
-			span(rs, func(r benchkit.Row) float64 { return r.RatioTput }, "%.2f"))
+		fmt.Fprintf(w, "%-26s %5s %4d %31s %19s\n", k.name, k.mode, len(rs),
+			spanMedian(rs, func(r benchkit.Row) float64 { return r.RecPerS }, "%.0f"),
+			spanMedian(rs, func(r benchkit.Row) float64 { return r.RatioTput }, "%.2f"))
 	}
+}
+
+// spanMedian formats f over the runs as "median (min–max)", the median
+// alone for one run or one value, and "-" when there is no figure (NaN,
+// or 0 in every run). NaN runs are left out.
+func spanMedian(rs []benchkit.Row, f func(benchkit.Row) float64, format string) string {
+	var xs []float64
+	for _, r := range rs {
+		if x := f(r); x == x {
+			xs = append(xs, x)
+		}
+	}
+	sort.Float64s(xs)
+	if len(xs) == 0 || xs[0] == 0 && xs[len(xs)-1] == 0 {
+		return "-"
+	}
+	m := xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		m = (xs[len(xs)/2-1] + m) / 2
+	}
+	lo, hi := xs[0], xs[len(xs)-1]
+	if lo == hi {
+		return fmt.Sprintf(format, m)
+	}
+	return fmt.Sprintf(format+" ("+format+"–"+format+")", m, lo, hi)
 }
 
 // printHeader prints the column names of a latency or throughput table.

@@ -377,7 +377,7 @@ func TestCLIBenchRTTInterrupted(t *testing.T) {
 	b.wait(hangBudget)
 	b.expect(130, "stderr", `^cast bench: interrupted: \d+ of \d+ rows measured$`)
 	out := b.Stdout.String()
-	if !strings.HasPrefix(out, "rtt: 5000 round trips") || !strings.Contains(out, "spread over runs") || !strings.Contains(out, "  1 floor-loop ") {
+	if !strings.HasPrefix(out, "rtt: 5000 round trips") || !strings.Contains(out, "over the runs, median (min–max)") || !strings.Contains(out, "  1 floor-loop ") {
 		t.Fatalf("stdout:\n%s", out)
 	}
 	if strings.Contains(b.Stderr.String(), "\r") {
