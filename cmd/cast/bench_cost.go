@@ -34,6 +34,9 @@ layer:
                   iovec, as a run from the casting Sender's hot ring)
   +framing/crc    the same, every record sealed in place on send (16-byte
                   header, CRC32C of the payload), decoded and checked on receive
+  +ring-copy      the same, every record first copied from the producer's
+                  buffer into the next slot of a ring the hot ring's size, the
+                  batch made of views of those slots (the Sender's copy)
   casting-noflow  a cast.Loop on each side: the protocol Sender (seqs, hot-ring
                   copy, batching, probes) and Receiver (reorder, deliver);
                   no flow control, no Status frames

@@ -15,6 +15,9 @@ package benchkit
 //	datapath        datapath/mmsg (batch.Vec, sendmmsg+GSO, recvmmsg+GRO)
 //	+framing/crc    the same, each record sealed (16-byte header, CRC32C
 //	                of the payload) on send and decoded and checked on receive
+//	+ring-copy      the same, each record first copied from the producer's
+//	                buffer into the next slot of a ring the hot ring's size
+//	                (the batch: views of those slots), as the Sender does
 //	casting-noflow  cast.Loop on each side with the protocol Sender (hot
 //	                ring copy, seqs, batching) and Receiver (reorder,
 //	                deliver); no flow control and no Status frames (the
@@ -24,7 +27,7 @@ package benchkit
 //	                (wal.Writer as the Sender's log; its I/O goroutine
 //	                writes and syncs)
 //	wal-alone       the WAL without the network: one thread appends
-var CostRows = []string{"floor-gso-gro", "floor+frame", "datapath", "+framing/crc", "casting-noflow", "casting", "casting+wal", "wal-alone"}
+var CostRows = []string{"floor-gso-gro", "floor+frame", "datapath", "+framing/crc", "+ring-copy", "casting-noflow", "casting", "casting+wal", "wal-alone"}
 
 // CostSide is what one measured thread spent during a cost row's
 // traffic, from the kernel's account of the thread's run time.

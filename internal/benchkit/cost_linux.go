@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,9 +40,11 @@ func Cost(name string, c ThroughputConfig) (CostRow, error) {
 	case "floor+frame":
 		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costFloor(c, true) })
 	case "datapath":
-		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, false) })
+		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, dpPlain) })
 	case "+framing/crc":
-		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, true) })
+		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, dpFraming) })
+	case "+ring-copy":
+		r, err = costRaw(c, func(c ThroughputConfig) (costEnds, error) { return costDatapath(c, dpRing) })
 	case "casting-noflow":
 		r, err = costCasting(c, false, false)
 	case "casting":
@@ -341,10 +344,20 @@ func costFloor(c ThroughputConfig, framed bool) (costEnds, error) {
 	return costEnds{tx: send, rx: recv, close: closeFn, note: note}, nil
 }
 
+// The datapath rows' layers: costDatapath's stack and what it adds.
+const (
+	dpPlain   = iota // datapath: frames with a seq stamped
+	dpFraming        // +framing/crc: each frame sealed in place
+	dpRing           // +ring copy: each record copied into a ring, then sealed
+)
+
 // costDatapath is datapath/mmsg with GSO and GRO (as c asks): batches
-// of c.Batch frames. With framing each frame is sealed on send (seq,
-// header, CRC32C) and decoded and checked on receive.
-func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
+// of c.Batch frames. From dpFraming on each frame is sealed on send (seq,
+// header, CRC32C) and decoded and checked on receive. dpRing copies each
+// record from the producer's buffer into the next slot of a ring the
+// casting Sender's hot ring's size first, as its Sender does, and sends
+// views of those slots (rebuilt every batch, as the loop's batch is).
+func costDatapath(c ThroughputConfig, layer int) (costEnds, error) {
 	rc := mmsg.DefaultConfig()
 	rc.NoGRO, rc.Batch = !c.GRO, c.Batch
 	rx, err := mmsg.New(rc)
@@ -360,21 +373,35 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 	}
 	sv, frames := sendViews(c)
 	rv := batch.New(c.Batch, 2048)
+	framing := layer != dpPlain
+	var rs *ringSend
+	if layer == dpRing {
+		rs = newRingSend(c, sv)
+	}
 	var seq uint64
 	var bad int64
 	send := func() (int, error) {
-		for j, b := range frames {
-			if framing {
-				binary.LittleEndian.PutUint64(b[wire.HeaderSize:], seq+uint64(j))
-				if err := wire.Seal(b, 1); err != nil {
-					return 0, err
+		if rs != nil {
+			if err := rs.fill(seq); err != nil {
+				return 0, err
+			}
+		} else {
+			for j, b := range frames {
+				if framing {
+					binary.LittleEndian.PutUint64(b[wire.HeaderSize:], seq+uint64(j))
+					if err := wire.Seal(b, 1); err != nil {
+						return 0, err
+					}
+				} else {
+					binary.LittleEndian.PutUint64(b, seq+uint64(j))
 				}
-			} else {
-				binary.LittleEndian.PutUint64(b, seq+uint64(j))
 			}
 		}
 		n, err := tx.Send(sv)
 		seq += uint64(n)
+		if rs != nil {
+			rs.sent(n)
+		}
 		return n, err
 	}
 	recv := func() (int, error) {
@@ -404,6 +431,48 @@ func costDatapath(c ThroughputConfig, framing bool) (costEnds, error) {
 	}
 	return costEnds{tx: send, rx: recv, close: func() { tx.Close(); rx.Close() }, note: note}, nil
 }
+
+// ringSend builds +ring-copy's batches: a send's worth of records, each
+// copied from the producer's buffer into the next slot of a ring of whole
+// batches at least as large as the casting Sender's hot ring, its seq
+// stamped and sealed, and appended to v as a view of its slot.
+type ringSend struct {
+	v            *batch.Vec
+	ring, record []byte
+	per, size    int
+	off          int // where the next batch starts in ring
+}
+
+func newRingSend(c ThroughputConfig, v *batch.Vec) *ringSend {
+	per := c.PerSend()
+	return &ringSend{v: v, per: per, size: c.Size,
+		ring:   make([]byte, (protocol.DefaultSendRingSlots+per-1)/per*per*c.Size),
+		record: make([]byte, c.Size-wire.HeaderSize)}
+}
+
+// fill makes v the next batch, its records numbered from seq; it starts
+// over at the ring's start when the batch would not fit before its end.
+func (r *ringSend) fill(seq uint64) error {
+	if r.off+r.per*r.size > len(r.ring) {
+		r.off = 0
+	}
+	r.v.Reset()
+	for j := 0; j < r.per; j++ {
+		at := r.off + j*r.size
+		fr := r.ring[at : at+r.size : at+r.size]
+		copy(fr[wire.HeaderSize:], r.record)
+		binary.LittleEndian.PutUint64(fr[wire.HeaderSize:], seq+uint64(j))
+		if err := wire.Seal(fr, 1); err != nil {
+			return err
+		}
+		r.v.AppendView(fr, netip.AddrPort{})
+	}
+	return nil
+}
+
+// sent moves past the n records of the batch that went out; the next
+// batch starts right after them.
+func (r *ringSend) sent(n int) { r.off += n * r.size }
 
 // costWAL is wal-alone: the sender thread appends c.Batch records per
 // call to a wal.Writer in a fresh directory under c.Dir (a call the
