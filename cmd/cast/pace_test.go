@@ -101,9 +101,11 @@ type budgetLoop struct {
 	ended        bool
 }
 
+var errFakeFull = errors.New("batch full")
+
 func (b *budgetLoop) Send(uint16, []byte) (uint64, error) {
 	if b.left == 0 {
-		return 0, errors.New("batch full")
+		return 0, errFakeFull
 	}
 	b.left--
 	b.seq++
@@ -155,5 +157,24 @@ func TestPacedCountsRefusals(t *testing.T) {
 		if l.seq != n {
 			t.Fatalf("budget %d: a poll after the end sent more", budget)
 		}
+	}
+}
+
+// TestPacedPollAllocs: a producer's poll, run in the loop's iteration,
+// allocates nothing.
+func TestPacedPollAllocs(t *testing.T) {
+	var sent atomic.Int64
+	pr := newPaced(sendOpts{n: 1 << 40, payload: 128, rate: 1e9}, &sent, make(chan struct{}))
+	l := &budgetLoop{}
+	now := int64(1)
+	if a := testing.AllocsPerRun(1000, func() {
+		l.left = 64
+		now += 1000
+		pr.poll(l, now)
+	}); a != 0 {
+		t.Fatalf("%v allocations per poll", a)
+	}
+	if sent.Load() == 0 {
+		t.Fatal("nothing sent")
 	}
 }
