@@ -3,6 +3,7 @@ package cast
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -247,6 +248,9 @@ func BenchmarkLoopPipe(b *testing.B) {
 			}
 		}
 	}
+	// A flow-control table of MaxReceivers slots, as cast send gives a
+	// multicast group (one receiver in it here).
+	b.Run("144+batch+table", func(b *testing.B) { benchLoopPipe(b, 144, false, "+batch+table") })
 }
 
 func benchLoopPipe(b *testing.B, size int, withWAL bool, how string) {
@@ -282,7 +286,12 @@ func benchLoopPipe(b *testing.B, size int, withWAL bool, how string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	snd, err := protocol.NewSender(protocol.DefaultSenderConfig(), log)
+	sc := protocol.DefaultSenderConfig()
+	if strings.HasSuffix(how, "+table") {
+		sc.MaxReceivers = protocol.MaxReceivers
+		how = strings.TrimSuffix(how, "+table")
+	}
+	snd, err := protocol.NewSender(sc, log)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -56,7 +56,8 @@ type rcvSlot struct {
 // that throttle, combined by the FlowPolicy (flow_group.go). Before any
 // Status the initial window bounds Send instead.
 //
-// Invariants: active is the number of used slots, and no two used slots
+// Invariants: active is the number of used slots, every used slot is
+// below hi and slot hi−1 is used (hi = 0: none), and no two used slots
 // hold the same id; within one id a receiver's Edge never moves down and
 // a Status older by serial than the last one changes nothing but
 // LastHeard. limited, limit and covered are what fold last computed from
@@ -66,6 +67,7 @@ type rcvSlot struct {
 type flowController struct {
 	cfg     *SenderConfig
 	rcv     []rcvSlot
+	hi      int    // the slots from hi on are unused: the scans stop there
 	active  int    // used slots
 	limited bool   // some receiver throttles
 	limit   uint64 // highest seq Send may assign while limited
@@ -120,11 +122,12 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64, probe
 	var prev uint64
 	fc.negotiated = true
 	if r == nil {
-		r = fc.slotFor(from)
-		if r == nil {
+		i := fc.slotFor(from)
+		if i < 0 {
 			fc.stats.StatusRejected++
 			return statusNews{}
 		}
+		r = &fc.rcv[i]
 		if r.used && !sameAddr(r.info.Addr, from) {
 			// The table is full: the least recently heard receiver
 			// that never echoed a probe makes room.
@@ -139,6 +142,7 @@ func (fc *flowController) status(p []byte, from netip.AddrPort, now int64, probe
 			fc.active++
 		}
 		*r = rcvSlot{used: true, info: ReceiverInfo{ID: st.ReceiverID, Addr: from}}
+		fc.hi = max(fc.hi, i+1)
 	}
 	fc.stats.Statuses++
 	news := statusNews{accepted: true, joined: joined != 0}
@@ -190,7 +194,7 @@ func (fc *flowController) find(id uint64) *rcvSlot {
 	if fc.active == 0 {
 		return nil
 	}
-	for i := range fc.rcv {
+	for i := range fc.hi {
 		if r := &fc.rcv[i]; r.used && r.info.ID == id {
 			return r
 		}
@@ -198,38 +202,47 @@ func (fc *flowController) find(id uint64) *rcvSlot {
 	return nil
 }
 
-// slotFor returns the slot a new id from addr takes: the slot of a known
+// slotFor returns the index of the slot a new id from addr takes (−1:
+// none): the slot of a known
 // receiver at the same address (a restart: one slot per address), else a
 // free one, else the least recently heard receiver that never echoed a
 // probe (the caller evicts it), else nil. A receiver proves itself by
 // echoing one of the sender's probes, which it is sent on joining: a
 // flood of Status frames from forged ids and addresses, which never
 // echo, then takes only unproven slots and cannot lock real receivers
-// out of a full table.
-func (fc *flowController) slotFor(addr netip.AddrPort) *rcvSlot {
-	var free, stale *rcvSlot
-	for i := range fc.rcv {
+// out of a full table. Every slot from hi on is free, so the first free
+// one is below hi or hi itself.
+func (fc *flowController) slotFor(addr netip.AddrPort) int {
+	free, stale := -1, -1
+	for i := range fc.hi {
 		r := &fc.rcv[i]
 		switch {
 		case r.used && sameAddr(r.info.Addr, addr):
-			return r
+			return i
 		case !r.used:
-			if free == nil {
-				free = r
+			if free < 0 {
+				free = i
 			}
-		case !r.proven && (stale == nil || r.info.LastHeard < stale.info.LastHeard):
-			stale = r
+		case !r.proven && (stale < 0 || r.info.LastHeard < fc.rcv[stale].info.LastHeard):
+			stale = i
 		}
 	}
-	if free != nil {
+	if free < 0 && fc.hi < len(fc.rcv) {
+		free = fc.hi
+	}
+	if free >= 0 {
 		return free
 	}
 	return stale
 }
 
+// drop frees slot r, and lowers hi past the free slots at the top.
 func (fc *flowController) drop(r *rcvSlot) {
 	*r = rcvSlot{}
 	fc.active--
+	for fc.hi > 0 && !fc.rcv[fc.hi-1].used {
+		fc.hi--
+	}
 }
 
 // event queues a change of receiver r on ev.
@@ -261,7 +274,7 @@ func (fc *flowController) fold(sent uint64) (dedup int64) {
 	if group {
 		dedup = math.MaxInt64
 	}
-	for i := range fc.rcv {
+	for i := range fc.hi {
 		r := &fc.rcv[i]
 		if !r.used {
 			continue
@@ -343,7 +356,7 @@ func (fc *flowController) refused(now int64) {
 // next seq. It reports whether the table changed (the caller folds it
 // again).
 func (fc *flowController) tick(now int64, next uint64, ev *eventQueue[SenderEvent]) (changed bool) {
-	for i := range fc.rcv {
+	for i := range fc.hi {
 		r := &fc.rcv[i]
 		if r.used && now-r.info.LastHeard >= int64(fc.cfg.ReceiverTimeout) {
 			fc.event(ev, ReceiverLost, now, r, 0)
@@ -360,7 +373,7 @@ func (fc *flowController) tick(now int64, next uint64, ev *eventQueue[SenderEven
 		// repair the loaded machine merely delayed goes on (releasing it
 		// could let the sender run past its window and the receiver
 		// raise Reconnect).
-		for i := range fc.rcv {
+		for i := range fc.hi {
 			if r := &fc.rcv[i]; r.used && r.info.Throttles && r.info.Edge < next && r.info.Highest <= r.info.Delivered {
 				r.info.Stalled = true
 				fc.event(ev, ReceiverStalled, now, r, 0)
@@ -374,7 +387,7 @@ func (fc *flowController) tick(now int64, next uint64, ev *eventQueue[SenderEven
 
 // deadline lowers d to the next receiver timeout or stall release.
 func (fc *flowController) deadline(d int64) int64 {
-	for i := range fc.rcv {
+	for i := range fc.hi {
 		if r := &fc.rcv[i]; r.used {
 			d = min(d, r.info.LastHeard+int64(fc.cfg.ReceiverTimeout))
 		}
@@ -404,7 +417,7 @@ func (s *Sender) Limit() (edge uint64, limited bool) {
 // yet dropped) into dst and returns how many it copied.
 func (s *Sender) Receivers(dst []ReceiverInfo) int {
 	n := 0
-	for i := range s.fc.rcv {
+	for i := range s.fc.hi {
 		if n == len(dst) {
 			break
 		}
