@@ -1,7 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"regexp"
 	"testing"
 
@@ -42,4 +45,30 @@ func TestCLIMulticast(t *testing.T) {
 		}
 		r.expect(0, "stdout", `^outcome: live`)
 	}
+}
+
+// scripts/mcblast.sh, the group producer's blast that docs/bench.md
+// cites, runs as written: a short blast between two namespaces delivers
+// every record, exits 0 and prints its row.
+func TestMcblastScript(t *testing.T) {
+	netns.Require(t)
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("needs bash")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangBudget)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "../../scripts/mcblast.sh")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "CASTS="+self, "N=20000", "RUNS=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/mcblast.sh: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)^1 +\S+ +\d+ +[\d.]+ +[\d.]+$`).Match(out) {
+		t.Fatalf("no row:\n%s", out)
+	}
+	t.Logf("%s", out)
 }
