@@ -108,7 +108,10 @@ func receiveEcho(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer n
 		p.Close()
 		return res, err
 	}
-	var start, lastAt time.Time
+	// As in consume: the last echo's time after the first, one monotonic
+	// read a record (it comes before the reply goes out).
+	var start time.Time
+	var lastAt time.Duration
 	var count atomic.Int64
 	echo := lc.OnRecord
 	lc.OnRecord = func(l *cast.Loop, h wire.Header, payload []byte) {
@@ -120,7 +123,7 @@ func receiveEcho(ctx context.Context, nf *netFlags, rf *recvFlags, local, peer n
 		}
 		res.last = int64(seq)
 		res.delivered++
-		lastAt = time.Now()
+		lastAt = time.Since(start)
 		echo(l, h, payload)
 		count.Store(res.delivered)
 	}
@@ -174,9 +177,7 @@ loop:
 		return res, err
 	}
 	// The loop thread has stopped: res is this goroutine's again.
-	if res.delivered > 0 {
-		res.elapsed = lastAt.Sub(start)
-	}
+	res.elapsed = lastAt
 	res.stats = l.ReceiverStats()
 	if d, ok := p.(*drop.Path); ok {
 		res.dropped, _ = d.Dropped()

@@ -67,7 +67,7 @@ func TestMcblastScript(t *testing.T) {
 	if err != nil {
 		t.Fatalf("scripts/mcblast.sh: %v\n%s", err, out)
 	}
-	if !regexp.MustCompile(`(?m)^1 +\S+ +\d+ +[\d.]+ +[\d.]+$`).Match(out) {
+	if !regexp.MustCompile(`(?m)^1 +\S+ +\d+( +[\d.]+){4}$`).Match(out) {
 		t.Fatalf("no row:\n%s", out)
 	}
 	t.Logf("%s", out)
