@@ -250,11 +250,8 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 	// Over a lossy link the handshake can fail for good: a lost final ACK
 	// leaves connect done and accept waiting, and once the server gives up
 	// its SYN-ACK retries accept waits forever. Both wait at most
-	// handshakeTimeout (accept and a blocking connect honour these).
-	tv := unix.NsecToTimeval(handshakeTimeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(lfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return nil, nil, err
-	}
+	// handshakeTimeout each (accept and a blocking connect honour the
+	// socket timeouts handshake sets).
 	sa, err := unix.Getsockname(lfd)
 	if err != nil {
 		return nil, nil, err
@@ -269,15 +266,15 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 		unix.Close(cfd)
 		return nil, nil, err
 	}
-	if err := unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
-		unix.Close(cfd)
-		return nil, nil, err
-	}
-	if err := unix.Connect(cfd, sa); err != nil {
+	if err := handshake(cfd, unix.SO_SNDTIMEO, time.Now().Add(handshakeTimeout), func() error { return unix.Connect(cfd, sa) }); err != nil {
 		unix.Close(cfd)
 		return nil, nil, fmt.Errorf("tcp connect (handshake, at most %v): %w", handshakeTimeout, err)
 	}
-	sfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+	var sfd int
+	err = handshake(lfd, unix.SO_RCVTIMEO, time.Now().Add(handshakeTimeout), func() (err error) {
+		sfd, _, err = unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		return err
+	})
 	if err != nil {
 		unix.Close(cfd)
 		return nil, nil, fmt.Errorf("tcp accept (handshake not completed in %v: lost ACKs on a lossy link): %w", handshakeTimeout, err)
@@ -287,6 +284,30 @@ func TCPPairOn(inC func(func() error) error, c [4]byte, inS func(func() error) e
 		unix.SetNonblock(fd, true)
 	}
 	return &Stream{FD: cfd, Timeout: 2 * time.Second}, &Stream{FD: sfd, Timeout: 2 * time.Second}, nil
+}
+
+// handshake runs call, a blocking connect or accept on fd that the
+// socket timeout opt bounds, until it returns anything but EINTR, with
+// opt set to the time left before deadline for each try (ETIMEDOUT once
+// none is left). A signal interrupts a connect or an accept whose socket
+// has a timeout even under SA_RESTART (signal(7)), and the Go runtime
+// signals its threads (preemption); on Linux a connect called again
+// after EINTR goes on waiting for the same handshake, and an accept for
+// the same queue.
+func handshake(fd, opt int, deadline time.Time, call func() error) error {
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		tv := unix.NsecToTimeval(max(left.Nanoseconds(), int64(time.Microsecond)))
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, opt, &tv); err != nil {
+			return err
+		}
+		if err := call(); err != unix.EINTR {
+			return err
+		}
+	}
 }
 
 // WriteAll writes every byte of p, spinning on EAGAIN.
