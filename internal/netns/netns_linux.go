@@ -263,14 +263,19 @@ func (h Host) Ping(dst netip.Addr, timeout time.Duration) error {
 	if err := unix.Sendto(fd, req, 0, to); err != nil {
 		return fmt.Errorf("netns: ping %s from %s: %w", dst, h.NS, err)
 	}
-	tv := unix.NsecToTimeval(timeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		return err
-	}
 	deadline := time.Now().Add(timeout)
 	buf := make([]byte, 1500)
-	for time.Now().Before(deadline) {
+	for left := timeout; left > 0; left = time.Until(deadline) {
+		// Each wait is bounded by what is left; a signal interrupts a
+		// receive with a timeout even under SA_RESTART (EINTR: wait again).
+		tv := unix.NsecToTimeval(max(left.Nanoseconds(), int64(time.Microsecond)))
+		if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+			return err
+		}
 		n, _, err := unix.Recvfrom(fd, buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("netns: ping %s from %s: no reply: %w", dst, h.NS, err)
 		}
