@@ -326,6 +326,14 @@ func (r *flowRun) checkLead() {
 // (Delivered + Window) of the newest Status it has received, or within
 // the initial window before the first. It sees a Status before the
 // Sender does, so it is never stricter than the Sender may be.
+//
+// A heartbeat naming a seq above every data record sent is the initial
+// window's probe (cast/protocol/flow_initial.go): it announces the
+// window's last record in place of sending it, so that seq counts as sent
+// then, against the edge of that moment. The record itself goes out
+// later, at the receiver's NAK or once the edge passes it, and is no
+// longer a first send: a receiver whose first Status advertises an edge
+// below it may well ask for it (it NAKs what its reorder window holds).
 type leadWatch struct {
 	datapath.Path
 	initEdge uint64
@@ -350,12 +358,21 @@ func (w *leadWatch) Send(v *batch.Vec) (int, error) {
 	for i := range v.Len() {
 		b, _ := v.Msg(i)
 		frames(b, func(h wire.Header, p []byte) {
-			if h.Type != typData {
+			var seq uint64
+			switch h.Type {
+			case typData:
+				seq = wire.Seq(p)
+			case wire.TypeHeartbeat:
+				hb, err := wire.ParseHeartbeat(p)
+				if err != nil {
+					return
+				}
+				seq = hb.Highest
+			default:
 				return
 			}
-			seq := wire.Seq(p)
 			if seq <= w.highest {
-				return // a retransmit
+				return // a retransmit, or a heartbeat naming what was sent
 			}
 			w.highest = seq
 			edge := w.initEdge
