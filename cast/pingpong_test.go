@@ -25,6 +25,7 @@ type vPingPong struct {
 	i, total   int
 	out        bool     // ping i is in flight
 	replies    [][]byte // echo: replies its Sender refused, sent again on OnPoll
+	sendBatch  bool     // echo: replies go out with SendBatch, not Send
 	shut       [2]int   // Sends refused by flow control: pinger, echo
 	payload    []byte
 	lastRT     int64 // virtual time of the last round trip
@@ -107,6 +108,14 @@ func (pp *vPingPong) sendPing(l *Loop) {
 }
 
 func (pp *vPingPong) sendReplies(l *Loop) {
+	if pp.sendBatch && len(pp.replies) > 0 {
+		n, err := l.SendBatch(1, pp.replies)
+		pp.replies = pp.replies[n:]
+		if err != nil {
+			pp.refused(1, err)
+		}
+		return
+	}
 	for len(pp.replies) > 0 {
 		if _, err := l.Send(1, pp.replies[0]); err != nil {
 			pp.refused(1, err)
@@ -198,6 +207,47 @@ func TestLoopPingPongBeyondWindow(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// A Send that leaves the batch full sends it at once, not at the end of
+// the iteration: with Batch 1 (the latency setting) the echo's reply is on
+// the wire before its OnRecord returns, ahead of the Status and timer work
+// of the iteration (the round trip's turnaround); the same with SendBatch.
+// With Batch 64 the reply waits in the batch for the iteration's flush, as
+// it always did.
+func TestLoopSendFlushesFullBatch(t *testing.T) {
+	for _, batch := range []int{1, 64} {
+		for _, sendBatch := range []bool{false, true} {
+			t.Run(fmt.Sprintf("batch%d/SendBatch=%v", batch, sendBatch), func(t *testing.T) {
+				pp := newVPingPong(t, 500, batch, false)
+				pp.sendBatch = sendBatch
+				onRecord := pp.echo.cfg.OnRecord
+				sent, onWire := 0, 0
+				pp.echo.cfg.OnRecord = func(l *Loop, h wire.Header, p []byte) {
+					before := pp.p.A.Pending()
+					onRecord(l, h, p)
+					if len(pp.replies) == 0 { // the reply was sent, not refused
+						sent++
+						if pp.p.A.Pending() > before {
+							onWire++
+						}
+					}
+				}
+				pp.run(time.Second)
+				if pp.i != pp.total {
+					t.Fatalf("%d of %d round trips", pp.i, pp.total)
+				}
+				want := 0
+				if batch == 1 {
+					want = sent
+				}
+				if sent < pp.total/2 || onWire != want {
+					t.Fatalf("%d replies sent from OnRecord, %d of them on the wire before it returned; want %d",
+						sent, onWire, want)
+				}
+			})
 		}
 	}
 }
