@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/walcast/walcast/batch"
 	"github.com/walcast/walcast/cast/protocol"
 	"github.com/walcast/walcast/datapath/mem"
 	"github.com/walcast/walcast/wire"
@@ -249,5 +250,48 @@ func TestLoopSendFlushesFullBatch(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// failSend is a Path whose Send fails.
+type failSend struct{ *mem.End }
+
+var errSendBroken = errors.New("test: send broken")
+
+func (failSend) Send(*batch.Vec) (int, error) { return 0, errSendBroken }
+
+// A path error met by the early flush of a full batch is not the Send's:
+// the record has its seq and sits in the hot ring, and an application
+// that retried on the error would send it twice. Send returns the seq and
+// no error; the iteration's own flush meets the error and fails the loop.
+func TestLoopSendFullBatchPathError(t *testing.T) {
+	p := mem.NewPair(1_000_000_000)
+	s, err := protocol.NewSender(protocol.DefaultSenderConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	var sendErr error
+	sent := false
+	cfg := DefaultLoopConfig()
+	cfg.Path, cfg.Sender, cfg.Batch = failSend{p.A}, s, 1
+	cfg.OnPoll = func(l *Loop, _ int64) {
+		if !sent {
+			sent = true
+			seq, sendErr = l.Send(1, make([]byte, 64))
+		}
+	}
+	l, err := NewLoop(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	l.vclock = p.Clock.Now
+	ok := l.iterate()
+	if !sent || seq != 1 || sendErr != nil {
+		t.Fatalf("Send: seq %d, err %v; want seq 1 and no error", seq, sendErr)
+	}
+	if ok || !errors.Is(l.err, errSendBroken) {
+		t.Fatalf("iteration: ok %v, loop error %v; want the loop failed with %v", ok, l.err, errSendBroken)
 	}
 }
