@@ -41,9 +41,9 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 // of the iteration. The next Send would flush it first anyway, and what
 // the iteration still emits queues behind it either way, so the order on
 // the wire is the same. With Batch 1 (the latency setting) a reply made
-// in OnRecord leaves before the rest of the run's bookkeeping: about
-// 0.2 µs less a round trip in cast bench rtt (docs/bench.md). A path
-// error is not the caller's: the record is sequenced and in the hot ring.
+// in OnRecord leaves before the rest of the iteration's bookkeeping,
+// which shortens every round trip (docs/bench.md, "The reply leaves with
+// its batch"). A path error is not the caller's: the record is sequenced and in the hot ring.
 // The batch then stays unsent, and the iteration's own flush meets the
 // error again and fails the loop, as it did before this early flush.
 func (l *Loop) flushFull() {
