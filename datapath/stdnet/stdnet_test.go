@@ -43,11 +43,17 @@ func TestQueueFull(t *testing.T) {
 	if n, err := a.Send(v); n != 16 || err != nil {
 		t.Fatal(n, err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); b.Stats().Dropped < 12; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%+v", b.Stats())
+	// The reader has taken all 16 from the socket once it dropped 12: the
+	// queue holds 4. (Draining before then lets the reader queue more.)
+	waitDropped := func(n uint64) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); b.Stats().Dropped < n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%+v", b.Stats())
+			}
 		}
 	}
+	waitDropped(12)
 	r := batch.New(16, 64)
 	if n, _ := b.Recv(r); n != 4 {
 		t.Fatalf("%d queued, want 4", n)
@@ -55,8 +61,9 @@ func TestQueueFull(t *testing.T) {
 	if n, err := a.Send(v); n != 16 || err != nil {
 		t.Fatal(n, err)
 	}
+	waitDropped(24)
 	if got := pathtest.Recv(t, b, 4); len(got) != 4 {
-		t.Fatalf("%d after draining", len(got))
+		t.Fatalf("%d after draining, want 4", len(got))
 	}
 }
 
