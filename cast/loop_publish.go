@@ -43,9 +43,10 @@ func (l *Loop) Send(typ uint16, payload []byte) (uint64, error) {
 // the wire is the same. With Batch 1 (the latency setting) a reply made
 // in OnRecord leaves before the rest of the iteration's bookkeeping,
 // which shortens every round trip (docs/bench.md, "The reply leaves with
-// its batch"). A path error is not the caller's: the record is sequenced and in the hot ring.
-// The batch then stays unsent, and the iteration's own flush meets the
-// error again and fails the loop, as it did before this early flush.
+// its batch"). A path error is not the caller's: the record is sequenced
+// and in the hot ring. The batch then stays unsent, and the iteration's
+// own flush meets the error again and fails the loop, as it did before
+// this early flush.
 func (l *Loop) flushFull() {
 	if l.out.Full() {
 		_ = l.flush()
