@@ -288,8 +288,14 @@ func TestLoopDeadPeer(t *testing.T) {
 // receiver loop, with a record sent and delivered, allocate nothing; with
 // keys too (every datagram sealed and opened).
 func TestLoopIterationAllocs(t *testing.T) {
-	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys", "mmsg/batch", "mmsg/sendbatch", "mmsg/publish"} {
+	for _, path := range []string{"udp", "mmsg", "udp/keys", "mmsg/keys", "mmsg/batch", "mmsg/sendbatch", "mmsg/publish", "udp/b1", "udp/keys/b1"} {
 		t.Run(path, func(t *testing.T) {
+			// b1: Batch 1, so every Send fills the batch and flushes it
+			// itself (flushFull), sealed first when keys are on.
+			b1 := false
+			if p, ok := strings.CutSuffix(path, "/b1"); ok {
+				path, b1 = p, true
+			}
 			var keys *Keys
 			if p, ok := strings.CutSuffix(path, "/keys"); ok {
 				path, keys = p, testKeys
@@ -323,6 +329,9 @@ func TestLoopIterationAllocs(t *testing.T) {
 			}
 			sl := DefaultLoopConfig()
 			sl.Path, sl.Sender, sl.Keys = pa, snd, keys
+			if b1 {
+				sl.Batch = 1
+			}
 			p := make([]byte, size)
 			ps := make([][]byte, per)
 			for i := range ps {
